@@ -1,0 +1,84 @@
+"""Command line: python -m gpucourse {doctor,record,notebooks,labs,lab,grade,feedback}."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from gpucourse.errors import CourseError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gpucourse", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("doctor", help="pre-flight check for learners and instructors")
+    rec = sub.add_parser("record", help="run every registered sweep on this GPU into data/reference/")
+    rec.add_argument("sweeps", nargs="*", help="sweep names (default: all)")
+    rec.add_argument("--list", action="store_true", help="list the registered sweeps and exit")
+    sub.add_parser("notebooks", help="generate .ipynb files from the text sources")
+    labs = sub.add_parser("labs", help="regenerate labs/ from solutions/ with nbgrader")
+    labs.add_argument("--check", action="store_true", help="fail if labs/ differs from a fresh generation")
+    lab = sub.add_parser("lab", help="start JupyterLab with lesson 00 open")
+    lab.add_argument("--port", type=int, default=8888)
+    grade = sub.add_parser("grade", help="autograde everything in submitted/ and write grades.csv")
+    grade.add_argument("--jobs", type=int, default=None, help="students graded in parallel")
+    sub.add_parser("feedback", help="generate feedback for every graded submission")
+    args = parser.parse_args(argv)
+    try:
+        return _run(args)
+    except CourseError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args) -> int:
+    if args.command == "doctor":
+        from gpucourse.doctor import run_doctor
+
+        return run_doctor()
+    if args.command == "record":
+        from gpucourse import reference
+
+        if args.list:
+            for name, sweep in sorted(reference.load_all_sweeps().items()):
+                print(f"{name:32s} {sweep.lesson:18s} {sweep.description}")
+            return 0
+        for path in reference.record(args.sweeps or None):
+            print(f"wrote {path}")
+        return 0
+    if args.command == "notebooks":
+        from gpucourse.build import build_notebooks
+
+        paths = build_notebooks()
+        print(f"{len(paths)} notebooks up to date")
+        return 0
+    if args.command == "labs":
+        from gpucourse import build
+
+        if args.check:
+            problems = build.check_labs()
+            for problem in problems:
+                print(f"labs/: {problem}", file=sys.stderr)
+            if not problems:
+                print(f"labs/ matches solutions/ ({len(build.lab_names())} labs, no solutions or hidden tests)")
+            return 1 if problems else 0
+        print("generated:", ", ".join(build.generate_labs()))
+        return 0
+    if args.command == "lab":
+        from gpucourse.launch import main as launch
+
+        launch(args.port)
+        return 0
+    if args.command == "grade":
+        from gpucourse.grading import grade_all
+
+        return grade_all(jobs=args.jobs)
+    if args.command == "feedback":
+        from gpucourse.grading import feedback_all
+
+        return feedback_all()
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""Generated files: notebooks from their jupytext text sources, and labs/ from solutions/.
+
+* ``notebooks/NN_x.py`` → ``notebooks/NN_x.ipynb`` and ``solutions/labNN_x/labNN_x.py`` →
+  ``solutions/labNN_x/labNN_x.ipynb`` (cell ids derived from position or grade id, so the output is
+  identical on every machine; no outputs).
+* ``labs/`` is nbgrader's release of ``solutions/`` (``nbgrader generate_assignment``); ``check``
+  regenerates it in a scratch copy and fails on any difference or on leaked solution code.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import jupytext
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+LEAK_MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+KERNELSPEC = {"display_name": "Python 3 (gpucourse)", "language": "python", "name": "python3"}
+
+
+def lesson_sources(root: Path = ROOT) -> list[Path]:
+    return sorted((root / "notebooks").glob("[0-9][0-9]_*.py"))
+
+
+def lab_names(root: Path = ROOT) -> list[str]:
+    return sorted(p.name for p in (root / "solutions").glob("lab*") if (p / f"{p.name}.py").exists())
+
+
+def to_notebook(source: Path) -> nbformat.NotebookNode:
+    nb = jupytext.read(source)
+    nb.metadata = {"kernelspec": KERNELSPEC, "language_info": {"name": "python"}}
+    for index, cell in enumerate(nb.cells):
+        cell.metadata.pop("lines_to_next_cell", None)
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        cell.id = grade_id or f"cell-{index:03d}"
+    return nb
+
+
+def write_notebook(source: Path, target: Path | None = None) -> Path:
+    target = target or source.with_suffix(".ipynb")
+    text = nbformat.writes(to_notebook(source)) + "\n"
+    if not target.exists() or target.read_text() != text:
+        target.write_text(text)
+    return target
+
+
+def build_notebooks(root: Path = ROOT) -> list[Path]:
+    out = [write_notebook(s) for s in lesson_sources(root)]
+    out += [write_notebook(root / "solutions" / lab / f"{lab}.py") for lab in lab_names(root)]
+    return out
+
+
+def venv_env() -> dict:
+    """The environment with this Python's bin folder first on PATH (nbgrader runs `alembic` by name)."""
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    return env
+
+
+def nbgrader(args: list[str], root: Path, **kwargs) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "nbgrader", *args]
+    return subprocess.run(cmd, cwd=root, capture_output=True, text=True, env=venv_env(), **kwargs)
+
+
+def _nbgrader(root: Path, *args: str) -> None:
+    done = nbgrader([*args, "--log-level=WARN"], root)
+    if done.returncode != 0:
+        raise SystemExit(f"nbgrader {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+
+
+def generate_labs(root: Path = ROOT) -> list[str]:
+    """Regenerate labs/<lab>/ from solutions/<lab>/ for every lab."""
+    labs = lab_names(root)
+    for lab in labs:
+        write_notebook(root / "solutions" / lab / f"{lab}.py")
+        _nbgrader(root, "generate_assignment", lab, "--force")
+    return labs
+
+
+def check_labs(root: Path = ROOT) -> list[str]:
+    """Problems with labs/: differences from a fresh generation, leaked solutions, strays."""
+    problems = []
+    with tempfile.TemporaryDirectory() as scratch:
+        copy = Path(scratch)
+        shutil.copy(root / "nbgrader_config.py", copy)
+        shutil.copytree(root / "solutions", copy / "solutions", ignore=shutil.ignore_patterns("*.ipynb"))
+        generate_labs(copy)
+        fresh, committed = copy / "labs", root / "labs"
+        problems += _compare(fresh, committed)
+    for path in sorted(committed.rglob("*")):
+        if path.is_file() and any(m in path.read_text(errors="ignore") for m in LEAK_MARKERS):
+            problems.append(f"{path.relative_to(root)} contains solution or hidden-test markers")
+    return problems
+
+
+def _compare(fresh: Path, committed: Path, prefix: str = "labs") -> list[str]:
+    if not committed.exists():
+        return [f"{prefix}/ is missing: run `make labs`"]
+    cmp = filecmp.dircmp(fresh, committed, ignore=[".ipynb_checkpoints", "__pycache__"])
+    problems = [f"{prefix}/{name} should exist (run `make labs`)" for name in cmp.left_only]
+    problems += [f"{prefix}/{name} is not generated from solutions/ (remove it)" for name in cmp.right_only]
+    for name in cmp.common_files:
+        if (fresh / name).read_bytes() != (committed / name).read_bytes():
+            problems.append(f"{prefix}/{name} differs from what solutions/ generates (run `make labs`)")
+    for name in cmp.common_dirs:
+        problems += _compare(fresh / name, committed / name, f"{prefix}/{name}")
+    return problems

@@ -1,0 +1,88 @@
+"""The device's measured ceilings: what a large copy and a large library matmul really reach.
+
+Charts draw these as the "physical limit" lines beside the datasheet figure. Measured once
+per device and driver, cached in ~/.cache/gpucourse/ceilings.json (delete it to re-measure).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from gpucourse import runtime
+from gpucourse.errors import NoGPU
+
+CACHE_PATH = Path(os.environ.get("GPUCOURSE_CACHE", Path.home() / ".cache" / "gpucourse")) / "ceilings.json"
+COPY_BYTES = 1 << 30  # 1 GiB each way: far beyond any L2
+MATMUL_N = 8192
+
+
+def _cache_key() -> str:
+    info = runtime.device()
+    return f"{info.slug}|driver {info.driver_version}"
+
+
+def _load() -> dict:
+    try:
+        return json.loads(CACHE_PATH.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _cached(name: str, measure_fn, refresh: bool) -> float:
+    if not runtime.is_gpu():
+        raise NoGPU("ceilings are measured on a GPU; in simulator mode charts use recorded ceilings")
+    cache = _load()
+    entry = cache.setdefault(_cache_key(), {})
+    if refresh or name not in entry:
+        entry[name] = measure_fn()
+        CACHE_PATH.parent.mkdir(parents=True, exist_ok=True)
+        CACHE_PATH.write_text(json.dumps(cache, indent=2))
+    return float(entry[name])
+
+
+def measure_copy_gbps(nbytes: int = COPY_BYTES, *, min_total_ms: float = 500.0) -> float:
+    """Device-to-device copy bandwidth, counting bytes read plus bytes written."""
+    import cupy
+
+    from gpucourse.harness import measure
+
+    nbytes = min(nbytes, runtime.free_memory_bytes() // 4)
+    src = cupy.random.random(nbytes // 4, dtype=cupy.float32)
+    dst = cupy.empty_like(src)
+
+    def run():
+        cupy.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, src.nbytes, 3, 0)  # 3: device→device
+
+    m = measure(run, label="device-to-device copy", check=lambda: bool((dst[:1024] == src[:1024]).all()),
+                bytes_moved=2 * src.nbytes, min_total_ms=min_total_ms)
+    return m.gbps
+
+
+def measure_matmul_tflops(dtype: str = "float32", n: int = MATMUL_N) -> float:
+    """A large library (cuBLAS through torch) matmul on random data; fp32 with TF32 off."""
+    import torch
+
+    from gpucourse.harness import measure
+
+    torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
+    old = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        a = torch.randn(n, n, device="cuda", dtype=torch_dtype)
+        b = torch.randn(n, n, device="cuda", dtype=torch_dtype)
+        c = torch.empty(n, n, device="cuda", dtype=torch_dtype)
+        m = measure(lambda: torch.matmul(a, b, out=c), label=f"{dtype} matmul {n}³",
+                    check=lambda: bool(torch.isfinite(c[:8, :8]).all()), flops=2 * n**3)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old
+    return m.tflops
+
+
+def copy_gbps(refresh: bool = False) -> float:
+    return _cached("copy_gbps", measure_copy_gbps, refresh)
+
+
+def matmul_tflops(dtype: str = "float32", refresh: bool = False) -> float:
+    return _cached(f"matmul_{dtype}_tflops", lambda: measure_matmul_tflops(dtype), refresh)

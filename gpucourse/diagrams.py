@@ -1,0 +1,84 @@
+"""Drawn pictures (plotly shapes) of the execution and memory hierarchies, for lesson 00.
+
+Every picture has a title that says what it shows; the notebook gives each one alt text.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from gpucourse.charts import PALETTE
+
+
+def _box(fig: go.Figure, x0, y0, x1, y1, text: str, colour: str, *, font_size=12, text_y=None, dash="solid"):
+    fig.add_shape(type="rect", x0=x0, y0=y0, x1=x1, y1=y1, line={"color": "#000", "width": 1, "dash": dash},
+                  fillcolor=colour, opacity=0.9, layer="below")
+    if text:
+        fig.add_annotation(x=(x0 + x1) / 2, y=text_y if text_y is not None else (y0 + y1) / 2, text=text,
+                           showarrow=False, font={"size": font_size, "color": "#000"})
+
+
+def _arrow(fig: go.Figure, x0, y0, x1, y1, text: str = ""):
+    fig.add_annotation(x=x1, y=y1, ax=x0, ay=y0, xref="x", yref="y", axref="x", ayref="y", text=text,
+                       showarrow=True, arrowhead=2, arrowwidth=1.5, font={"size": 11})
+
+
+def _canvas(title: str, width: float, height: float) -> go.Figure:
+    fig = go.Figure()
+    fig.update_layout(title={"text": title, "x": 0.02}, template="plotly_white", height=460,
+                      margin={"l": 10, "r": 10, "t": 50, "b": 10}, showlegend=False)
+    fig.update_xaxes(visible=False, range=[0, width])
+    fig.update_yaxes(visible=False, range=[0, height], scaleanchor="x")
+    return fig
+
+
+def execution_hierarchy() -> go.Figure:
+    """Grid → blocks → warps → threads, and blocks landing on an SM."""
+    fig = _canvas("Execution hierarchy: a grid of blocks; a block is cut into warps of 32 threads", 100, 50)
+    _box(fig, 1, 8, 31, 46, "", "#f2f2f2", text_y=44)
+    fig.add_annotation(x=16, y=44, text="<b>grid</b> (one kernel launch)", showarrow=False)
+    for row in range(3):
+        for col in range(3):
+            x0, y0 = 3 + col * 9.3, 10 + row * 10.5
+            _box(fig, x0, y0, x0 + 8, y0 + 8.5, f"block ({col},{row})", PALETTE[5] if (col, row) != (1, 1) else PALETTE[1],
+                 font_size=10)
+    _arrow(fig, 20.5, 25, 38, 38, "one block")
+    _box(fig, 38, 8, 62, 46, "", "#fff3d6")
+    fig.add_annotation(x=50, y=44, text="<b>block</b> = 128 threads = 4 warps", showarrow=False)
+    for w in range(4):
+        y0 = 34 - w * 7.5
+        _box(fig, 40, y0, 60, y0 + 6, f"warp {w}: threads {32 * w}–{32 * w + 31}", PALETTE[2] if w else PALETTE[0],
+             font_size=10)
+    _arrow(fig, 60, 37, 66, 40, "one warp")
+    _box(fig, 66, 30, 98, 46, "", "#e6f2fa")
+    fig.add_annotation(x=82, y=44, text="<b>warp</b> = 32 lanes, one instruction", showarrow=False)
+    for lane in range(32):
+        x0 = 67 + (lane % 16) * 1.9
+        y0 = 37 - (lane // 16) * 4
+        _box(fig, x0, y0, x0 + 1.6, y0 + 3, str(lane), PALETTE[0], font_size=7)
+    _box(fig, 66, 2, 98, 27, "", "#eafaf1")
+    fig.add_annotation(x=82, y=25, text="<b>SM</b> (streaming multiprocessor)", showarrow=False)
+    for s in range(4):
+        _box(fig, 67.5 + s * 7.5, 14, 73.5 + s * 7.5, 22, f"warp<br>scheduler {s}", "#ffffff", font_size=9)
+    _box(fig, 67.5, 4, 96.5, 12, "registers · shared memory / L1 · resident blocks", "#ffffff", font_size=10)
+    _arrow(fig, 31, 20, 66, 15, "blocks are scheduled onto SMs")
+    return fig
+
+
+def memory_hierarchy(l2_text: str = "50 MiB (H100) · ~60 MB (H200)",
+                     hbm_text: str = "80 GB · 3.35 TB/s (H100) · 141 GB · 4.8 TB/s (H200)") -> go.Figure:
+    """Registers → shared memory/L1 → L2 → HBM, from small and private to large and shared."""
+    fig = _canvas("Memory hierarchy: the further from the thread, the larger, more shared and slower", 100, 52)
+    levels = [
+        ("registers", "private to a thread · 64 K × 32-bit per SM", PALETTE[2]),
+        ("shared memory / L1", "per SM · up to 228 KB, shared by a block's threads", PALETTE[5]),
+        ("L2 cache", f"whole GPU · {l2_text}", PALETTE[1]),
+        ("HBM (global memory)", f"whole GPU · {hbm_text} (datasheet)", PALETTE[3]),
+    ]
+    for i, (name, detail, colour) in enumerate(levels):
+        inset = 30 - i * 9
+        y0 = 40 - i * 12
+        _box(fig, inset, y0, 100 - inset, y0 + 10, f"<b>{name}</b><br>{detail}", colour, font_size=11)
+    fig.add_annotation(x=3, y=26, text="faster,<br>smaller", showarrow=False, font={"size": 11})
+    fig.add_annotation(x=3, y=8, text="slower,<br>larger", showarrow=False, font={"size": 11})
+    return fig

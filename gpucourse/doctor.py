@@ -1,0 +1,145 @@
+"""`make doctor`: the pre-flight check for a learner's laptop or a workshop server.
+
+Prints Python and package versions, the mode, the GPU, driver and CUDA, whether numba-cuda,
+CuPy and torch each see the GPU, and on a GPU a ≤ 10 s sanity benchmark (copy bandwidth vs
+the datasheet, flagged below 50 %). Exit 0 when the course can run — simulator mode is a valid
+mode — and 1 when something a lesson needs is broken, with the fix in words.
+"""
+
+from __future__ import annotations
+
+import importlib
+import platform
+import sys
+from dataclasses import dataclass
+from importlib import metadata
+
+from gpucourse import runtime
+
+try:  # module level: the simulator swaps this name while a kernel runs
+    from numba import cuda
+except Exception:  # a broken numba is reported by check_packages, not by a traceback here
+    cuda = None
+
+REQUIRED = ("numpy", "pandas", "numba", "plotly", "ipywidgets", "jupyterlab", "nbgrader", "jupytext")
+OPTIONAL_GPU = ("cupy", "torch")
+FIX = "run `make setup` (or `pip install -r requirements.txt`) in the course folder"
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+    required: bool = True
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def check_packages() -> list[Check]:
+    checks = [Check("python", sys.version_info[:2] in [(3, 11), (3, 12)], platform.python_version(),
+                    "use Python 3.11 or 3.12")]
+    for module in REQUIRED:
+        try:
+            importlib.import_module(module)
+            checks.append(Check(module, True, _version({"numba": "numba"}.get(module, module))))
+        except Exception as exc:  # a broken install shows up as any exception
+            checks.append(Check(module, False, f"cannot import ({type(exc).__name__}: {exc})", FIX))
+    checks.append(Check("numba-cuda", _version("numba-cuda") != "not installed", _version("numba-cuda"), FIX))
+    return checks
+
+
+def check_gpu_libraries() -> list[Check]:
+    """Does each library see the GPU? Only meaningful in GPU mode."""
+    checks = []
+    try:
+        from numba import cuda
+
+        checks.append(Check("numba-cuda sees the GPU", bool(cuda.is_available()), str(cuda.is_available()),
+                            "check the NVIDIA driver and that numba-cuda[cu13] matches its CUDA version"))
+    except Exception as exc:
+        checks.append(Check("numba-cuda sees the GPU", False, str(exc), "reinstall numba-cuda[cu13]"))
+    try:
+        import cupy
+
+        count = cupy.cuda.runtime.getDeviceCount()
+        checks.append(Check("CuPy sees the GPU", count > 0, f"{count} device(s)", "install the cupy wheel for your CUDA"))
+    except Exception as exc:
+        checks.append(Check("CuPy sees the GPU", False, f"{type(exc).__name__}: {exc}",
+                            "install cupy-cuda13x matching the driver's CUDA (lessons 00, 03, 04 need it)"))
+    try:
+        import torch
+
+        checks.append(Check("torch sees the GPU", torch.cuda.is_available(), torch.__version__,
+                            "install a CUDA build of torch 2.13.0 (lesson 07 needs it)"))
+    except Exception as exc:
+        checks.append(Check("torch sees the GPU", False, str(exc), "install torch==2.13.0"))
+    return checks
+
+
+def _add_one():
+    @cuda.jit
+    def add_one(x):
+        i = cuda.grid(1)
+        if i < x.size:
+            x[i] += 1
+
+    return add_one
+
+
+def check_kernel_runs() -> Check:
+    """A tiny kernel through numba-cuda, on the GPU or in the simulator, gives the right answer."""
+    import numpy as np
+
+    try:
+        x = np.arange(64, dtype=np.float32)
+        _add_one()[2, 32](x)
+        ok = bool((x == np.arange(64) + 1).all())
+        return Check("a kernel runs", ok, "64 threads added 1" if ok else "wrong result", FIX)
+    except Exception as exc:
+        return Check("a kernel runs", False, f"{type(exc).__name__}: {exc}", FIX)
+
+
+def sanity_benchmark() -> Check:
+    """≤ 10 s: a 256 MiB device-to-device copy against the datasheet; below 50 % is flagged."""
+    from gpucourse.ceilings import measure_copy_gbps
+
+    gbps = measure_copy_gbps(256 * 2**20, min_total_ms=200.0)
+    sheet = runtime.device().datasheet_bandwidth_gbps
+    if sheet is None:
+        return Check("copy bandwidth", True, f"{gbps:.0f} GB/s (no datasheet figure for this device)")
+    pct = 100 * gbps / sheet
+    return Check("copy bandwidth", pct >= 50, f"{gbps:.0f} GB/s = {pct:.0f} % of the datasheet's {sheet:.0f} GB/s",
+                 "below 50 %: is another job using the GPU, or is it throttled? check `nvidia-smi`")
+
+
+def run_doctor(out=print) -> int:
+    out("gpucourse doctor — pre-flight check")
+    checks = check_packages()
+    info = runtime.device()
+    if runtime.is_gpu():
+        out(f"mode: GPU · {info.name} · cc {info.compute_capability[0]}.{info.compute_capability[1]} · "
+            f"driver {info.driver_version} · CUDA {info.cuda_version}")
+        checks += check_gpu_libraries()
+        if all(c.ok for c in checks):
+            try:
+                checks.append(sanity_benchmark())
+            except Exception as exc:
+                checks.append(Check("copy bandwidth", False, f"{type(exc).__name__}: {exc}", "see the error above"))
+    else:
+        out(f"mode: simulator ({runtime.SIM_REASON}). This is a valid mode: every lesson and lab runs; "
+            "charts show counted and recorded data instead of live timings.")
+    if all(c.ok for c in checks):
+        checks.append(check_kernel_runs())
+    for check in checks:
+        mark = "ok  " if check.ok else ("FAIL" if check.required else "warn")
+        out(f"  [{mark}] {check.name}: {check.detail}" + ("" if check.ok else f"  → fix: {check.fix}"))
+    broken = [c for c in checks if c.required and not c.ok]
+    out("result: the course can run here." if not broken else f"result: {len(broken)} problem(s) to fix first.")
+    return 1 if broken else 0

@@ -1,0 +1,151 @@
+"""Timings recorded on real GPUs: the format, the loader, the sweep registry and ``make record``.
+
+Layout (one folder per GPU, one CSV per sweep, one provenance file per folder):
+
+    data/reference/<gpu-slug>/<sweep>.csv
+    data/reference/<gpu-slug>/provenance.json   {"device": {...}, "sweeps": {<sweep>: {...}}}
+
+A lesson module registers each GPU sweep it charts:
+
+    @register_sweep("coalescing.stride", lesson="03_coalescing", columns=("stride", "gbps"),
+                    description="effective GB/s of a float32 strided copy")
+    def stride_sweep() -> pandas.DataFrame: ...
+
+``make record`` (``python -m gpucourse record``) runs every registered sweep on the current GPU
+and writes the files with provenance. Nothing is ever typed in or estimated: where no
+recording exists, ``load`` returns None and the chart says so.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from gpucourse import runtime
+from gpucourse.errors import CourseError, InvalidConfig, NoGPU
+
+REFERENCE_ROOT = Path(__file__).resolve().parent.parent / "data" / "reference"
+PROVENANCE_FILE = "provenance.json"
+# Modules that register sweeps; imported by load_all_sweeps() (a missing one is skipped).
+SWEEP_MODULES = (
+    "gpucourse.measuring", "gpucourse.warps", "gpucourse.divergence", "gpucourse.coalescing",
+    "gpucourse.tiling", "gpucourse.occupancy_lesson", "gpucourse.races", "gpucourse.precision",
+)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    name: str
+    lesson: str
+    description: str
+    columns: tuple[str, ...]
+    run: Callable[[], pd.DataFrame]
+
+
+SWEEPS: dict[str, Sweep] = {}
+
+
+def register_sweep(name: str, *, lesson: str, description: str, columns: tuple[str, ...]):
+    def decorate(fn: Callable[[], pd.DataFrame]):
+        SWEEPS[name] = Sweep(name, lesson, description, tuple(columns), fn)
+        return fn
+
+    return decorate
+
+
+def load_all_sweeps() -> dict[str, Sweep]:
+    for module in SWEEP_MODULES:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+    return SWEEPS
+
+
+@dataclass
+class Recording:
+    name: str
+    gpu: str
+    data: pd.DataFrame
+    provenance: dict
+    path: Path
+
+    @property
+    def device(self) -> str:
+        return self.provenance.get("device", {}).get("device", self.gpu)
+
+    @property
+    def date(self) -> str:
+        return self.provenance.get("sweeps", {}).get(self.name, {}).get("date", "unknown date")[:10]
+
+    def caption(self) -> str:
+        try:
+            where = self.path.relative_to(REFERENCE_ROOT.parent.parent)
+        except ValueError:
+            where = self.path
+        return f"recorded on {self.device}, {self.date} ({where})"
+
+
+def _read_provenance(folder: Path) -> dict:
+    path = folder / PROVENANCE_FILE
+    if not path.exists():
+        raise CourseError(f"{folder} has CSV files but no {PROVENANCE_FILE}: its numbers are not used")
+    return json.loads(path.read_text())
+
+
+def recordings(name: str, root: Path = REFERENCE_ROOT) -> list[Recording]:
+    """Every GPU's recording of sweep ``name`` (an empty list when none exists)."""
+    found = []
+    for csv in sorted(Path(root).glob(f"*/{name}.csv")):
+        provenance = _read_provenance(csv.parent)
+        if name not in provenance.get("sweeps", {}):
+            raise CourseError(f"{csv} is not listed in {csv.parent / PROVENANCE_FILE}: its numbers are not used")
+        found.append(Recording(name, csv.parent.name, pd.read_csv(csv), provenance, csv))
+    return found
+
+
+def load(name: str, gpu: str | None = None, root: Path = REFERENCE_ROOT) -> Recording | None:
+    """The recording of ``name`` on ``gpu`` (default: the newest of any GPU), or None."""
+    found = [r for r in recordings(name, root) if gpu is None or r.gpu == gpu]
+    return max(found, key=lambda r: r.date) if found else None
+
+
+def record(names: list[str] | None = None, root: Path = REFERENCE_ROOT, command: str = "make record") -> list[Path]:
+    """Run registered sweeps on this GPU and write their CSVs and provenance."""
+    from gpucourse.harness import provenance
+
+    if not runtime.is_gpu():
+        raise NoGPU("make record runs the sweeps on a real GPU and there is none here; nothing was written")
+    sweeps = load_all_sweeps()
+    unknown = sorted(set(names or []) - set(sweeps))
+    if unknown:
+        raise InvalidConfig(f"unknown sweep(s) {unknown}; registered: {sorted(sweeps)}")
+    folder = Path(root) / runtime.device().slug
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / PROVENANCE_FILE
+    meta = json.loads(path.read_text()) if path.exists() else {"sweeps": {}}
+    meta["device"] = provenance(command)
+    written = []
+    for name in names or sorted(sweeps):
+        sweep = sweeps[name]
+        print(f"recording {name} ({sweep.description}) …", flush=True)
+        frame = sweep.run()
+        missing = [c for c in sweep.columns if c not in frame.columns]
+        if missing:
+            raise CourseError(f"sweep {name} returned no column(s) {missing}")
+        out = folder / f"{name}.csv"
+        frame.to_csv(out, index=False)
+        stamp = provenance(command)
+        meta["sweeps"][name] = {
+            "lesson": sweep.lesson, "description": sweep.description, "rows": len(frame),
+            "date": stamp["date"], "command": stamp["command"],
+        }
+        path.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        written.append(out)
+    return written

@@ -1,0 +1,163 @@
+"""Lesson 01 "Warps and SIMT": how a block's threads become warps and lanes, and what it costs.
+
+* ``lane_map(block_shape)``: every thread's (x, y, z), linear index, warp and lane — the
+  hardware's rule: linear = x + y·Bx + z·Bx·By, warp = linear // 32, lane = linear % 32.
+* ``lane_map_figure``: that map drawn, one cell per thread, coloured and labelled by warp.
+* ``staircase_figure``: time vs threads per block for a compute-bound kernel — measured on a
+  GPU, else the recorded sweep — beside the model: a block costs ⌈threads/32⌉ warps.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from numba import cuda  # after gpucourse.runtime (imported by the package) chose the mode
+
+from gpucourse import charts, reference, runtime, validate
+from gpucourse.harness import measure
+
+WARP_SIZE = 32
+STAIRCASE_THREADS = (1, 8, 16, 31, 32, 33, 48, 63, 64, 65, 96, 97, 128)
+FMA_ITERATIONS = 4096
+
+
+def warps_per_block(threads_per_block: int) -> int:
+    """A block of T threads occupies ⌈T/32⌉ warps: a partial warp still takes a whole warp."""
+    threads = validate.integer("threads per block", threads_per_block, minimum=1, maximum=1024)
+    return math.ceil(threads / WARP_SIZE)
+
+
+def lane_map(block_shape) -> pd.DataFrame:
+    """One row per thread of a block: tx, ty, tz, linear, warp, lane."""
+    bx, by, bz = validate.block(block_shape)
+    tz, ty, tx = np.meshgrid(np.arange(bz), np.arange(by), np.arange(bx), indexing="ij")
+    linear = (tx + ty * bx + tz * bx * by).ravel()
+    return pd.DataFrame({
+        "tx": tx.ravel(), "ty": ty.ravel(), "tz": tz.ravel(), "linear": linear,
+        "warp": linear // WARP_SIZE, "lane": linear % WARP_SIZE,
+    })
+
+
+def lane_map_figure(block_x: int = 16, block_y: int = 4) -> go.Figure:
+    """The threads of a 2-D block laid out as (x, y), coloured by warp, each labelled warp:lane."""
+    table = lane_map((block_x, block_y))
+    warps = int(table.warp.max()) + 1
+    grid_warp = table.warp.to_numpy().reshape(block_y, block_x)
+    grid_lane = table.lane.to_numpy().reshape(block_y, block_x)
+    label = np.char.add(np.char.add(grid_warp.astype(str), ":"), grid_lane.astype(str))
+    partial = (block_x * block_y) % WARP_SIZE
+    title = (f"A {block_x}×{block_y} block = {block_x * block_y} threads = {warps} warp(s)"
+             + (f"; the last warp has {partial} of 32 lanes busy" if partial else ""))
+    fig = charts.figure(title, "threadIdx.x", "threadIdx.y", charts.source_caption(
+        "model", "the hardware numbers threads x-fastest and cuts every 32 consecutive threads into a warp"))
+    colours = [charts.PALETTE[w % len(charts.PALETTE)] for w in range(warps)]
+    scale = [[i / max(warps - 1, 1), c] for i, c in enumerate(colours)] if warps > 1 else [[0, colours[0]], [1, colours[0]]]
+    fig.add_heatmap(
+        z=grid_warp, text=label if block_x * block_y <= 256 else None, texttemplate="%{text}",
+        colorscale=scale, showscale=False, xgap=1, ygap=1, zmin=0, zmax=max(warps - 1, 1),
+        hovertemplate="threadIdx=(%{x}, %{y})<br>warp:lane %{text}<extra></extra>", name="warp of each thread",
+    )
+    fig.update_yaxes(autorange="reversed", dtick=1 if block_y <= 32 else None)
+    fig.update_xaxes(dtick=1 if block_x <= 32 else None)
+    return fig
+
+
+# --- the staircase: a compute-bound kernel, time vs threads per block --------------------------
+
+
+def _fma_kernel():
+    @cuda.jit
+    def fma_chains(out, iterations):
+        # Four independent chains per thread keep the FMA pipes busy (throughput-bound, not latency).
+        i = cuda.grid(1)
+        a, b, c, d = 1.0 * i, 2.0 * i, 3.0 * i, 4.0 * i
+        for _ in range(iterations):
+            a = a * 0.999 + 0.001
+            b = b * 0.999 + 0.001
+            c = c * 0.999 + 0.001
+            d = d * 0.999 + 0.001
+        if i < out.size:
+            out[i] = a + b + c + d
+
+    return fma_chains
+
+
+def staircase_model(threads: list[int]) -> list[int]:
+    """Warps issued per block: the cost unit of a compute-bound kernel."""
+    return [warps_per_block(t) for t in threads]
+
+
+def measure_staircase(threads=STAIRCASE_THREADS, blocks_per_sm: int = 16) -> pd.DataFrame:
+    """On a GPU: time of a fixed number of blocks of T threads each (compute-bound)."""
+    kernel = _fma_kernel()
+    blocks = blocks_per_sm * (runtime.device().sm_count or 1)
+    out = cuda.device_array(blocks * max(threads), dtype=np.float32)
+    rows = []
+    for t in threads:
+        m = measure(lambda t=t: kernel[blocks, t](out, FMA_ITERATIONS), label=f"{t} threads/block",
+                    flops=blocks * t * FMA_ITERATIONS * 4 * 2)
+        rows.append({"threads_per_block": t, "warps_per_block": warps_per_block(t), "median_ms": m.median_ms,
+                     "iqr_ms": m.iqr_ms, "n_samples": m.n_samples})
+    return pd.DataFrame(rows)
+
+
+@reference.register_sweep(
+    "warps.staircase", lesson="01_warps", columns=("threads_per_block", "warps_per_block", "median_ms"),
+    description="compute-bound kernel: time vs threads per block (16 blocks per SM, 4096 FMAs x 4 chains)",
+)
+def _staircase_sweep() -> pd.DataFrame:
+    return measure_staircase()
+
+
+def staircase_figure(max_threads: int = 128) -> go.Figure:
+    """Measured (GPU) or recorded time vs threads per block, with the ⌈T/32⌉ staircase model."""
+    max_threads = validate.integer("largest block size", max_threads, minimum=1, maximum=1024)
+    threads = [t for t in STAIRCASE_THREADS if t <= max_threads] or [max_threads]
+    if runtime.is_gpu():
+        data, source = measure_staircase(threads), charts.source_caption("measured", runtime.device().name)
+    else:
+        rec = reference.load("warps.staircase")
+        data = None if rec is None else rec.data[rec.data.threads_per_block <= max_threads]
+        source = charts.source_caption("recorded", rec.caption()) if rec else charts.source_caption(
+            "none", "no GPU here and no recording of this sweep yet (run `make record` on a GPU)")
+    fig = charts.figure("Compute-bound kernel: time vs threads per block", "threads per block",
+                        "time relative to one warp (×)", source)
+    model = staircase_model(threads)
+    charts.line(fig, threads, model, "model: ⌈threads/32⌉ warps per block", 1, line_shape="hv")
+    if data is not None and len(data):
+        one_warp = float(data.median_ms[data.warps_per_block == 1].median())
+        charts.line(fig, data.threads_per_block, data.median_ms / one_warp, "time (÷ time of 1-warp blocks)", 0)
+    else:
+        charts.no_data(fig, "No GPU timing to show: the dashed staircase is the model")
+    return fig
+
+
+def coverage_figure(rows: int, cols: int, block_x: int = 16, block_y: int = 16) -> go.Figure:
+    """Which launched threads fall inside a rows × cols array, and which must skip the work."""
+    rows = validate.integer("rows", rows, minimum=1, maximum=4096)
+    cols = validate.integer("cols", cols, minimum=1, maximum=4096)
+    bx, by, _ = validate.block((block_x, block_y))
+    grid_x, grid_y = math.ceil(cols / bx), math.ceil(rows / by)
+    launched_y, launched_x = grid_y * by, grid_x * bx
+    inside = np.zeros((launched_y, launched_x), dtype=int)
+    inside[:rows, :cols] = 1
+    idle = launched_x * launched_y - rows * cols
+    fig = charts.figure(
+        f"{rows}×{cols} array, {by}×{bx} blocks → grid {grid_y}×{grid_x}: {idle} threads must skip the work",
+        "global x (column)", "global y (row)",
+        charts.source_caption("model", "threads outside the array are launched because blocks are whole"),
+    )
+    fig.add_heatmap(z=inside, colorscale=[[0, "#D55E00"], [1, "#56B4E9"]], showscale=False,
+                    hovertemplate="x=%{x}, y=%{y}: %{customdata}<extra></extra>",
+                    customdata=np.where(inside == 1, "inside the array", "outside: bounds check skips it"),
+                    name="inside (blue) / outside (orange, hatched by block lines)")
+    for x in range(0, launched_x + 1, bx):
+        fig.add_vline(x=x - 0.5, line_color="#000", line_width=1)
+    for y in range(0, launched_y + 1, by):
+        fig.add_hline(y=y - 0.5, line_color="#000", line_width=1)
+    fig.update_yaxes(autorange="reversed")
+    return fig

@@ -1,0 +1,136 @@
+"""Widget → sweep → chart glue used by every lesson.
+
+    chart = LiveChart({"stride": IntSlider(...), "dtype": Dropdown(...)}, compute=stride_figure)
+    chart   # displays the controls, a status line, the chart and a "show data" table
+
+``compute(**values)`` returns a plotly Figure (measured on a GPU, recorded or counted in the
+simulator). A change re-runs it and updates one FigureWidget in place. Changes made while a
+run is in flight coalesce: when it finishes, only the latest values run (no queue of stale
+runs). Runs longer than a second show progress; errors appear as one line in the widget.
+"""
+
+from __future__ import annotations
+
+import html
+import inspect
+import threading
+import time
+from collections.abc import Callable
+
+import ipywidgets as widgets
+import plotly.graph_objects as go
+
+from gpucourse.charts import data_table
+from gpucourse.errors import CourseError
+
+
+class LiveChart(widgets.VBox):
+    def __init__(
+        self,
+        controls: dict[str, widgets.ValueWidget],
+        compute: Callable[..., go.Figure],
+        *,
+        threaded: bool = True,
+        description: str = "",
+    ):
+        self.controls = controls
+        self.compute = compute
+        self.threaded = threaded
+        self.runs = 0
+        self.errors = 0
+        self._lock = threading.Lock()
+        self._pending: dict | None = None
+        self._busy = False
+        self._wants_progress = "progress" in inspect.signature(compute).parameters
+        self.status = widgets.HTML(layout=widgets.Layout(min_height="1.6em"))
+        self.progress = widgets.FloatProgress(min=0.0, max=1.0, description="progress",
+                                              layout=widgets.Layout(visibility="hidden"))
+        self.figure = go.FigureWidget()
+        self.show_data = widgets.ToggleButton(description="Show data table", icon="table",
+                                              tooltip="Show the chart's numbers as a table")
+        self.table = widgets.HTML()
+        self.show_data.observe(self._toggle_table, names="value")
+        for control in controls.values():
+            control.observe(self._on_change, names="value")
+        box = widgets.HBox(list(controls.values()), layout=widgets.Layout(flex_flow="row wrap"))
+        head = [widgets.HTML(f"<p>{html.escape(description)}</p>")] if description else []
+        super().__init__(head + [box, widgets.HBox([self.status, self.progress]), self.figure,
+                                 self.show_data, self.table])
+        self._run(self.values())
+
+    def values(self) -> dict:
+        return {name: control.value for name, control in self.controls.items()}
+
+    def _on_change(self, _change=None) -> None:
+        with self._lock:
+            self._pending = self.values()
+            if self._busy:
+                return  # the running worker picks up the latest values when it finishes
+            self._busy = True
+        if self.threaded:
+            threading.Thread(target=self._drain, daemon=True).start()
+        else:
+            self._drain()
+
+    def _drain(self) -> None:
+        while True:
+            with self._lock:
+                values, self._pending = self._pending, None
+                if values is None:
+                    self._busy = False
+                    return
+            self._run(values)
+
+    def wait(self, timeout_s: float = 30.0) -> None:
+        """Block until no run is in flight (for tests and scripted use)."""
+        deadline = time.monotonic() + timeout_s
+        while self._busy and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def _report_progress(self, fraction: float) -> None:
+        self.progress.value = max(0.0, min(1.0, float(fraction)))
+        if time.monotonic() - self._started > 1.0:
+            self.progress.layout.visibility = "visible"
+
+    def _run(self, values: dict) -> None:
+        self._started = time.monotonic()
+        self.status.value = "<span>⏳ running…</span>"
+        self.progress.value = 0.0
+        kwargs = dict(values, progress=self._report_progress) if self._wants_progress else values
+        try:
+            fig = self.compute(**kwargs)
+        except CourseError as exc:
+            self._fail(str(exc))
+            return
+        except Exception as exc:  # a learner should see one line, not a traceback
+            self._fail(f"something went wrong ({type(exc).__name__}: {exc})")
+            return
+        finally:
+            self.progress.layout.visibility = "hidden"
+        self._apply(fig)
+        self.runs += 1
+        elapsed_s = time.monotonic() - self._started
+        self.status.value = f"<span>✓ updated in {elapsed_s:.2f} s</span>"
+
+    def _fail(self, message: str) -> None:
+        self.errors += 1
+        self.status.value = f'<span role="alert" style="color:#D55E00">⚠ {html.escape(message)}</span>'
+
+    def _apply(self, fig: go.Figure) -> None:
+        target = self.figure
+        same_shape = len(target.data) == len(fig.data) and all(
+            a.type == b.type for a, b in zip(target.data, fig.data)
+        )
+        with target.batch_update():
+            if same_shape:
+                for old, new in zip(target.data, fig.data):
+                    old.update(new.to_plotly_json(), overwrite=True)
+            else:
+                target.data = []
+                target.add_traces(list(fig.data))
+            target.layout = fig.layout
+        if self.show_data.value:
+            self._toggle_table()
+
+    def _toggle_table(self, _change=None) -> None:
+        self.table.value = data_table(self.figure).to_html(index=False, max_rows=200) if self.show_data.value else ""

@@ -1,0 +1,168 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (gpucourse)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 00 · Start here: measuring GPU code
+#
+# **In 30 minutes you will time a GPU kernel correctly, and know the two numbers every
+# later chart is compared with: this device's copy bandwidth and matmul rate.**
+#
+# *Teaching 20 min · exercises 10 min · prerequisites: Python and NumPy; no CUDA needed.*
+#
+# ## Objectives
+# By the end you can:
+# 1. name the levels of the execution hierarchy (grid, block, warp, thread) and of the memory
+#    hierarchy (registers, shared memory/L1, L2, HBM);
+# 2. explain why timing a kernel launch with a wall clock and no synchronisation is wrong,
+#    and say what the course's harness does instead;
+# 3. read a roofline: which ceiling limits a kernel of a given arithmetic intensity;
+# 4. read any chart in the course: where its numbers came from (its caption).
+#
+# This course runs with or without an NVIDIA GPU. The box below says which mode you are in.
+
+# %%
+from gpucourse import runtime
+
+runtime.banner()
+
+# %% [markdown]
+# ## The execution hierarchy
+#
+# A kernel launch creates a **grid** of **blocks**; every block runs on one **SM**
+# (streaming multiprocessor), and the SM cuts each block into **warps** of 32 threads that
+# execute one instruction at a time for all 32 **lanes**. An H100 or H200 has 132 SMs.
+#
+# *Picture (alt text): a 3 × 3 grid of blocks; one block expanded into four warps of 32
+# threads; one warp expanded into lanes 0–31; blocks flow to an SM with four warp
+# schedulers, registers and shared memory.*
+
+# %%
+from gpucourse import diagrams
+
+diagrams.execution_hierarchy()
+
+# %% [markdown]
+# ## The memory hierarchy
+#
+# Data lives at four levels. Each step outwards is larger, shared by more threads, and
+# slower. Most of this course is about keeping data in the inner levels or, when it must
+# come from HBM, fetching it in the shape the hardware likes.
+#
+# *Picture (alt text): nested boxes from registers (private to a thread) through shared
+# memory/L1 (per SM, up to 228 KB) and L2 (whole GPU, 50 MiB on an H100) to HBM (80–141 GB,
+# 3.35–4.8 TB/s by the datasheet).*
+
+# %%
+diagrams.memory_hierarchy()
+
+# %% [markdown]
+# ## Launches are asynchronous
+#
+# `kernel[grid, block](...)` *queues* the kernel and returns immediately; the GPU runs it
+# later. A wall clock around the launch line measures the queueing, not the kernel. This is
+# how "my kernel takes 2 µs" and reports of speed-ups of tens of thousands of times are born.
+#
+# ### Predict
+# A kernel runs for about 5 ms. What does a wall clock around the launch line alone report?
+# And with `cuda.synchronize()` after the launch?
+
+# %%
+prediction_launch_only_ms = ...  # your guess, in ms
+
+# %% [markdown]
+# The chart times the same work three ways. On a GPU it is measured now; without one it is
+# the recording from a real GPU, or — when none exists yet — the same trap shown with a CPU
+# thread standing in for the GPU, labelled as such.
+
+# %%
+from gpucourse import measuring
+
+measuring.async_pitfall_figure()
+
+# %% [markdown]
+# ## How the course measures: one harness
+#
+# Every timing in the course comes from `gpucourse.harness.measure`:
+# 1. it runs the kernel once untimed and **checks the result** (a fast wrong kernel is never timed);
+# 2. warms up for ~25 ms of GPU time;
+# 3. times with **CUDA events** on the GPU's stream (launches under ~10 µs are batched
+#    between one pair of events, and the result says so);
+# 4. states whether the L2 cache was **cold** (flushed) or **warm**;
+# 5. takes at least 10 samples and 0.5 s of GPU time and reports the **median, IQR, minimum**
+#    and the number of samples;
+# 6. turns bytes and FLOPs *that we counted* into GB/s and TFLOP/s, and compares them with
+#    the device's **measured** ceiling and its datasheet;
+# 7. records **provenance**: device, driver, CUDA and library versions, date, command.
+#
+# In simulator mode it measures nothing and says so: a simulator's wall time is not GPU
+# performance.
+
+# %%
+from gpucourse.harness import measure
+
+if runtime.is_gpu():
+    xp = runtime.xp
+    a = xp.ones(1 << 24, dtype=xp.float32)  # 64 MiB
+    b = xp.empty_like(a)
+
+    def copy():
+        b[...] = a
+
+    result = measure(copy, check=lambda: bool((b == a).all()), bytes_moved=2 * a.nbytes, label="64 MiB copy")
+else:
+    result = measure(lambda: None, label="64 MiB copy")  # simulator mode: measures nothing, says so
+print(result.summary())
+
+# %% [markdown]
+# ## The two ceilings: bandwidth and compute
+#
+# A kernel that does *I* FLOPs per byte it moves can run no faster than
+# `min(peak FLOP/s, I × bandwidth)`: the **roofline**. Below the ridge point a kernel is
+# memory-bound; above it, compute-bound. On a GPU the chart draws this device's *measured*
+# ceilings (a large device-to-device copy; a large library matmul) beside the datasheet's.
+# Measured ceilings are lower than the datasheet: a plain copy reaching 85–90 % of the
+# datasheet bandwidth is normal.
+#
+# ### Predict
+# A vector add `c = a + b` in fp32 does 1 FLOP per 12 bytes. Which ceiling limits it?
+
+# %%
+prediction_vector_add_limited_by = "..."  # "bandwidth" or "compute"
+
+# %%
+import ipywidgets as w
+
+from gpucourse.widgets import LiveChart
+
+LiveChart({"precision": w.Dropdown(options=["bf16", "fp32"], value="bf16", description="matmul")},
+          compute=measuring.roofline_figure)
+
+# %% [markdown]
+# ## Reading the course's charts
+#
+# Every chart's caption says where its numbers came from:
+# * **Measured now on …** — this session, on this GPU, by the harness;
+# * **Recorded on a real GPU: … (date, file)** — from `data/reference/`, with its provenance file;
+# * **Counted by the microscope** — exact counts of what the hardware would do (sectors,
+#   lanes, bank conflicts), not a timing;
+# * **Model** — what a hardware rule predicts; drawn dashed beside the data;
+# * **No data** — nothing to show, said plainly: nothing is ever invented.
+#
+# Every chart has a *Show data table* button under it with the same numbers as text.
+#
+# ## Key points
+# * A launch returns before the kernel finishes: time with events (or synchronise), never
+#   the launch alone.
+# * One harness: check first, warm up, events, ≥ 10 samples, median and spread, provenance.
+# * Compare with the *measured* ceiling of this device, and the datasheet beside it.
+#
+# **Next:** lesson 01, warps and SIMT.

@@ -1,0 +1,78 @@
+"""Real nbgrader round trips for lab tests: generate, submit, autograde, read the gradebook.
+
+    scores = grade_lab("lab01_warps", {"solution": solution_notebook(LAB), "blank": release_notebook(LAB),
+                                        "no_bounds": with_cells(solution_notebook(LAB), {"ex3_solution": "..."})})
+    scores["solution"].total == scores["solution"].max_score
+    scores["no_bounds"].cells["ex3_test"] == 0
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from gpucourse.build import ROOT, nbgrader, to_notebook
+from gpucourse.grading import read_scores
+
+
+@dataclass
+class Score:
+    total: float = 0.0
+    max_score: float = 0.0
+    cells: dict[str, float] = field(default_factory=dict)
+
+
+def solution_notebook(lab: str) -> nbformat.NotebookNode:
+    return to_notebook(ROOT / "solutions" / lab / f"{lab}.py")
+
+
+def release_notebook(lab: str) -> nbformat.NotebookNode:
+    return nbformat.read(ROOT / "labs" / lab / f"{lab}.ipynb", as_version=4)
+
+
+def with_cells(nb: nbformat.NotebookNode, replacements: dict[str, str]) -> nbformat.NotebookNode:
+    """A copy of ``nb`` whose cells with these grade ids get new source (a known-wrong version)."""
+    nb = copy.deepcopy(nb)
+    found = set()
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in replacements:
+            cell.source = replacements[grade_id]
+            found.add(grade_id)
+    missing = set(replacements) - found
+    assert not missing, f"no cells with grade ids {missing}"
+    return nb
+
+
+def course_copy(tmp: Path, lab: str) -> Path:
+    """A scratch course: config + this lab's source, generated with nbgrader (fills the gradebook)."""
+    root = tmp / "course"
+    (root / "solutions").mkdir(parents=True)
+    shutil.copy(ROOT / "nbgrader_config.py", root)
+    shutil.copytree(ROOT / "solutions" / lab, root / "solutions" / lab, ignore=shutil.ignore_patterns("*.ipynb"))
+    nbformat.write(solution_notebook(lab), root / "solutions" / lab / f"{lab}.ipynb")
+    done = nbgrader(["generate_assignment", lab, "--force"], root)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return root
+
+
+def grade_lab(lab: str, submissions: dict[str, nbformat.NotebookNode], tmp: Path, *, extra_args=()) -> dict[str, Score]:
+    """Autograde each submission (student id → notebook) through real nbgrader; scores per student."""
+    root = course_copy(tmp, lab)
+    for student, nb in submissions.items():
+        folder = root / "submitted" / student / lab
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / f"{lab}.ipynb")
+    done = nbgrader(["autograde", lab, "--create", "--force", *extra_args], root)
+    assert done.returncode == 0 or "error" not in done.stderr.lower(), done.stderr[-3000:]
+    scores = {student: Score() for student in submissions}
+    for row in read_scores(root):
+        score = scores.setdefault(row["student"], Score())
+        score.cells[row["cell"]] = row["score"] or 0.0
+        score.total += row["score"] or 0.0
+        score.max_score += row["max_score"] or 0.0
+    return scores

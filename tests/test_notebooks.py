@@ -1,0 +1,54 @@
+"""Every lesson, solution and student lab executed headless (simulator mode here; GPU mode on a GPU)."""
+
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from gpucourse.build import ROOT, lab_names, lesson_sources, to_notebook
+
+pytestmark = pytest.mark.slow
+CELL_TIMEOUT_S = 300
+
+
+def execute(nb: nbformat.NotebookNode, cwd: Path, *, allow_errors: bool = False) -> nbformat.NotebookNode:
+    NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3", allow_errors=allow_errors,
+                   resources={"metadata": {"path": str(cwd)}}).execute()
+    return nb
+
+
+def errors(nb) -> list[str]:
+    return [f"{o.ename}: {o.evalue}" for c in nb.cells if c.cell_type == "code"
+            for o in c.get("outputs", []) if o.output_type == "error"]
+
+
+def first_output(nb):
+    for cell in nb.cells:
+        if cell.cell_type == "code" and cell.get("outputs"):
+            return cell.outputs[0]
+    return None
+
+
+@pytest.mark.parametrize("source", lesson_sources(), ids=lambda p: p.stem)
+def test_lesson_runs_and_opens_with_the_banner(source):
+    nb = execute(to_notebook(source), source.parent)
+    assert not errors(nb), errors(nb)
+    first = first_output(nb)
+    assert first is not None and "gpucourse-banner" in first.data.get("text/html", ""), "first output must be the banner"
+
+
+@pytest.mark.parametrize("lab", lab_names(), ids=str)
+def test_solution_runs_without_errors(lab):
+    nb = execute(to_notebook(ROOT / "solutions" / lab / f"{lab}.py"), ROOT / "solutions" / lab)
+    assert not errors(nb), errors(nb)
+
+
+@pytest.mark.parametrize("lab", lab_names(), ids=str)
+def test_student_version_runs_up_to_the_first_exercise(lab):
+    nb = execute(nbformat.read(ROOT / "labs" / lab / f"{lab}.ipynb", as_version=4), ROOT / "labs" / lab,
+                 allow_errors=True)
+    found = errors(nb)
+    assert found, "the untouched lab should stop at its first exercise"
+    assert found[0].startswith("NotImplementedError"), found[0]
+    assert "gpucourse-banner" in first_output(nb).data.get("text/html", "")
