@@ -51,8 +51,7 @@ lint: setup ## ruff
 
 test: setup ## the whole suite: lint, unit tests, notebooks, labs, nbgrader, browser
 	$(PY) -m ruff check .
-	$(PY) -m gpucourse labs --check
-	$(PY) -m pytest -n 2 --dist loadgroup
+	$(PY) -m pytest -n 2 --dist loadfile
 
 test-fast: setup ## unit tests only (no notebooks, nbgrader or browser)
 	$(PY) -m pytest -m "not slow and not gpu"
@@ -72,6 +71,9 @@ grade: setup ## autograde everything in submitted/, write grades.csv
 
 feedback: setup ## generate feedback for every graded submission
 	$(PY) -m gpucourse feedback
+
+book: setup ## build the static website (simulator mode, works offline) into build/book/_build/html
+	$(PY) -m gpucourse book
 
 clean: ## remove generated notebooks and caches (keeps .venv)
 	rm -f notebooks/*.ipynb solutions/*/*.ipynb

@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     grade = sub.add_parser("grade", help="autograde everything in submitted/ and write grades.csv")
     grade.add_argument("--jobs", type=int, default=None, help="students graded in parallel")
     sub.add_parser("feedback", help="generate feedback for every graded submission")
+    sub.add_parser("book", help="build the static website into build/book/_build/html")
     args = parser.parse_args(argv)
     try:
         return _run(args)
@@ -68,6 +69,11 @@ def _run(args) -> int:
         from gpucourse.launch import main as launch
 
         launch(args.port)
+        return 0
+    if args.command == "book":
+        from gpucourse.book import build as build_book
+
+        build_book()
         return 0
     if args.command == "grade":
         from gpucourse.grading import grade_all

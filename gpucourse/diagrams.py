@@ -40,8 +40,8 @@ def execution_hierarchy() -> go.Figure:
     for row in range(3):
         for col in range(3):
             x0, y0 = 3 + col * 9.3, 10 + row * 10.5
-            _box(fig, x0, y0, x0 + 8, y0 + 8.5, f"block ({col},{row})", PALETTE[5] if (col, row) != (1, 1) else PALETTE[1],
-                 font_size=10)
+            colour = PALETTE[1] if (col, row) == (1, 1) else PALETTE[5]
+            _box(fig, x0, y0, x0 + 8, y0 + 8.5, f"block ({col},{row})", colour, font_size=10)
     _arrow(fig, 20.5, 25, 38, 38, "one block")
     _box(fig, 38, 8, 62, 46, "", "#fff3d6")
     fig.add_annotation(x=50, y=44, text="<b>block</b> = 128 threads = 4 warps", showarrow=False)

@@ -69,7 +69,8 @@ def check_gpu_libraries() -> list[Check]:
         import cupy
 
         count = cupy.cuda.runtime.getDeviceCount()
-        checks.append(Check("CuPy sees the GPU", count > 0, f"{count} device(s)", "install the cupy wheel for your CUDA"))
+        checks.append(Check("CuPy sees the GPU", count > 0, f"{count} device(s)",
+                            "install the cupy wheel for your CUDA"))
     except Exception as exc:
         checks.append(Check("CuPy sees the GPU", False, f"{type(exc).__name__}: {exc}",
                             "install cupy-cuda13x matching the driver's CUDA (lessons 00, 03, 04 need it)"))

@@ -10,11 +10,11 @@ from gpucourse.build import ROOT
 FIRST_LESSON = "notebooks/00_measuring.ipynb"
 
 
-def lab_command(port: int, *, is_root: bool, has_display: bool) -> list[str]:
+def lab_command(port: int, *, is_root: bool, has_display: bool, root=ROOT) -> list[str]:
     cmd = [
         sys.executable, "-m", "jupyter", "lab",
         "--ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0",
-        f"--ServerApp.root_dir={ROOT}", f"--LabApp.default_url=/lab/tree/{FIRST_LESSON}",
+        f"--ServerApp.root_dir={root}", f"--LabApp.default_url=/lab/tree/{FIRST_LESSON}",
         "--LabApp.news_url=None",
     ]
     if not has_display:

@@ -14,7 +14,6 @@ import math
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-
 from numba import cuda  # after gpucourse.runtime (imported by the package) chose the mode
 
 from gpucourse import charts, reference, runtime, validate
@@ -55,7 +54,10 @@ def lane_map_figure(block_x: int = 16, block_y: int = 4) -> go.Figure:
     fig = charts.figure(title, "threadIdx.x", "threadIdx.y", charts.source_caption(
         "model", "the hardware numbers threads x-fastest and cuts every 32 consecutive threads into a warp"))
     colours = [charts.PALETTE[w % len(charts.PALETTE)] for w in range(warps)]
-    scale = [[i / max(warps - 1, 1), c] for i, c in enumerate(colours)] if warps > 1 else [[0, colours[0]], [1, colours[0]]]
+    if warps > 1:
+        scale = [[i / (warps - 1), c] for i, c in enumerate(colours)]
+    else:
+        scale = [[0, colours[0]], [1, colours[0]]]
     fig.add_heatmap(
         z=grid_warp, text=label if block_x * block_y <= 256 else None, texttemplate="%{text}",
         colorscale=scale, showscale=False, xgap=1, ygap=1, zmin=0, zmax=max(warps - 1, 1),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import inspect
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -57,6 +58,20 @@ class LiveChart(widgets.VBox):
         super().__init__(head + [box, widgets.HBox([self.status, self.progress]), self.figure,
                                  self.show_data, self.table])
         self._run(self.values())
+
+    def _repr_mimebundle_(self, **kwargs):
+        # On the static website (GPUCOURSE_STATIC=1) there is no kernel behind the controls:
+        # show the chart as a plain interactive plotly figure, the controls' values, and the table.
+        if os.environ.get("GPUCOURSE_STATIC") != "1":
+            return super()._repr_mimebundle_(**kwargs)
+        bundle = go.Figure(self.figure)._repr_mimebundle_()
+        settings = ", ".join(f"{name} = {value!r}" for name, value in self.values().items())
+        note = (f'<p class="gpucourse-static-note"><em>Static page: in JupyterLab the controls '
+                f"({html.escape(settings)}) re-run this experiment.</em></p>")
+        table = data_table(self.figure).to_html(index=False, max_rows=200)
+        details = f"<details><summary>Show data table</summary>{table}</details>"
+        bundle["text/html"] = note + bundle.get("text/html", "") + details
+        return bundle
 
     def values(self) -> dict:
         return {name: control.value for name, control in self.controls.items()}

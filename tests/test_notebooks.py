@@ -35,7 +35,8 @@ def test_lesson_runs_and_opens_with_the_banner(source):
     nb = execute(to_notebook(source), source.parent)
     assert not errors(nb), errors(nb)
     first = first_output(nb)
-    assert first is not None and "gpucourse-banner" in first.data.get("text/html", ""), "first output must be the banner"
+    banner = first is not None and "gpucourse-banner" in first.data.get("text/html", "")
+    assert banner, "the first output must be the banner"
 
 
 @pytest.mark.parametrize("lab", lab_names(), ids=str)

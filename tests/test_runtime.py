@@ -25,7 +25,8 @@ def test_simulator_mode_here_sets_the_simulator_before_numba():
 
 
 def test_forced_sim_mode_says_why():
-    done = run_python("from gpucourse import runtime; print(runtime.MODE, '|', runtime.SIM_REASON)", GPUCOURSE_MODE="sim")
+    code = "from gpucourse import runtime; print(runtime.MODE, '|', runtime.SIM_REASON)"
+    done = run_python(code, GPUCOURSE_MODE="sim")
     assert done.stdout.strip() == "sim | GPUCOURSE_MODE=sim was set"
 
 

@@ -1,0 +1,43 @@
+"""Generated files: notebooks from text sources are reproducible; labs/ matches solutions/."""
+
+import shutil
+
+import nbformat
+import pytest
+
+from gpucourse import build
+
+
+def test_notebooks_are_generated_identically_with_stable_cell_ids(tmp_path):
+    source = build.ROOT / "notebooks" / "01_warps.py"
+    first = nbformat.writes(build.to_notebook(source))
+    assert first == nbformat.writes(build.to_notebook(source))
+    nb = build.to_notebook(source)
+    assert nb.cells[0].id == "cell-000" and nb.metadata["kernelspec"]["name"] == "python3"
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
+
+
+def test_lab_cells_take_their_grade_id_as_cell_id():
+    nb = build.to_notebook(build.ROOT / "solutions" / "lab01_warps" / "lab01_warps.py")
+    ids = [c.id for c in nb.cells]
+    assert "ex1_test" in ids and len(set(ids)) == len(ids)
+
+
+@pytest.mark.slow
+def test_committed_labs_match_a_fresh_generation_and_leak_nothing():
+    assert build.check_labs() == []
+
+
+@pytest.mark.slow
+def test_check_labs_catches_a_hand_edit_and_a_leak(tmp_path):
+    root = tmp_path / "course"
+    root.mkdir()
+    shutil.copy(build.ROOT / "nbgrader_config.py", root)
+    shutil.copytree(build.ROOT / "solutions" / "lab01_warps", root / "solutions" / "lab01_warps",
+                    ignore=shutil.ignore_patterns("*.ipynb"))
+    shutil.copytree(build.ROOT / "labs" / "lab01_warps", root / "labs" / "lab01_warps")
+    assert build.check_labs(root) == []
+    release = root / "labs" / "lab01_warps" / "lab01_warps.ipynb"
+    release.write_text(release.read_text().replace("YOUR CODE HERE", "### BEGIN SOLUTION"))
+    problems = build.check_labs(root)
+    assert any("differs" in p for p in problems) and any("solution or hidden-test markers" in p for p in problems)
