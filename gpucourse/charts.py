@@ -38,14 +38,15 @@ def figure(title: str, x_title: str, y_title: str, source: str, *, height: int =
     """An empty figure with the course's layout; ``source`` is the caption (see source_caption)."""
     fig = go.Figure()
     fig.update_layout(
-        title={"text": title, "x": 0.02},
+        title={"text": title, "x": 0.02, "y": 0.97, "yanchor": "top"},
         xaxis_title=x_title,
         yaxis_title=y_title,
         colorway=PALETTE,
         template="plotly_white",
         height=height,
-        margin={"l": 70, "r": 20, "t": 60, "b": 95},
-        legend={"orientation": "h", "y": -0.28, "x": 0},
+        margin={"l": 70, "r": 20, "t": 100, "b": 105},
+        # legend above the plot, caption below the x-axis title: they never overlap
+        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
         font={"size": 13},
     )
     set_source(fig, source)
@@ -56,7 +57,7 @@ def set_source(fig: go.Figure, source: str) -> None:
     fig.layout.annotations = [a for a in fig.layout.annotations if a.name != "source"]
     fig.add_annotation(
         name="source", text=html.escape(source), showarrow=False, xref="paper", yref="paper",
-        x=0, y=-0.42, xanchor="left", yanchor="top", font={"size": 11, "color": "#444"},
+        x=0, y=0, yshift=-62, xanchor="left", yanchor="top", font={"size": 11, "color": "#444"},
     )
 
 

@@ -1,0 +1,231 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (gpucourse)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 05 · Occupancy
+#
+# **In 40 minutes you will work out how many blocks of any kernel fit on an SM, name what stops
+# the next one, and say when that number matters for speed and when it does not.**
+#
+# *Teaching 25 min · exercises 15 min · prerequisites: lessons 01 (warps) and 04 (shared memory).*
+#
+# ## Objectives
+# By the end you can:
+# 1. compute, by hand, the blocks and warps resident per SM for a block size, a register count
+#    and a shared-memory size on compute capability 7.0–9.0, and name the limiter;
+# 2. read a kernel's real register and shared-memory use (`ptxas -v` without a GPU,
+#    `get_regs_per_thread()` with one) and predict its occupancy;
+# 3. use `max_registers` to trade registers for occupancy, and spot the spills it can cost;
+# 4. predict whether a kernel gets faster with more occupancy: yes for a memory-bound kernel
+#    with little work per thread, not necessarily for one with independent instructions (ILP).
+
+# %%
+from gpucourse import runtime
+
+runtime.banner()
+
+# %% [markdown]
+# ## An SM is a fixed set of resources
+#
+# A block runs on one SM (streaming multiprocessor) from start to finish, and the SM keeps the
+# state of every resident block at once: its warps' **registers**, its **shared memory** and a
+# **warp slot** for each warp. The SM switches between resident warps every cycle at no cost;
+# that is how it hides the hundreds of cycles a load from memory takes. **Occupancy** is the
+# share of the SM's warp slots that are filled: resident warps ÷ the maximum (64 on an H100
+# or H200).
+#
+# Four limits decide how many blocks are resident (NVIDIA's rules, as in its occupancy
+# calculator `cuda_occupancy.h`):
+#
+# | limit | rule (cc 9.0 numbers) |
+# |---|---|
+# | registers | each warp gets registers/thread × 32, **rounded up to 256**; each of the SM's 4 sub-partitions has 16,384, so it holds ⌊16,384 ÷ registers-per-warp⌋ warps |
+# | shared memory | each block takes its bytes **+ 1 KB reserved by the driver** (cc ≥ 8.0), rounded up to 128 B; the SM has up to 228 KB |
+# | warps | 64 warp slots ÷ warps per block |
+# | blocks | at most 32 resident blocks |
+#
+# The picture is one SM running NVIDIA's documented example: 128-thread blocks of a kernel
+# that uses 37 registers per thread, on a V100 (cc 7.0). Each square is a warp slot (its number
+# is the block); the bars are the register file's four quarters and the shared memory.
+
+# %%
+from gpucourse import occupancy_lesson as lesson
+
+lesson.sm_picture(threads_per_block=128, registers_per_thread=37, shared_bytes_per_block=0, cc=(7, 0))
+
+# %% [markdown]
+# ### Predict
+# Same kernel (37 registers, no shared memory, cc 7.0), but blocks of **320** threads. How many
+# blocks fit, how many warps is that, what occupancy, and which limit binds? Write it down
+# before you run the next cell.
+
+# %%
+prediction_320_threads = {"blocks": "...", "warps": "...", "occupancy %": "...", "limiter": "..."}
+
+# %% [markdown]
+# The calculator shows its arithmetic, line by line. (It is `gpucourse.occupancy.occupancy`; a
+# test compares it with NVIDIA's own header on thousands of configurations.)
+
+# %%
+from gpucourse.occupancy import occupancy
+
+print(occupancy(320, 37, cc=(7, 0)).explain())
+
+# %% [markdown]
+# Move the sliders: the picture is the calculator's answer for an H100/H200 (cc 9.0), or for
+# this GPU's compute capability when you have one. Watch the orange "rounding" stripes when the
+# register count is not a multiple of 8, and the 1 KB per block the driver keeps for itself.
+
+# %%
+lesson.calculator_widget()
+
+# %% [markdown]
+# ## What do real kernels use?
+#
+# You rarely choose a register count: the compiler does. This lesson has six kernels; here is
+# the register-hungry one. Each thread keeps 48 running values in a local array; the compiler
+# unrolls the loops and keeps them all in registers.
+
+# %%
+print(lesson.kernel_source("accumulators"))
+
+# %% [markdown]
+# The table asks the toolchain. On a GPU, numba-cuda compiles each kernel for the device and
+# the driver reports its attributes. Without a GPU, numba-cuda still writes the PTX (in a
+# separate process, since the simulator cannot compile), and `ptxas -arch=sm_90 -v` from the
+# CUDA toolkit wheel reports registers, shared memory and spills. If neither is installed the
+# table says *unknown* and the explorer below lets you type a number instead.
+#
+# The first run compiles all six kernels (a few seconds); the answers are cached.
+
+# %%
+lesson.usage_table()
+
+# %% [markdown]
+# ### Predict
+# The `accumulators` kernel in blocks of 128 threads on cc 9.0: what occupancy? Then set
+# `max_registers=64` (as in `cuda.jit(max_registers=64)`): what occupancy now, and what do you
+# expect the compiler to do with 48 accumulators and 64 registers?
+
+# %%
+prediction_accumulators = {"occupancy %": "...", "with max_registers=64": "...", "side effect": "..."}
+
+# %% [markdown]
+# ## The three classic charts
+#
+# NVIDIA's occupancy spreadsheet drew three charts: occupancy against block size, against
+# registers per thread and against shared memory per block, each with your kernel marked. Here
+# they are, driven by a real kernel. Choose the kernel, the block size, a register cap and
+# some dynamic shared memory. Colour *and* marker shape name the limiter; the dashed line is you.
+#
+# * `max_registers` is applied by `ptxas --maxrregcount` without a GPU (it never appears in the
+#   PTX: numba-cuda applies it when it links the kernel), and by `cuda.jit(max_registers=N)` on a
+#   GPU. ptxas will not go below 24 on sm_90 and says so.
+# * Spills are the price of a cap: values that no longer fit in registers go to *local memory*,
+#   which lives in the same DRAM as global memory (cached in L1/L2).
+
+# %%
+lesson.occupancy_explorer()
+
+# %% [markdown]
+# Things to try: the `accumulators` kernel at 128 threads with no cap, then 64, then 32 (watch
+# the spills in the subtitle); the `block_sum` kernel with 40 KB of dynamic shared memory; any
+# kernel at 1024 threads per block (a single block can be the whole limit: warps, or it cannot
+# launch at all when its registers exceed 65,536).
+
+# %% [markdown]
+# ## Does occupancy make a kernel faster?
+#
+# Resident warps hide latency: while one warp waits for memory, others issue. So a kernel that
+# mostly waits for memory — a copy, one 4-byte load per thread — should slow down when fewer
+# warps are resident. But a warp can also keep several operations in flight *itself* when they
+# do not depend on each other (instruction-level parallelism, ILP). Then fewer warps may be
+# enough.
+#
+# The experiment runs each kernel at 12.5 %–100 % occupancy. The kernels do not change; the
+# occupancy is lowered by asking for dynamic shared memory that nobody uses (padding), so fewer
+# blocks fit — the calculator picks the padding and, on a GPU, the driver confirms the level.
+# Each point is measured by the course's harness (events, warm-up, ≥ 10 samples, median).
+#
+# ### Predict
+# 1. The plain copy (ILP 1) at 25 % occupancy reaches what fraction of its bandwidth at 100 %?
+# 2. The copy that keeps four independent loads in flight per thread (ILP 4), at 25 %?
+# 3. A chain of dependent FMAs versus four independent chains, at 12.5 %: which is faster?
+
+# %%
+prediction_latency_hiding = {"copy at 25 %": "...", "copy_ilp4 at 25 %": "...", "FMA ILP 1 vs 4": "..."}
+
+# %% [markdown]
+# On a GPU the chart is measured now (the first view of each kernel takes several seconds);
+# without one it shows a recording made on a real GPU, or says that none exists yet.
+
+# %%
+lesson.speed_explorer()
+
+# %% [markdown]
+# ## Our calculator against the driver
+#
+# The driver has its own answer: `cudaOccupancyMaxActiveBlocksPerMultiprocessor` (in Numba,
+# the context's `get_active_blocks_per_multiprocessor`; in CuPy, the driver API). On a GPU this
+# asks it for every lesson kernel at 5 block sizes × 3 dynamic shared sizes × 3 register caps and
+# puts the answers side by side with the calculator's. Points on the diagonal agree.
+
+# %%
+lesson.driver_comparison_figure()
+
+# %% [markdown]
+# ## Explain
+#
+# * **The limits are hardware partitions.** The CUDA C++ Programming Guide (*Hardware
+#   Multithreading*) says the registers and shared memory of an SM are partitioned among the
+#   resident blocks and warps, and that a launch fails if not even one block fits; its
+#   *Compute Capabilities* table gives the per-SM limits used here. The allocation units (256
+#   registers per warp, 128 B of shared memory, the 1 KB per block reserved since cc 8.0) are
+#   those of NVIDIA's `cuda_occupancy.h`; our tests compare our calculator with it.
+# * **Registers are allocated per sub-partition.** An SM is four quarters with 16,384 registers
+#   each, and a warp lives in one quarter. With 96 registers per thread (3,072 per warp) a
+#   quarter holds ⌊16,384 ÷ 3,072⌋ = 5 warps: 20 per SM, not the ⌊65,536 ÷ 3,072⌋ = 21 a
+#   whole-SM division suggests.
+# * **Occupancy is a means, not a goal.** The CUDA C++ Best Practices Guide (*Occupancy*)
+#   says low occupancy hinders latency hiding, but also that past a point more occupancy does
+#   not improve performance. Volkov ("Better Performance at Lower Occupancy", GTC 2010)
+#   showed kernels that run faster at low occupancy because each thread keeps several
+#   independent operations in flight. Little's law is the reason: what hides latency is the
+#   number of *operations in flight*, and that is warps × independent operations per warp.
+# * **Claims in the wild, checked.** One of our source texts lists heavy `__syncthreads()`
+#   among the things that "kill occupancy". It does not change occupancy: the calculator's
+#   barrier limit (2 per block slot on cc 9.0) never binds; a barrier stalls warps that are
+#   already resident, which is a different cost. And "target 100 % occupancy" is folklore:
+#   the chart above (or the recording) shows where it matters and where it does not.
+#
+# ## A common case from the field
+# A kernel with many live values per thread shows "Theoretical occupancy 25 %, limited by
+# registers" in Nsight Compute (its *Occupancy* section). Someone adds `-maxrregcount=32` (in
+# Numba: `max_registers=32`) and the theoretical occupancy climbs to 100 %. The kernel gets no
+# faster, or slower. The same profile tells why: *spill stores* and local-memory traffic appear
+# where there were none. Our `accumulators` kernel shows the start of that story without a
+# GPU: capped at 32 registers, ptxas 13.5 for sm_90 reports 2,228 bytes of spill stores and
+# 1,644 bytes of spill loads, where the uncapped kernel has none. Before capping registers,
+# check whether the kernel is latency-bound at all (memory throughput far below the copy
+# ceiling while warps sit waiting), and compare spills before and after.
+#
+# ## Key points
+# * Resident blocks = the smallest of four limits: registers (per warp, rounded to 256, per
+#   sub-partition), shared memory (+ 1 KB per block from cc 8.0), warp slots, block slots.
+# * Read the real numbers from the toolchain (`ptxas -v`, `get_regs_per_thread()`); a register
+#   cap raises occupancy and can add spills.
+# * Occupancy hides latency for memory-bound kernels with little independent work per thread;
+#   independent operations per thread (ILP) can do the same job at low occupancy.
+#
+# **Next:** [lab 05](../labs/lab05_occupancy/lab05_occupancy.ipynb) — compute occupancy by hand
+# for configurations you have not seen, name the limiter, and choose a block size and a register
+# budget.

@@ -1,0 +1,291 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: nbgrader,-all
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (gpucourse)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# # Lab 05 · Occupancy by hand
+#
+# *About 30 minutes. Goes with lesson 05 "Occupancy".*
+#
+# How to work: fill in every cell that says `YOUR CODE HERE` (delete the `raise
+# NotImplementedError()` line). Don't edit the test cells: they are locked and are graded
+# again, with configurations you have not seen, after you submit. Run each test cell after your
+# answer; a cell that runs without error has passed its visible checks. In JupyterLab,
+# **Kernel → Restart Kernel and Run All Cells** before you submit, then use **Validate**.
+#
+# Work it out yourself: the course's own calculator (`gpucourse.occupancy`) is what the grader
+# compares you with, so calling it teaches nothing (and the tests refuse it). No GPU is needed.
+
+# %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
+from IPython.display import display
+
+from gpucourse import runtime
+from gpucourse.grading import check
+from gpucourse.occupancy_lesson import learner_curve_figure
+
+runtime.banner()
+
+KB = 1024
+WARP_SIZE = 32
+REGISTERS_PER_SM = 65536  # 64 K 32-bit registers per SM on every part below
+SUB_PARTITIONS = 4  # each SM is 4 sub-partitions with a quarter of the registers each
+REGISTER_UNIT = 256  # registers are given to a warp in multiples of 256
+LIMITER_NAMES = ("registers", "shared memory", "warps", "blocks")
+
+# Per compute capability (CUDA C++ Programming Guide, "Compute Capabilities"):
+#   max_warps: warp slots per SM · max_blocks: resident blocks per SM · shared_per_sm: bytes of
+#   shared memory per SM (the largest carve-out) · reserved: bytes the driver reserves per block ·
+#   granularity: shared memory is given to a block in multiples of this many bytes.
+ARCH = {
+    cc: {"max_warps": w, "max_blocks": b, "shared_per_sm": smem_kb * KB, "reserved": res, "granularity": gran}
+    for cc, w, b, smem_kb, res, gran in [
+        ((7, 0), 64, 32, 96, 0, 256),
+        ((7, 5), 32, 16, 64, 0, 256),
+        ((8, 0), 64, 32, 164, KB, 128),
+        ((8, 6), 48, 16, 100, KB, 128),
+        ((8, 9), 48, 24, 100, KB, 128),
+        ((9, 0), 64, 32, 228, KB, 128),
+    ]
+}
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "ex1_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ## Exercise 1 · Three configurations with pencil and paper (3 points)
+#
+# For each configuration, work out the blocks resident per SM, the occupancy (resident warps ÷
+# warp slots, in %) and the **set** of limiters (every resource that allows exactly that many
+# blocks; ties name several). The rules, from the lesson:
+#
+# * registers: per warp = registers/thread × 32 rounded **up** to a multiple of 256; one
+#   sub-partition holds ⌊(65,536 / 4) ÷ that⌋ warps; the SM holds 4 × as many; blocks =
+#   ⌊those warps ÷ warps per block⌋;
+# * shared memory: per block = its bytes + `reserved`, rounded **up** to `granularity`; blocks =
+#   ⌊`shared_per_sm` ÷ that⌋ (no limit when a block takes nothing);
+# * warps: ⌊`max_warps` ÷ warps per block⌋, where warps per block = ⌈threads ÷ 32⌉;
+# * blocks: `max_blocks`.
+#
+# | | cc | threads per block | registers per thread | shared memory per block |
+# |---|---|---|---|---|
+# | A | 8.6 | 256 | 40 | 8 KB |
+# | B | 9.0 | 96 | 90 | 0 |
+# | C | 8.0 | 512 | 32 | 40 KB |
+#
+# Write numbers, not code: e.g. `"A": {"blocks": 3, "occupancy_pct": 25.0, "limiters": {"warps"}}`.
+
+# %% nbgrader={"grade": false, "grade_id": "ex1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
+### BEGIN SOLUTION
+# A: 8 warps; 40 × 32 = 1280 (a multiple of 256) → ⌊16384/1280⌋ = 12 per sub-partition → 48 warps / 8 = 6;
+#    warps 48/8 = 6; blocks 16; shared 8192 + 1024 = 9216 → 102400/9216 = 11 → 6 blocks, 48/48 warps.
+# B: 3 warps; 90 × 32 = 2880 → 3072 → 5 per sub-partition → 20 warps / 3 = 6; warps 64/3 = 21;
+#    shared 0 + 1024 → 228 → 6 blocks, 18/64 warps.
+# C: 16 warps; 1024 per warp → 16 per sub-partition → 64 / 16 = 4; warps 64/16 = 4;
+#    shared 40960 + 1024 = 41984 → 167936/41984 = 4 exactly → a three-way tie, 64/64 warps.
+answers = {
+    "A": {"blocks": 6, "occupancy_pct": 100.0, "limiters": {"registers", "warps"}},
+    "B": {"blocks": 6, "occupancy_pct": 28.125, "limiters": {"registers"}},
+    "C": {"blocks": 4, "occupancy_pct": 100.0, "limiters": {"registers", "shared memory", "warps"}},
+}
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "ex1_test", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+"""Check the three hand-computed answers (the values are checked when graded)."""
+assert set(answers) == {"A", "B", "C"}, "answer all three configurations"
+for key, answer in answers.items():
+    assert {"blocks", "occupancy_pct", "limiters"} <= set(answer), f"{key}: blocks, occupancy_pct, limiters?"
+    assert set(answer["limiters"]) <= set(LIMITER_NAMES), f"{key}: limiters are among {LIMITER_NAMES}"
+### BEGIN HIDDEN TESTS
+expected = {
+    "A": (6, 100.0, {"registers", "warps"}),
+    "B": (6, 28.125, {"registers"}),
+    "C": (4, 100.0, {"registers", "shared memory", "warps"}),
+}
+for key, (blocks, pct, limiters) in expected.items():
+    check(lambda k=key, b=blocks: int(answers[k]["blocks"]) == b)
+    check(lambda k=key, p=pct: abs(float(answers[k]["occupancy_pct"]) - p) < 0.01)
+    check(lambda k=key, names=limiters: set(answers[k]["limiters"]) == names)
+### END HIDDEN TESTS
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "ex2_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ## Exercise 2 · The calculator, in your own code (4 + 1 points)
+#
+# Write `occupancy_by_hand(threads_per_block, registers_per_thread, shared_bytes_per_block, cc)`
+# for any block of 1–1024 threads, 1–255 registers per thread, 0–48 KB of shared memory and a
+# `cc` in `ARCH`. Return a dict with
+#
+# * `"blocks"`: blocks resident per SM (0 when a single block does not fit),
+# * `"warps"`: resident warps per SM,
+# * `"occupancy_pct"`: resident warps ÷ `max_warps` × 100,
+# * `"limiters"`: the set of resources whose limit equals `"blocks"`.
+#
+# References: NVIDIA's example (cc 7.0, 128 threads, 37 registers) gives 12 blocks, 48 warps,
+# 75 % limited by `{"registers"}`; with 320 threads, 4 blocks, 40 warps, 62.5 %.
+# The grader tries about 200 configurations you have not seen, on all six compute capabilities.
+
+# %% nbgrader={"grade": false, "grade_id": "ex2_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def occupancy_by_hand(threads_per_block, registers_per_thread, shared_bytes_per_block, cc):
+    ### BEGIN SOLUTION
+    arch = ARCH[tuple(cc)]
+    warps_per_block = -(-threads_per_block // WARP_SIZE)
+    per_warp = -(-registers_per_thread * WARP_SIZE // REGISTER_UNIT) * REGISTER_UNIT
+    warps_by_registers = (REGISTERS_PER_SM // SUB_PARTITIONS) // per_warp * SUB_PARTITIONS
+    per_block = -(-(shared_bytes_per_block + arch["reserved"]) // arch["granularity"]) * arch["granularity"]
+    limits = {
+        "registers": warps_by_registers // warps_per_block,
+        "shared memory": arch["shared_per_sm"] // per_block if per_block else None,
+        "warps": arch["max_warps"] // warps_per_block,
+        "blocks": arch["max_blocks"],
+    }
+    blocks = min(v for v in limits.values() if v is not None)
+    warps = blocks * warps_per_block
+    return {
+        "blocks": blocks,
+        "warps": warps,
+        "occupancy_pct": 100.0 * warps / arch["max_warps"],
+        "limiters": {name for name, v in limits.items() if v == blocks},
+    }
+    ### END SOLUTION
+
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "ex2_show_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# Your function, drawn: occupancy against block size for a kernel with 37 registers per thread
+# and 4 KB of shared memory on cc 8.6. Each marker is shaped and coloured by the limiters you
+# named. Does it look like the lesson's first chart?
+
+# %% nbgrader={"grade": false, "grade_id": "ex2_show", "locked": true, "schema_version": 3, "solution": false, "task": false}
+try:
+    display(learner_curve_figure(occupancy_by_hand, 37, 4 * KB, (8, 6)))
+except NotImplementedError:
+    print("Write occupancy_by_hand first, then run this cell again.")
+
+# %% nbgrader={"grade": true, "grade_id": "ex2_test_blocks", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
+"""Check blocks, warps and occupancy of occupancy_by_hand against NVIDIA's rules."""
+import gpucourse.occupancy as _calculator
+
+_names = occupancy_by_hand.__code__.co_names
+_used = [occupancy_by_hand.__globals__.get(name) for name in _names]
+assert not any("gpucourse" in name for name in _names) and not any(
+    obj is _calculator or getattr(obj, "__module__", "") == "gpucourse.occupancy" for obj in _used
+), "compute it yourself: occupancy_by_hand must not call gpucourse.occupancy"
+r = occupancy_by_hand(128, 37, 0, (7, 0))
+assert (r["blocks"], r["warps"], r["occupancy_pct"]) == (12, 48, 75.0), f"NVIDIA's example: got {r}"
+r = occupancy_by_hand(320, 37, 0, (7, 0))
+assert (r["blocks"], r["warps"], r["occupancy_pct"]) == (4, 40, 62.5), f"NVIDIA's second example: got {r}"
+r = occupancy_by_hand(1024, 32, 0, (9, 0))
+assert (r["blocks"], r["occupancy_pct"]) == (2, 100.0), f"1024 threads, 32 registers on cc 9.0: got {r}"
+### BEGIN HIDDEN TESTS
+import random as _random
+
+from gpucourse.occupancy import occupancy as _reference
+
+
+def _hidden_cases():
+    rng = _random.Random(20261)
+    cases = [(96, 90, 0, (9, 0)), (256, 32, 32 * KB, (9, 0)), (64, 40, 0, (8, 0)), (32, 96, 0, (9, 0)),
+             (100, 64, 0, (9, 0)), (192, 48, 2048, (8, 9)), (128, 32, 20000, (8, 6)), (1024, 65, 0, (9, 0)),
+             (64, 16, 12 * KB, (7, 0)), (96, 72, 5000, (7, 5)), (32, 8, 0, (8, 0)), (128, 32, 0, (7, 5))]
+    for _ in range(200):
+        cases.append((rng.randint(1, 1024), rng.randint(1, 255), rng.choice([0, rng.randint(0, 48 * KB)]),
+                      rng.choice(list(ARCH))))
+    return cases
+
+
+def _same_numbers(threads, regs, shared, cc):
+    want, got = _reference(threads, regs, shared, cc), occupancy_by_hand(threads, regs, shared, cc)
+    return (int(got["blocks"]), int(got["warps"])) == (want.active_blocks, want.active_warps) and abs(
+        float(got["occupancy_pct"]) - want.occupancy_pct) < 1e-6
+
+
+for _case in _hidden_cases():
+    check(lambda case=_case: _same_numbers(*case))
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "ex2_test_limiters", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""Check that occupancy_by_hand names every binding resource (ties included)."""
+assert set(occupancy_by_hand(128, 37, 0, (7, 0))["limiters"]) == {"registers"}
+assert set(occupancy_by_hand(256, 32, 0, (7, 0))["limiters"]) == {"registers", "warps"}, "a tie names both"
+### BEGIN HIDDEN TESTS
+import random as _random
+
+from gpucourse.occupancy import occupancy as _reference
+
+_rng = _random.Random(7)
+_limiter_cases = [(512, 32, 40 * KB, (8, 0)), (64, 32, 0, (8, 9)), (32, 32, 0, (8, 6)), (1024, 65, 0, (8, 0)),
+                  (256, 40, 8 * KB, (8, 6)), (128, 32, 0, (7, 0))]
+for _ in range(200):
+    _shared = _rng.choice([0, _rng.randint(0, 48 * KB)])
+    _limiter_cases.append((_rng.randint(1, 1024), _rng.randint(1, 255), _shared, _rng.choice(list(ARCH))))
+for _case in _limiter_cases:
+    check(lambda case=_case: set(occupancy_by_hand(*case)["limiters"]) == set(_reference(*case).limiters))
+### END HIDDEN TESTS
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "ex3_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ## Exercise 3 · Choose a block size (2 points)
+#
+# A kernel uses `registers_per_thread` registers and `shared_bytes_per_block` bytes of shared
+# memory per block whatever the block size. Write `best_block_size(registers_per_thread,
+# shared_bytes_per_block, cc)`: among 32, 64, …, 1024 threads, the **smallest** block size that
+# reaches the highest occupancy. (Smaller blocks are easier to schedule at the end of a grid.)
+# Reference: 64 registers, no shared memory, cc 8.6 → 64 threads (66.7 %; nothing reaches more).
+
+# %% nbgrader={"grade": false, "grade_id": "ex3_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def best_block_size(registers_per_thread, shared_bytes_per_block, cc):
+    ### BEGIN SOLUTION
+    best, best_pct = None, -1.0
+    for threads in range(32, 1025, 32):
+        pct = occupancy_by_hand(threads, registers_per_thread, shared_bytes_per_block, cc)["occupancy_pct"]
+        if pct > best_pct + 1e-9:
+            best, best_pct = threads, pct
+    return best
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex3_test", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""Check best_block_size on kernels with different register and shared-memory needs."""
+assert best_block_size(64, 0, (8, 6)) == 64
+### BEGIN HIDDEN TESTS
+from gpucourse.occupancy import best_block_size as _best
+
+for regs, shared, cc in [(40, 16 * KB, (9, 0)), (100, 0, (8, 9)), (32, 0, (8, 6)), (72, 6000, (7, 5)),
+                         (128, 0, (8, 0)), (24, 30 * KB, (9, 0)), (56, 2 * KB, (7, 0))]:
+    check(lambda case=(regs, shared, cc): best_block_size(*case) == _best(*case))
+### END HIDDEN TESTS
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "ex4_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ## Exercise 4 · A register budget (2 points)
+#
+# You launch blocks of `threads_per_block` threads with no shared memory and want at least
+# `target_pct` % occupancy. Write `register_budget(threads_per_block, target_pct, cc)`: the
+# **largest** registers per thread (1–255) that still reaches the target — the number you
+# would give `cuda.jit(max_registers=...)`. Return `None` if not even 1 register reaches it.
+# Reference: 256 threads, 50 %, cc 8.0 → 64 registers.
+#
+# Remember the lesson's warning: a cap below what the kernel needs makes the compiler spill.
+
+# %% nbgrader={"grade": false, "grade_id": "ex4_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def register_budget(threads_per_block, target_pct, cc):
+    ### BEGIN SOLUTION
+    for regs in range(255, 0, -1):
+        if occupancy_by_hand(threads_per_block, regs, 0, cc)["occupancy_pct"] >= target_pct - 1e-9:
+            return regs
+    return None
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex4_test", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""Check register_budget for several block sizes, targets and compute capabilities."""
+assert register_budget(256, 50, (8, 0)) == 64
+### BEGIN HIDDEN TESTS
+from gpucourse.occupancy import register_budget as _budget
+
+for threads, pct, cc in [(128, 100, (8, 6)), (1024, 50, (9, 0)), (192, 75, (8, 9)), (96, 60, (7, 5)),
+                         (64, 100, (9, 0)), (320, 62.5, (7, 0)), (512, 100, (8, 0))]:
+    check(lambda t=threads, p=pct, c=cc: register_budget(t, p, c) == _budget(t, p / 100, 0, c))
+### END HIDDEN TESTS
