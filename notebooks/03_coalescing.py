@@ -1,0 +1,230 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (gpucourse)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 03 · Memory coalescing
+#
+# **In 30 minutes you will predict the bandwidth of a strided or misaligned copy from one number
+# (sectors per warp request) and check it with the microscope.**
+#
+# *Teaching 20 min · exercises 10 min · prerequisites: lessons 00 (measuring) and 01 (warps).*
+#
+# ## Objectives
+# By the end you can:
+# 1. list the 32-byte sectors one warp request touches, for any stride, offset and element size;
+# 2. predict a strided copy's effective bandwidth: useful bytes ÷ fetched bytes × the copy ceiling;
+# 3. explain why a float32 stride costs at most about 8×, not the "32×" that older texts quote;
+# 4. spot an array-of-structs layout and a column-wise traversal, and fix each one;
+# 5. read sectors per request from the microscope, and find the same number in a profiler.
+
+# %%
+from gpucourse import runtime
+
+runtime.banner()
+
+# %% [markdown]
+# ## One warp, one request, a handful of sectors
+#
+# When a warp executes a load, its 32 lanes each give an address. The memory system does not
+# fetch single bytes: since compute capability 6.0 global memory is served in **32-byte
+# sectors** (a 128-byte cache line holds 4 of them). The warp's load becomes one **request**, and
+# that request costs every sector that holds at least one byte a lane asked for.
+#
+# 32 neighbouring `float32` values are 128 bytes, so the best case is **4 sectors**, and every
+# fetched byte is used. Here is the kernel this lesson times; lane `l` of a warp copies element
+# `(warp_start + l) · stride + offset`:
+
+# %%
+from gpucourse import coalescing
+
+print(coalescing.kernel_source(coalescing.strided_copy))
+
+# %% [markdown]
+# The picture shows one warp: the 32 lanes on top, joined to the element each one copies. The
+# blue bars below are the sectors the request fetches; the dark stripes inside them are the
+# bytes the lanes actually asked for.
+
+# %%
+coalescing.warp_figure(stride=1, offset=0, dtype="float32")
+
+# %% [markdown]
+# ### Predict
+# Before you move the sliders, write down how many sectors one warp request touches for a
+# `float32` copy with **stride 2**, **stride 8** and **stride 32**. What share of the fetched
+# bytes is useful each time?
+
+# %%
+prediction_sectors = {"stride 2": "...", "stride 8": "...", "stride 32": "..."}  # your numbers
+
+# %% [markdown]
+# Now check your answers. Try an offset too, and switch to `float16` and `float64`.
+
+# %%
+coalescing.picture_widget(stride=2)
+
+# %% [markdown]
+# ## The experiment: bandwidth vs stride
+#
+# If the bytes a kernel moves are limited by the memory system, a request that fetches 8 sectors
+# to use 4 should take about twice as long. So the **sector model** predicts
+#
+# > effective bandwidth ≈ (useful bytes ÷ fetched bytes) × the device's measured copy ceiling,
+#
+# where *effective* counts only useful bytes: elements copied × element size × 2 (read + write).
+#
+# ### Predict
+# Stride 2 halves the bandwidth. Older texts say that a strided access "can run at 1/32 of the
+# bandwidth". For `float32`, what fraction of the copy ceiling do you expect at **stride 32**?
+# And at stride 64?
+
+# %%
+prediction_stride_32_fraction = "..."  # e.g. "1/32" or "1/8" or something else
+
+# %% [markdown]
+# The chart shows the effective bandwidth of the strided copy for each stride. On a GPU, each
+# point is measured now by the course's harness (result checked first, warm-up, median of at
+# least 10 samples); without one, it shows a recording made on a real GPU, or says that none
+# exists yet. The dashed line is the sector model; the black dashed line is the measured copy
+# ceiling, the grey dotted ones the datasheet figure and the folklore's 1/32. The star marks
+# your stride.
+
+# %%
+coalescing.stride_widget(stride=32)
+
+# %% [markdown]
+# ### What the microscope counts
+#
+# Timings need a GPU; counting sectors does not. The microscope runs the same kernel in the
+# simulator and records every warp request's addresses. Its counts are exact in both modes,
+# and they must equal the model's: a test checks that they do, for every element size, stride
+# and several offsets.
+
+# %%
+coalescing.sectors_widget()
+
+# %%
+coalescing.counted_sectors_table("float32")
+
+# %% [markdown]
+# ## Misalignment: the same warp, shifted
+#
+# ### Predict
+# A `float32` copy starts **one element** late (offset 1). How many sectors does each request
+# touch now? What fraction of the aligned bandwidth do you expect? Is there any offset between
+# 1 and 32 where the cost goes back to 4 sectors?
+
+# %%
+prediction_offset_1 = "..."  # sectors per request, and the fraction of the aligned bandwidth
+
+# %%
+coalescing.offset_widget(offset=1)
+
+# %% [markdown]
+# ## Element size
+#
+# Use the `dtype` menus above. A warp of `float16` lanes needs only 2 sectors at best, `float64`
+# needs 8. But the worst case is the same for all three, one sector per lane (32), so the
+# *ratio* differs: the model's worst slowdown is 16× for `float16`, 8× for `float32` and 4× for
+# `float64`. The table lists the model for each stride (slowdown = fetched ÷ useful bytes):
+
+# %%
+import pandas as pd
+
+pd.concat([coalescing.model_table(d) for d in coalescing.DTYPES]).pivot(
+    index="stride", columns="dtype", values="slowdown")
+
+# %% [markdown]
+# ## Layouts: array of structs, struct of arrays, rows and columns
+#
+# Strides rarely come from a `stride` argument. They come from **layouts**:
+#
+# * an *array of structs*: a particle is 8 floats side by side (`x y z vx vy vz mass charge`,
+#   32 bytes), so `p[i, 0]` for 32 neighbouring particles is a stride-8 access;
+# * a *struct of arrays*: one array per field, so `x[i]` is stride 1;
+# * a matrix traversed by **columns**: if `threadIdx.x` picks the row, neighbouring lanes read
+#   elements a whole row apart.
+
+# %%
+print(coalescing.kernel_source(coalescing.drift_aos))
+print(coalescing.kernel_source(coalescing.drift_soa))
+
+# %% [markdown]
+# ### Predict
+# How many sectors per request does `p[i, 0]` cost in the array-of-structs update? And the
+# column-wise matrix copy? The two kernels read every field or every element eventually: does
+# that mean nothing is wasted?
+
+# %%
+prediction_layouts = {"array of structs": "...", "column traversal": "..."}
+
+# %%
+coalescing.layout_widget()
+
+# %% [markdown]
+# Each access of the array-of-structs kernel costs 32 sectors, where 4 would do. Whether the
+# *time* grows 8× depends on the caches: the six loads touch the same 32 sectors (each particle
+# is one sector), so if those sectors stay in L1 or L2 between the loads, DRAM serves each
+# particle once. The chart below brackets the measurement by two models: no reuse at all, and
+# perfect reuse. Only a GPU can tell where the truth lies.
+
+# %%
+coalescing.layout_bandwidth_figure()
+
+# %% [markdown]
+# ## Explain
+#
+# * **Sectors, not transactions.** The CUDA C++ Programming Guide (compute capability 6.0 and
+#   later, "Global Memory") says a warp's accesses coalesce into as many 32-byte transactions
+#   as it takes to cover the addresses of its lanes. The Best Practices Guide ("Coalesced Access
+#   to Global Memory") works through the same two cases as this lesson: a misaligned copy and a
+#   strided copy.
+# * **Why about 8× and not 32×.** The "32×" figure comes from GPUs that moved whole 128-byte
+#   transactions: one 4-byte element per 128 bytes is 1/32. With 32-byte sectors a lane that
+#   is alone in its sector wastes at most 28 of 32 bytes: 1/8 for `float32`. Past stride 8 the
+#   count stays at 32 sectors per request (one per lane), so the model's curve goes flat at 1/8
+#   of the ceiling. Random addresses cost the same as a large stride.
+# * **Caches soften the loss.** The model treats each warp alone. At offset 1 the fifth sector
+#   a warp fetches is also the first sector of the next warp's request, and it is often still in
+#   the L2; the Best Practices Guide reports that its misaligned copy on a V100 kept about 9/10
+#   of the aligned bandwidth, better than the model's 4/5. At large strides there is nothing to
+#   share: every sector belongs to a single lane.
+# * **What the GPU tier checks.** We cannot time a GPU in simulator mode, so this lesson does
+#   not give you a number for this machine. The GPU-tier tests measure the course's claims in one
+#   run on a real GPU: the stride-1 copy reaches at least 85 % of the device's copy ceiling,
+#   stride 8 gets at most 0.35× the bandwidth of stride 1 (the model says 1/8), and the
+#   copy misaligned by one element keeps at least 0.8× (the model's lower bound).
+#
+# ## A story from the field
+# An engineer who worked on distributed training infrastructure writes about model-parallel
+# schemes that were elegant as algorithms but coalesced terribly at the boundary between
+# communication and computation. The fix was not in the math: the implementation had to be
+# redesigned around the memory access pattern. That is this lesson in one line: two kernels
+# with the same arithmetic can fetch very different numbers of sectors, and the sectors decide
+# the time of a memory-bound kernel.
+#
+# A profiler shows this directly. In Nsight Compute, the memory workload analysis reports
+# sectors and requests for global loads (`l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum` and
+# `l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum`). Their ratio is the number the microscope
+# counts here: 4 for a clean `float32` load, 32 for the layout above. Its source view goes one
+# step further and points at the lines whose loads fetch excess sectors.
+#
+# ## Key points
+# * A warp request costs one 32-byte sector for each sector its lanes touch: 4 for 32
+#   neighbouring floats, 5 if misaligned, 32 when each lane is on its own.
+# * Effective bandwidth ≈ useful ÷ fetched bytes × the copy ceiling. For `float32` the loss
+#   levels off near 8× (16× for fp16, 4× for fp64), not 32×; caches can soften it.
+# * Fix the layout, not the arithmetic: struct of arrays, and let `threadIdx.x` walk along the
+#   contiguous dimension. The microscope (and a profiler) tell you sectors per request.
+#
+# **Next:** [lab 03](../labs/lab03_coalescing/lab03_coalescing.ipynb): count sectors, turn an
+# array-of-structs kernel into a struct of arrays, and fix a column-wise traversal. The grader
+# checks your kernels' sectors per request, not only their results.

@@ -1,0 +1,281 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: nbgrader,-all
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (gpucourse)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# # Lab 03 · Coalescing: count sectors, fix layouts
+#
+# *About 30 minutes. Goes with lesson 03 "Memory coalescing".*
+#
+# How to work: fill in every cell that says `YOUR CODE HERE` (delete the `raise
+# NotImplementedError()` line). Don't edit the test cells: they are locked and are graded
+# again, with more hidden cases, after you submit. Run each test cell after your answer; a
+# cell that runs without error has passed its visible checks. In JupyterLab,
+# **Kernel → Restart Kernel and Run All Cells** before you submit, then use **Validate**.
+#
+# **A correct answer is not enough here.** Exercises 2 and 3 are graded twice: once for the
+# result, and once for how your kernel touches memory. The grader runs your kernel under the
+# microscope and checks that every warp request fetches the ideal number of 32-byte sectors
+# (4 for 32 `float32` lanes). A kernel that gives the right numbers with scattered accesses
+# loses the second part.
+#
+# Without a GPU the kernels run in Numba's CUDA simulator: results and sector counts are exact,
+# timings are not measured here.
+
+# %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
+import numpy as np
+
+from gpucourse import runtime
+from gpucourse.coalescing import drift_aos, drift_reference, make_particles, warp_figure
+from gpucourse.grading import check
+from gpucourse.microscope import trace
+
+cuda = runtime.cuda
+runtime.banner()
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "ex1_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ## Exercise 1 · Count the sectors (2 points)
+#
+# Write `count_sectors(byte_addresses)`: the byte addresses that the 32 lanes of one warp read
+# (each the first byte of a 4-byte `float32`, measured from a 256-byte-aligned allocation).
+# Return how many distinct 32-byte sectors the request touches. Sector `k` holds bytes
+# `32·k … 32·k + 31`. Several lanes may read the same address.
+#
+# Reference: 32 neighbouring floats from byte 0 (`0, 4, 8, …, 124`) → 4 sectors. The picture
+# shows a stride-2 request (lanes on top, fetched sectors below).
+
+# %% nbgrader={"grade": false, "grade_id": "ex1_picture", "locked": true, "schema_version": 3, "solution": false, "task": false}
+warp_figure(stride=2, offset=0, dtype="float32")
+
+# %% nbgrader={"grade": false, "grade_id": "ex1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def count_sectors(byte_addresses):
+    ### BEGIN SOLUTION
+    return len({int(address) // 32 for address in byte_addresses})
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex1_test", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""Check that count_sectors counts distinct 32-byte sectors."""
+assert count_sectors(range(0, 128, 4)) == 4, "32 neighbouring floats from byte 0 fill 4 sectors"
+assert count_sectors(range(0, 256, 8)) == 8, "stride 2: the request spans 256 bytes"
+### BEGIN HIDDEN TESTS
+for addresses, expected in [
+    (range(4, 132, 4), 5),  # misaligned by one float
+    (range(0, 1024, 32), 32),  # stride 8: one sector per lane
+    (range(0, 4096, 128), 32),  # stride 32
+    ([100] * 32, 1),  # every lane reads the same float
+    (list(range(124, -4, -4)), 4),  # lanes in reverse order
+    (np.arange(32) * 12, 12),  # stride 3
+    (np.arange(32) * 4 + 256, 4),  # aligned, further on
+]:
+    check(count_sectors(addresses) == expected)
+### END HIDDEN TESTS
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "ex2_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ## Exercise 2 · From an array of structs to a struct of arrays (5 points)
+#
+# A simulation stores each particle as a struct of 8 `float32` fields, side by side
+# (`particles` has shape `(n, 8)`; field `k` of particle `i` is `particles[i, k]`, in the order
+# `x y z vx vy vz mass charge`). One step of the update moves each particle by its velocity:
+# `x += vx·dt`, `y += vy·dt`, `z += vz·dt`. This is the given kernel:
+#
+# ```python
+# @cuda.jit
+# def drift_aos(p, dt):
+#     i = cuda.grid(1)
+#     if i < p.shape[0]:
+#         p[i, 0] += p[i, 3] * dt
+#         p[i, 1] += p[i, 4] * dt
+#         p[i, 2] += p[i, 5] * dt
+# ```
+#
+# The microscope shows what each of its accesses costs:
+
+# %% nbgrader={"grade": false, "grade_id": "ex2_aos", "locked": true, "schema_version": 3, "solution": false, "task": false}
+aos_report = trace(drift_aos, 2, 64, make_particles(128), 0.01)
+aos_report.memory()[["line", "source", "op", "array", "requests", "sectors_per_request", "efficiency"]]
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "ex2_task", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# Your task: store the particles as a **struct of arrays**, one row per field.
+#
+# 1. `to_soa(particles)` returns a `float32` array `soa` of shape `(8, n)` with
+#    `soa[k, i] == particles[i, k]`: row `k` holds field `k` of every particle, and those `n`
+#    floats must be **neighbours in memory**. Don't modify `particles`.
+# 2. The kernel `drift_soa(soa, dt)` does the same update as `drift_aos` on that layout, one
+#    thread per particle (1-D grid, bounds check). The tests launch it as
+#    `drift_soa[blocks, 64](soa, dt)`.
+#
+# Points: 3 for the right positions, 2 for **4 sectors per request on every access**. Careful:
+# an array can have the right shape and the wrong layout in memory.
+
+# %% nbgrader={"grade": false, "grade_id": "ex2_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def to_soa(particles):
+    ### BEGIN SOLUTION
+    return np.ascontiguousarray(particles.T)
+    ### END SOLUTION
+
+
+@cuda.jit
+def drift_soa(soa, dt):
+    ### BEGIN SOLUTION
+    i = cuda.grid(1)
+    if i < soa.shape[1]:
+        soa[0, i] += soa[3, i] * dt
+        soa[1, i] += soa[4, i] * dt
+        soa[2, i] += soa[5, i] * dt
+    ### END SOLUTION
+
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "ex2_show_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# Look at your kernel under the microscope (run this after your answer; it is not graded):
+
+# %% nbgrader={"grade": false, "grade_id": "ex2_show", "locked": true, "schema_version": 3, "solution": false, "task": false}
+soa_report = trace(drift_soa, 2, 64, to_soa(make_particles(128)), 0.01)
+print(soa_report)
+soa_report.memory()[["line", "source", "op", "array", "requests", "sectors_per_request", "efficiency"]]
+
+# %% nbgrader={"grade": true, "grade_id": "ex2_result", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+"""Check that to_soa puts field k of every particle in row k and drift_soa moves every particle by v·dt."""
+particles = make_particles(100, seed=3)
+expected = drift_reference(particles, 0.01)
+soa = to_soa(particles)
+assert soa.shape == (8, 100) and soa.dtype == np.float32, "to_soa must return a float32 array of shape (8, n)"
+np.testing.assert_array_equal(soa[4], particles[:, 4], err_msg="row 4 must hold field 4 (vy) of every particle")
+drift_soa[2, 64](soa, 0.01)
+np.testing.assert_allclose(soa[0:3].T, expected, rtol=1e-5, atol=1e-6,
+                           err_msg="positions after one step are wrong")
+### BEGIN HIDDEN TESTS
+for n, seed in [(1, 4), (64, 5), (257, 6)]:
+    particles = make_particles(n, seed=seed)
+    before = particles.copy()
+    expected = drift_reference(particles, 0.02)
+    soa = to_soa(particles)
+    check(np.array_equal(particles, before))
+    check(soa.shape == (8, n) and np.array_equal(soa[3:], before[:, 3:].T))
+    drift_soa[(n + 63) // 64, 64](soa, 0.02)
+    check(np.allclose(soa[0:3].T, expected, rtol=1e-5, atol=1e-6))
+    check(np.array_equal(soa[3:], before[:, 3:].T))
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "ex2_coalesced", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""Check that every access of drift_soa is coalesced: 4 sectors per warp request (ideal for float32)."""
+particles = make_particles(128, seed=7)
+expected = drift_reference(particles, 0.01)
+soa = to_soa(particles)
+report = trace(drift_soa, 2, 64, soa, 0.01)
+table = report.memory()
+assert table.sectors_per_request.max() <= 4, (
+    "some warp requests of drift_soa fetch more than 4 sectors: are the n floats of each row of soa "
+    "really neighbours in memory? (a transpose changes the shape, not where the bytes are)")
+### BEGIN HIDDEN TESTS
+check(np.allclose(soa[0:3].T, expected, rtol=1e-5, atol=1e-6))
+check(report.requests().query("op == 'load'").shape[0] >= 6 * 4)  # 6 loads × 4 warps
+check(report.requests().query("op == 'store'").shape[0] >= 3 * 4)
+check((table.sectors_per_request == 4).all())
+### END HIDDEN TESTS
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "ex3_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ## Exercise 3 · Fix a column-wise traversal (5 points)
+#
+# Each row of a `float32` matrix `a` (shape `(rows, cols)`, C order: a row is contiguous) is
+# scaled by its weight: `out[r, c] = a[r, c] * w[r]` (NumPy: `out = a * w[:, None]`). This
+# kernel is correct, but its warps walk **down columns**: `cuda.grid(2)` gives `(x, y)`, and
+# `x` picks the row, so the 32 lanes of a warp read elements a whole row apart.
+#
+# ```python
+# @cuda.jit
+# def scale_rows_slow(a, w, out):
+#     row, col = cuda.grid(2)          # x → row: neighbouring lanes are a row apart
+#     if row < a.shape[0] and col < a.shape[1]:
+#         out[row, col] = a[row, col] * w[row]
+#
+# def launch_config_slow(shape, block=(32, 8)):
+#     rows, cols = shape
+#     return ((rows + block[0] - 1) // block[0], (cols + block[1] - 1) // block[1]), block
+# ```
+#
+# Write `scale_rows(a, w, out)` (same result, one thread per element, keep the parameter names)
+# so that neighbouring lanes of a warp touch neighbouring elements, and
+# `launch_config(shape, block=(32, 8))`, which returns `(grid, block)` covering every element for
+# your kernel. The tests launch `scale_rows[grid, block](a, w, out)` with your configuration.
+#
+# Points: 3 for the right result, 2 for **4 sectors per request** on `a` and `out` (reading
+# `w[row]` may cost less: lanes that read the same weight share one sector).
+
+# %% nbgrader={"grade": false, "grade_id": "ex3_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
+@cuda.jit
+def scale_rows(a, w, out):
+    ### BEGIN SOLUTION
+    col, row = cuda.grid(2)
+    if row < a.shape[0] and col < a.shape[1]:
+        out[row, col] = a[row, col] * w[row]
+    ### END SOLUTION
+
+
+def launch_config(shape, block=(32, 8)):
+    ### BEGIN SOLUTION
+    rows, cols = shape
+    return ((cols + block[0] - 1) // block[0], (rows + block[1] - 1) // block[1]), block
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": false, "grade_id": "ex3_launch", "locked": true, "schema_version": 3, "solution": false, "task": false}
+def launch_scale_rows(a, w):
+    """Run your kernel with your launch configuration; returns out."""
+    out = np.full_like(a, np.nan)
+    grid, block = launch_config(a.shape)
+    scale_rows[grid, block](a, w, out)
+    return out
+
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "ex3_show_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# Your kernel under the microscope (not graded): the table lists each access, and the picture
+# shows warp 0's request on `a`.
+
+# %% nbgrader={"grade": false, "grade_id": "ex3_show", "locked": true, "schema_version": 3, "solution": false, "task": false}
+a_demo = np.arange(32 * 64, dtype=np.float32).reshape(32, 64)
+w_demo = np.linspace(1, 2, 32, dtype=np.float32)
+out_demo = np.zeros_like(a_demo)
+scale_report = trace(scale_rows, *launch_config(a_demo.shape), a_demo, w_demo, out_demo)
+display(scale_report.memory()[["line", "source", "op", "array", "requests", "sectors_per_request"]])
+scale_report.picture_sectors(array="a", warp=0)
+
+# %% nbgrader={"grade": true, "grade_id": "ex3_result", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+"""Check that scale_rows with launch_config scales every row of a non-square matrix."""
+rng = np.random.default_rng(1)
+a = rng.random((37, 45), dtype=np.float32)
+w = rng.random(37, dtype=np.float32)
+np.testing.assert_allclose(launch_scale_rows(a, w), a * w[:, None], rtol=1e-6,
+                           err_msg="some elements are wrong or were never written")
+### BEGIN HIDDEN TESTS
+for shape in [(1, 1), (20, 9), (9, 70), (33, 17)]:
+    a = rng.random(shape, dtype=np.float32)
+    w = rng.random(shape[0], dtype=np.float32)
+    check(lambda a=a, w=w: np.allclose(launch_scale_rows(a, w), a * w[:, None], rtol=1e-6))
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "ex3_coalesced", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""Check that scale_rows reads a and writes out with 4 sectors per warp request (ideal for float32)."""
+rng = np.random.default_rng(2)
+a = rng.random((32, 64), dtype=np.float32)
+w = rng.random(32, dtype=np.float32)
+out = np.full_like(a, np.nan)
+report = trace(scale_rows, *launch_config(a.shape), a, w, out)
+assert report.sectors_per_request(array="a") <= 4, (
+    "warp requests on `a` fetch more than 4 sectors: do neighbouring lanes (threadIdx.x) read neighbouring "
+    "elements of a row?")
+### BEGIN HIDDEN TESTS
+check(np.allclose(out, a * w[:, None], rtol=1e-6))
+check(report.sectors_per_request(array="a") == 4)
+check(report.sectors_per_request(array="out") == 4)
+check((report.memory().sectors_per_request <= 4).all())
+### END HIDDEN TESTS

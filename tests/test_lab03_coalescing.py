@@ -1,0 +1,80 @@
+"""Lab 03 through real nbgrader: the solution scores full marks, the untouched lab 0, and
+known-wrong versions lose exactly the points of the part they get wrong — in particular a
+kernel whose results are right but whose accesses are not coalesced loses the coalescing points."""
+
+import pytest
+from labtools import grade_lab, release_notebook, solution_notebook, with_cells
+
+LAB = "lab03_coalescing"
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("nbgrader")]
+
+# Right shape and right results, but a transposed *view*: each row's floats are still 32 bytes apart
+# in memory, so every access fetches 32 sectors.
+SOA_AS_TRANSPOSED_VIEW = '''
+def to_soa(particles):
+    return particles.T
+
+
+@cuda.jit
+def drift_soa(soa, dt):
+    i = cuda.grid(1)
+    if i < soa.shape[1]:
+        soa[0, i] += soa[3, i] * dt
+        soa[1, i] += soa[4, i] * dt
+        soa[2, i] += soa[5, i] * dt
+'''
+
+# Right results, launch adapted to it, but warps still walk down columns.
+STILL_COLUMN_WISE = '''
+@cuda.jit
+def scale_rows(a, w, out):
+    row, col = cuda.grid(2)
+    if row < a.shape[0] and col < a.shape[1]:
+        out[row, col] = a[row, col] * w[row]
+
+
+def launch_config(shape, block=(32, 8)):
+    rows, cols = shape
+    return ((rows + block[0] - 1) // block[0], (cols + block[1] - 1) // block[1]), block
+'''
+
+# Coalesced kernel, but the grid was not swapped with it: some rows are never written.
+GRID_NOT_SWAPPED = '''
+@cuda.jit
+def scale_rows(a, w, out):
+    col, row = cuda.grid(2)
+    if row < a.shape[0] and col < a.shape[1]:
+        out[row, col] = a[row, col] * w[row]
+
+
+def launch_config(shape, block=(32, 8)):
+    rows, cols = shape
+    return ((rows + block[0] - 1) // block[0], (cols + block[1] - 1) // block[1]), block
+'''
+
+# Counts bytes, not sectors: right only when the request is aligned and dense.
+BYTES_OVER_32 = '''
+def count_sectors(byte_addresses):
+    return len(list(byte_addresses)) * 4 // 32
+'''
+
+
+def test_lab03_round_trip(tmp_path):
+    solution = solution_notebook(LAB)
+    scores = grade_lab(LAB, {
+        "solution": solution,
+        "untouched": release_notebook(LAB),
+        # correct but uncoalesced, in both exercises
+        "uncoalesced": with_cells(solution, {"ex2_solution": SOA_AS_TRANSPOSED_VIEW,
+                                             "ex3_solution": STILL_COLUMN_WISE}),
+        "wrong": with_cells(solution, {"ex1_solution": BYTES_OVER_32, "ex3_solution": GRID_NOT_SWAPPED}),
+    }, tmp_path)
+    everything = {"ex1_test": 2, "ex2_result": 3, "ex2_coalesced": 2, "ex3_result": 3, "ex3_coalesced": 2}
+    assert scores["solution"].max_score == 12
+    assert scores["solution"].cells == everything and scores["solution"].total == 12
+    assert scores["untouched"].total == 0
+    # right results with uncoalesced accesses: exactly the coalescing points are lost
+    assert scores["uncoalesced"].cells == {**everything, "ex2_coalesced": 0, "ex3_coalesced": 0}
+    # wrong results: the result points go, and the coalescing test (which also checks the result) too
+    assert scores["wrong"].cells == {**everything, "ex1_test": 0, "ex3_result": 0, "ex3_coalesced": 0}
