@@ -1,0 +1,329 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (gpucourse)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 07 · Mixed precision and tensor cores
+#
+# **In 45 minutes you will predict what a number becomes in six formats, why fp16 training needs a
+# loss scaler and bf16 does not, and what a tensor core buys you in speed and costs you in
+# accuracy.**
+#
+# *Teaching 30 min · exercises 15 min · prerequisites: lessons 00 (measuring) and 01 (warps); a
+# little PyTorch.*
+#
+# ## Objectives
+# By the end you can:
+# 1. for any value, predict the value stored in fp32, tf32, bf16, fp16, fp8 E4M3 and E5M2, and say
+#    when it overflows, saturates, underflows or is exact;
+# 2. derive a format's range (largest, smallest normal) and precision (machine ε) from its
+#    exponent and mantissa bits;
+# 3. predict where a running fp16 sum stops growing, and fix it with fp32 accumulation or Kahan's
+#    compensation;
+# 4. explain why fp16 gradients underflow, how a loss scaler fixes it, and why bf16 needs none;
+# 5. rank the matmul dtypes by throughput and by error, and choose the cheapest that meets an error
+#    budget;
+# 6. say why a matrix dimension of 50304 can beat 50257, and check it by measurement.
+
+# %%
+from gpucourse import runtime
+
+runtime.banner()
+
+# %% [markdown]
+# ## Six formats, one picture
+#
+# A binary floating-point number is a **sign**, an **exponent** and a **mantissa** (IEEE 754-2019
+# §3): value = (−1)^sign × 1.mantissa × 2^(exponent − bias). The exponent's bits buy **range** (how
+# large and how small), the mantissa's bits buy **precision** (how finely the numbers are spaced).
+# Each row below is one format, drawn bit by bit:
+
+# %%
+from gpucourse import formats
+
+formats.layout_figure()
+
+# %% [markdown]
+# * **fp32**: the IEEE single format, 8 + 23 bits.
+# * **tf32**: not a storage format. Tensor cores in "TF32 mode" read fp32 numbers but use only the
+#   top 10 mantissa bits: fp32's range with fp16's precision.
+# * **bf16** ("brain float"): fp32 with the mantissa cut to 7 bits — the same range, coarse steps.
+# * **fp16**: IEEE half, 5 + 10 bits: fine steps, narrow range.
+# * **fp8 E4M3 and E5M2** (OCP 8-bit floating-point specification, 2023; Hopper and Ada tensor
+#   cores): E4M3 has no infinity and saturates at ±448; E5M2 is a tiny IEEE-style format.
+#
+# The table is computed from the bit counts (and a test compares it with torch's and NumPy's own
+# `finfo`):
+
+# %%
+formats.format_table()
+
+# %% [markdown]
+# ### Predict
+# Before you use the explorer, write down what is stored for: **0.1 in bf16**, **65520 in fp16**,
+# **500 in fp8 E4M3** and **1e-8 in fp16**. (Hint: what is the spacing of each format near that
+# value? Which side of the largest or smallest number is it?)
+
+# %%
+prediction_stored = {"0.1 in bf16": "...", "65520 in fp16": "...", "500 in E4M3": "...", "1e-8 in fp16": "..."}
+
+# %% [markdown]
+# Now type values (press Enter): the boxes show the bits each format keeps, and each row says
+# what is stored and what happened. Try `0.1`, `65504`, `65520`, `448`, `500`, `1e-8`, `2**-24`,
+# `inf`. Every conversion rounds once, to nearest with ties to even (IEEE 754 §4.3.1).
+
+# %%
+formats.explorer("0.1")
+
+# %% [markdown]
+# ## Three classic surprises
+#
+# ### Predict
+# You add 0.1 to an fp16 running sum, again and again. Where does the sum stop growing? Is it
+# below or above the true sum at that point?
+
+# %%
+prediction_running_sum = "..."  # e.g. "it stops near 2048"
+
+# %% [markdown]
+# Computed now with NumPy's IEEE half precision:
+
+# %%
+from gpucourse import precision
+
+precision.classic_demos()
+
+# %% [markdown]
+# `300 * 300` is 90000, beyond fp16's largest value 65504: **overflow** to inf. `1e-8` is below
+# half of fp16's smallest subnormal 2^-24 ≈ 5.96e-8: **underflow** to 0. And the running sum: from
+# 256 up, fp16's numbers are 0.25 apart; 256 + 0.1 lies nearer to 256 than to 256.25, so every
+# further addition rounds back to 256. The sum got there *early*: between 128 and 256 the spacing is
+# 0.125, and each 0.1 was rounded **up** to a whole step.
+
+# %% [markdown]
+# ## Accumulation: the same inputs, four accumulators
+#
+# A reduction reads many values and keeps one running total. The inputs may be fp16; the
+# question is what the **total** is kept in. Here are four Numba CUDA kernels (one thread per row;
+# the running sum is saved at a few checkpoints). They run in the simulator without a GPU and
+# give bit-for-bit the same results as a NumPy loop doing the same arithmetic (a test checks it).
+# This one keeps the total in fp16:
+
+# %%
+print(precision.kernel_source("fp16"))
+
+# %% [markdown]
+# The second keeps it in fp32 (`total += float32(x[row, j])`), the way tensor cores accumulate.
+# The third and fourth add **Kahan's compensation** (Kahan, 1965): a second variable remembers
+# the low-order part that each addition rounded away and feeds it back into the next one:
+
+# %%
+print(precision.kernel_source("fp16_kahan"))
+
+# %% [markdown]
+# `(t - total) - y` is zero in exact arithmetic, so a compiler allowed to reassociate (`fastmath`)
+# deletes it; Numba's default keeps IEEE semantics, and so must you.
+#
+# The running sum of one repeated value first (change the value and the number of terms):
+
+# %%
+precision.running_sum_widget(0.1)
+
+# %% [markdown]
+# ### Predict
+# Sum n random values from [0, 1) stored in fp16. Sketch the error of each accumulator against n
+# from 2 to 4096 on log–log axes. Which lines grow? Does any stay flat?
+
+# %%
+prediction_error_vs_n = "..."
+
+# %%
+precision.accumulation_widget("uniform", 4096)
+
+# %% [markdown]
+# **Explain.** Each addition rounds with a relative error of at most the unit roundoff u (2^-11
+# for fp16, 2^-24 for fp32). A running sum of n terms can pile up (n − 1) rounding errors: the
+# classical bound is (n − 1)·u·Σ|x| (Higham, *Accuracy and Stability of Numerical Algorithms*,
+# §4.2), and random errors typically grow like √n·u. In fp16 that is already 1 % after a few
+# thousand terms — and worse: once the total's spacing exceeds the terms, additions are lost
+# outright (choose "up to n = 16384" to watch the fp16 sum stall near 2048, where fp16's spacing
+# is 2). An fp32 total keeps the error near 10^-7. Kahan's error bound is about 2u·Σ|x|,
+# **independent of n**: in fp16 it brings the sum to the best an fp16 result can be (one rounding,
+# ≈ u), in fp32 to ≈ 10^-8 here. That is why tensor cores accumulate fp16 and bf16 products in
+# fp32, why PyTorch asks cuBLAS for fp32 accumulation in its fp16/bf16 matmuls, and why the cheat
+# sheet among the sources says "reductions should accumulate in FP32 even when inputs are BF16".
+
+# %% [markdown]
+# ## Range: why fp16 training needs a loss scaler
+#
+# Gradients are often tiny. A loss that averages many outputs divides every gradient by their
+# number; a model late in training has small errors. Here is a tiny model built to show this
+# honestly: a two-layer MLP fitting targets of size ≈ 2^-12, the loss averaged over 4096 × 16
+# outputs, so each output's gradient dL/dy is about 10^-9. It is trained with torch on the CPU;
+# "fp16 storage" means every weight, activation and gradient is **rounded to fp16** where it would
+# be stored, while the arithmetic stays fp32 (the tensor-core contract). Rounding is exact, so the
+# underflow is real, not modelled.
+#
+# ### Predict
+# fp16's smallest subnormal is 2^-24 ≈ 6 × 10^-8. What fraction of the dL/dy values survive as
+# fp16? What does the loss do? And with bf16?
+
+# %%
+prediction_underflow = "..."
+
+# %%
+runs = precision.train_all(steps=60)
+precision.loss_curves_figure(runs=runs)
+
+# %%
+precision.underflow_table(runs)
+
+# %% [markdown]
+# With fp16 storage **every** output gradient rounds to zero, so every weight gradient is zero and
+# the loss never moves. `torch.amp.GradScaler` multiplies the loss by a scale S (2^16 here) before
+# the backward pass, so every gradient is S times larger and lands inside fp16's range; it divides
+# the weight gradients by S (in fp32) before the optimizer step. If any gradient overflowed to inf
+# it skips that step and halves S; after a run of good steps it doubles S (Micikevicius et al.,
+# *Mixed Precision Training*, ICLR 2018). The fp16 + scaler curve lies on the fp32 one.
+# bf16 needs no scaler: it has fp32's 8 exponent bits, down to ≈ 10^-38 (and its coarse
+# mantissa costs little here).
+#
+# The histogram shows the gradients of the first step on a log2 scale, against a format's zones:
+# values that round to 0, subnormals (fewer significant bits), the normal range, overflow. Move the
+# scale: which values does 2^16 rescue in fp16? How far can you go before something overflows?
+# Switch to bf16 and to fp8 E5M2 (the format proposed for gradients).
+
+# %%
+precision.gradient_widget("fp16", 0)
+
+# %% [markdown]
+# ## Tensor cores: speed by dtype
+#
+# A tensor core multiplies small matrix tiles per instruction; the CUDA cores do one fused
+# multiply-add per lane. NVIDIA's H100/H200 SXM datasheet gives (dense, no sparsity): FP32 on CUDA
+# cores 67 TFLOP/s; TF32 494.7; FP16 and BF16 989.4; FP8 1978.9.
+#
+# ### Predict
+# On an H100 or H200, a large fp32 matmul with TF32 off runs at some fraction of 67 TFLOP/s. How
+# many times faster do you expect bf16? TF32? Write two ratios.
+
+# %%
+prediction_speedups = {"bf16 / fp32": "...", "tf32 / fp32": "..."}
+
+# %% [markdown]
+# Each point is a `torch.matmul` of random normal n × n matrices (never zeros: tensor cores run
+# measurably faster on zeros), timed by the course's harness, TFLOP/s from the counted 2n³. On a
+# GPU it is measured now; without one it comes from a recording made on a real GPU, or the chart
+# says none exists. The dotted lines are the datasheet figures.
+
+# %%
+precision.throughput_widget()
+
+# %%
+precision.ceiling_figure()
+
+# %% [markdown]
+# A float32 matmul faster than 67 TFLOP/s on an H100/H200 can only be running on tensor cores:
+# that is TF32. PyTorch leaves it off for matmuls (`torch.backends.cuda.matmul.allow_tf32 =
+# False`); `torch.set_float32_matmul_precision("high")` turns it on. The course's GPU tier asserts
+# in one run that bf16 is at least 8× and TF32 at least 3× the fp32 rate at 8192³.
+#
+# ## …and accuracy by dtype
+#
+# ### Predict
+# Rank fp32, tf32, fp16, bf16 and fp8 by the relative error of C = A·B against an fp64
+# reference, for random normal A and B.
+
+# %%
+prediction_accuracy_rank = "..."
+
+# %% [markdown]
+# Computed now (on the CPU here: fp32, fp16, bf16 and fp8 through torch for real; tf32 emulated by
+# rounding the inputs to 10 mantissa bits, because CPUs have no TF32 mode):
+
+# %%
+errors = precision.relative_errors(256)
+precision.accuracy_figure(errors)
+
+# %% [markdown]
+# The error tracks the **input** format's unit roundoff (the black marks), because accumulation
+# is fp32 throughout: fp32 ≈ 10^-7, tf32 and fp16 ≈ 3 × 10^-4 (same 10-bit mantissa; fp16 also
+# rounds its output, so it is a little worse), bf16 ≈ 3 × 10^-3, fp8 E4M3 a few per cent even with
+# per-tensor scaling (`torch._scaled_mm`). The GPU tier checks fp32 < tf32 ≤ fp16 < bf16 on tensor
+# cores. Whether an error is acceptable depends on the computation: lab 07 asks you to pick the
+# cheapest format for a budget.
+#
+# ## Shapes: 50257 or 50304?
+#
+# GPT-2's vocabulary has 50257 tokens, so its output layer multiplies (tokens × 768) by
+# (768 × 50257). 50257 is odd; 50304 = 64 × 786 is the next multiple of 64. Tensor cores work on
+# tiles (multiples of 8 or 16 elements), and a row of 50257 bf16 values is not a multiple of 16
+# bytes long, which rules out the widest loads (Hopper's tensor memory accelerator needs
+# 16-byte-aligned row strides). The cheat sheet among the sources calls padding the vocabulary "a
+# free speedup". The padded shape does 0.09 % more arithmetic; is it faster?
+#
+# ### Predict
+# Ratio of TFLOP/s at N = 50304 to N = 50257 in bf16: about 1, about 1.1, or more?
+
+# %%
+prediction_vocab = "..."
+
+# %%
+from IPython.display import display
+
+vocab_table, vocab_ratios, vocab_source = precision.vocab_result()
+print(vocab_source)
+if vocab_ratios is not None:
+    display(vocab_table, vocab_ratios)
+
+# %% [markdown]
+# ## Explain
+#
+# * **Formats.** IEEE 754-2019 defines binary32 and binary16, rounding to nearest with ties to
+#   even and overflow to ±∞; the OCP FP8 specification (2023) defines E4M3 (no ∞, one NaN pattern,
+#   largest 448) and E5M2. PTX converts to fp8 only with `.satfinite` (`cvt.rn.satfinite.e4m3x2.f32`):
+#   out-of-range values clamp to the largest finite value, as torch's `float8_e4m3fn` conversion does.
+#   TF32 is produced by `cvt.rna.tf32.f32` (ties away from zero, sm_80) or `cvt.rn` (sm_90): fp32
+#   with its low 13 mantissa bits rounded off.
+# * **Accumulation.** Higham (*Accuracy and Stability of Numerical Algorithms*, ch. 4): recursive
+#   summation (n − 1)u·Σ|x|, Kahan ≈ 2u·Σ|x|. The PTX matrix instructions (`mma`, Hopper's
+#   `wgmma`) take fp16/bf16/fp8 inputs with an fp32 accumulator (fp16 inputs may also accumulate in
+#   fp16): exactly lab 07's first exercise.
+# * **Loss scaling.** Micikevicius et al. (2018) introduced fp32 master weights, fp32
+#   accumulation and loss scaling for fp16 training; bf16 (Kalamkar et al., 2019) keeps fp32's
+#   exponent and trains without a scaler.
+# * **Throughput.** Datasheet dense rates as above. The measured ceiling is the best the library
+#   reaches on random data (the course's REFERENCE notes 769–798 TFLOP/s for an 8192³ bf16 matmul
+#   measured on an H200, about 80 % of the datasheet).
+#
+# ## A story from the field
+# The cheat sheet among the course's sources sorts almost every slow GPU job into three
+# diagnoses; the third is "you never enabled the fast path": a model trained in fp32, so no
+# tensor core ever ran. Another source, an article on GPU architecture for ML engineers, makes the
+# case with a table of datasheet rates — and shows how easy it is to get them wrong: it lists the A100 at 77.6 TFLOP/s for FP16 "without
+# sparsity". About 78 TFLOP/s is the A100's FP16 rate on the CUDA cores; its datasheet gives 312
+# dense tensor-core TFLOP/s (624 with sparsity). Check a rate against the datasheet, then measure.
+#
+# A profiler shows which path ran. In `torch.profiler` the GEMM kernel names differ between the
+# CUDA-core and tensor-core paths; Nsight Compute reports the utilisation of the tensor pipe,
+# which is near zero for an fp32 matmul with TF32 off. Then check the shapes: a dimension that is
+# not a multiple of 8 or 16 may pick a slower kernel.
+#
+# ## Key points
+# * Exponent bits buy range, mantissa bits buy precision: bf16 = fp32's range with 8 significant
+#   bits; fp16 = 11 significant bits but only up to 65504 and down to 6 × 10^-8; fp8 needs scaling.
+# * Accumulate in fp32 (tensor cores do); when even fp32 is not enough, Kahan's compensation makes
+#   the error independent of n. Never let a compiler reassociate it away.
+# * fp16 training needs a loss scaler because small gradients underflow; bf16 does not. Tensor
+#   cores are ~15× the CUDA-core rate at bf16 on paper: measure yours, and mind the shapes.
+#
+# **Next:** [lab 07](../labs/lab07_precision/lab07_precision.ipynb) — an fp16-input dot product
+# with fp32 accumulation, a Kahan version, and the cheapest format for an error budget.

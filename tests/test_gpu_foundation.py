@@ -1,0 +1,122 @@
+"""GPU tier for the foundation: the harness, the ceilings, doctor, `make record`, lessons 00–01.
+
+Run on a machine with an NVIDIA GPU: `pytest -m gpu`. Expectations are ratios measured in one run.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+from gpucourse import harness, reference, runtime
+
+pytestmark = pytest.mark.gpu
+
+
+def test_banner_and_device_facts_come_from_the_driver():
+    info = runtime.device()
+    assert not info.simulated and info.sm_count and info.memory_bytes and info.l2_bytes
+    assert repr(runtime.banner()).startswith(f"GPU mode · {info.name}")
+
+
+def test_event_timing_tracks_work_and_the_contract_holds():
+    from numba import cuda
+
+    @cuda.jit
+    def spin(out, iterations):
+        i = cuda.grid(1)
+        x = 1.0 * i
+        for _ in range(iterations):
+            x = x * 0.9999 + 0.0001
+        if i < out.size:
+            out[i] = x
+
+    out = cuda.device_array(132 * 128, dtype=np.float32)
+    short = harness.measure(lambda: spin[132, 128](out, 20_000), label="short")
+    long = harness.measure(lambda: spin[132, 128](out, 80_000), label="long")
+    assert short.measured and short.n_samples >= 10 and sum(short.samples_ms) >= 500
+    assert 3.0 <= long.median_ms / short.median_ms <= 5.0  # 4× the work, one run
+    assert short.provenance["device"] == runtime.device().name
+
+
+def test_the_launch_alone_is_far_faster_than_the_kernel():
+    from gpucourse import measuring
+
+    data = measuring.async_pitfall(200_000)
+    medians = data.groupby("method").ms.median()
+    assert medians["wall clock, launch only"] * 20 < medians["wall clock + synchronize"]
+
+
+def test_short_kernels_are_batched():
+    from numba import cuda
+
+    @cuda.jit
+    def nothing(x):
+        pass
+
+    x = cuda.device_array(1, dtype=np.float32)
+    m = harness.measure(lambda: nothing[1, 32](x), label="empty kernel")
+    assert m.launches_per_sample > 1 and m.median_ms < 0.05
+
+
+def test_a_wrong_kernel_is_never_timed():
+    from gpucourse.errors import WrongResult
+
+    with pytest.raises(WrongResult):
+        harness.measure(lambda: None, check=lambda: False)
+
+
+def test_copy_ceiling_is_near_the_datasheet():
+    from gpucourse import ceilings
+
+    gbps = ceilings.measure_copy_gbps(256 * 2**20)
+    sheet = runtime.device().datasheet_bandwidth_gbps
+    if sheet:
+        assert 0.5 * sheet <= gbps <= 1.05 * sheet
+
+
+def test_staircase_33_threads_cost_what_64_do():
+    from gpucourse import warps
+
+    data = warps.measure_staircase([32, 33, 64, 65]).set_index("threads_per_block").median_ms
+    assert data[33] / data[64] >= 0.85  # 2 warps either way
+    assert data[33] / data[32] >= 1.6  # the 33rd thread costs a whole warp
+
+
+def test_doctor_passes_on_a_healthy_gpu():
+    from gpucourse.doctor import run_doctor
+
+    lines = []
+    assert run_doctor(lines.append) == 0, "\n".join(lines)
+    assert any("copy bandwidth" in line for line in lines)
+
+
+def test_record_writes_provenance_for_the_foundation_sweeps(tmp_path):
+    written = reference.record(["warps.staircase", "measuring.async_pitfall"], root=tmp_path)
+    assert len(written) == 2
+    meta = json.loads((written[0].parent / "provenance.json").read_text())
+    for key in ("device", "compute_capability", "driver", "cuda", "libraries", "date", "command"):
+        assert meta["device"][key]
+    assert reference.load("warps.staircase", root=tmp_path).data.median_ms.gt(0).all()
+
+
+def test_an_illegal_address_is_one_plain_sentence():
+    import subprocess
+    import sys
+
+    code = (
+        "import gpucourse, numpy as np\n"
+        "from numba import cuda\n"
+        "from gpucourse.harness import gpu_errors\n"
+        "@cuda.jit\n"
+        "def bad(x):\n"
+        "    x[10**9] = 1\n"
+        "x = cuda.device_array(4, dtype=np.float32)\n"
+        "try:\n"
+        "    with gpu_errors('bad kernel'):\n"
+        "        bad[1, 1](x); cuda.synchronize()\n"
+        "except gpucourse.errors.GPUError as e:\n"
+        "    print('GPUError:', e)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "GPUError: bad kernel read or wrote outside its arrays" in done.stdout, done.stderr[-2000:]

@@ -1,0 +1,63 @@
+"""GPU tier for lesson 07 (`pytest -m gpu -rP tests/test_gpu_precision.py` on a machine with a GPU).
+
+Performance expectations are ratios measured in one run; the 50304/50257 ratio is reported
+(printed and recorded as a test property), not asserted against a threshold.
+"""
+
+import numpy as np
+import pytest
+
+from gpucourse import precision
+
+pytestmark = pytest.mark.gpu
+
+
+def test_tensor_cores_beat_cuda_cores_at_8192(record_property):
+    fp32 = precision.measure_matmul("fp32", 8192)  # TF32 off: CUDA cores
+    tf32 = precision.measure_matmul("tf32", 8192)
+    bf16 = precision.measure_matmul("bf16", 8192)
+    for m in (fp32, tf32, bf16):
+        assert m.measured and m.tflops > 0, m.summary()
+        print(m.summary())
+    record_property("bf16_over_fp32", bf16.tflops / fp32.tflops)
+    record_property("tf32_over_fp32", tf32.tflops / fp32.tflops)
+    print(f"bf16 / fp32 = {bf16.tflops / fp32.tflops:.1f}×, tf32 / fp32 = {tf32.tflops / fp32.tflops:.1f}×")
+    assert bf16.tflops >= 8 * fp32.tflops
+    assert tf32.tflops >= 3 * fp32.tflops
+
+
+def test_relative_errors_are_ordered_on_tensor_cores():
+    table = precision.relative_errors(4096, dtypes=("fp32", "tf32", "fp16", "bf16"), device="cuda")
+    print(table.to_string())
+    error = table.set_index("dtype").relative_error
+    assert error["fp32"] < error["tf32"] <= error["fp16"] < error["bf16"]
+
+
+def test_fp8_when_supported():
+    if not precision.fp8_supported():
+        pytest.skip("fp8 tensor cores need compute capability ≥ 8.9")
+    m = precision.measure_matmul("fp8_e4m3", 8192)
+    print(m.summary())
+    assert m.measured and m.tflops > 0
+    error = precision.relative_errors(2048, dtypes=("fp8_e4m3",), device="cuda").relative_error.iloc[0]
+    assert error < 0.1
+
+
+def test_vocab_50304_vs_50257_is_reported(record_property):
+    table = precision.vocab_shape_sweep(dtypes=("bf16",))
+    ratios = precision.vocab_ratios(table)
+    print(table.to_string())
+    print(ratios.to_string())
+    assert (table.tflops > 0).all() and len(ratios) == 2
+    for row in ratios.to_dict("records"):
+        record_property(f"tflops_50304_over_50257[{row['dtype']}, {row['pass']}]",
+                        row["tflops_ratio_50304_over_50257"])
+
+
+def test_accumulation_kernels_on_the_gpu_match_numpy_bit_for_bit():
+    x = precision.make_data("uniform", rows=64, n=4096, seed=3)
+    points = [256, 4096]
+    for method in precision.METHODS:
+        np.testing.assert_array_equal(precision.accumulate(x, method, points),
+                                      precision.reference_accumulate(x, method, points), err_msg=method)
+    assert precision.accumulate(np.full(4096, 0.1, dtype=np.float16), "fp16")[0, 0] == 256.0

@@ -1,0 +1,100 @@
+"""Lab 07 through real nbgrader: the solution scores full marks, the untouched lab 0, and known-wrong
+versions (an fp16 accumulator, fp16 products, a Kahan without its compensation, a format chosen by
+machine epsilon alone, an error measured against |result|) lose the points of the part they get wrong."""
+
+import nbformat
+import pytest
+from labtools import course_copy, grade_lab, solution_notebook, with_cells
+
+LAB = "lab07_precision"
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("nbgrader")]
+
+# The running sum kept in fp16: overflows past 65504 and loses every addition below half its spacing.
+FP16_ACCUMULATOR = '''
+from numba.types import float16
+
+
+@cuda.jit
+def dot_fp32_kernel(a, b, out):
+    r = cuda.grid(1)
+    if r < a.shape[0]:
+        total = float16(0.0)
+        for j in range(a.shape[1]):
+            total = total + a[r, j] * b[r, j]
+        out[r] = float32(total)
+'''
+
+# fp32 accumulation, but each product rounded to fp16 before it is widened.
+FP16_PRODUCTS = '''
+@cuda.jit
+def dot_fp32_kernel(a, b, out):
+    r = cuda.grid(1)
+    if r < a.shape[0]:
+        total = float32(0.0)
+        for j in range(a.shape[1]):
+            total += float32(a[r, j] * b[r, j])
+        out[r] = total
+'''
+
+# Computes the compensation but never subtracts it: a plain fp32 sum.
+KAHAN_WITHOUT_COMPENSATION = '''
+@cuda.jit
+def dot_kahan_kernel(a, b, out):
+    r = cuda.grid(1)
+    if r < a.shape[0]:
+        total = float32(0.0)
+        compensation = float32(0.0)
+        for j in range(a.shape[1]):
+            y = float32(a[r, j]) * float32(b[r, j])
+            t = total + y
+            compensation = (t - total) - y
+            total = t
+        out[r] = total
+'''
+
+# Chooses by machine epsilon only: ignores range (overflow, saturation, underflow) and exact values.
+BY_EPSILON = '''
+def cheapest_format(x, y, budget):
+    for fmt in FORMATS_BY_COST:
+        if precision.formats.get_format(fmt).unit_roundoff <= budget:
+            return fmt
+    return None
+'''
+
+# Relative to the result instead of the size of the terms: explodes when the dot product cancels.
+RELATIVE_TO_RESULT = '''
+def format_error(x, y, fmt):
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    qx, qy = quantize(x, fmt), quantize(y, fmt)
+    if not (np.isfinite(qx).all() and np.isfinite(qy).all()):
+        return math.inf
+    exact = math.fsum(x * y)
+    return abs(math.fsum(qx * qy) - exact) / abs(exact)
+'''
+
+
+def test_lab07_round_trip(tmp_path):
+    released = course_copy(tmp_path / "release", LAB) / "labs" / LAB / f"{LAB}.ipynb"
+    untouched = nbformat.read(released, as_version=4)
+    assert "BEGIN SOLUTION" not in released.read_text() and "BEGIN HIDDEN" not in released.read_text()
+    solution = solution_notebook(LAB)
+    scores = grade_lab(LAB, {
+        "solution": solution,
+        "untouched": untouched,
+        "fp16_accumulator": with_cells(solution, {"ex1_solution": FP16_ACCUMULATOR}),
+        "fp16_products": with_cells(solution, {"ex1_solution": FP16_PRODUCTS}),
+        "kahan_without_compensation": with_cells(solution, {"ex2_solution": KAHAN_WITHOUT_COMPENSATION}),
+        "by_epsilon": with_cells(solution, {"ex4_solution": BY_EPSILON}),
+        "relative_to_result": with_cells(solution, {"ex3_solution": RELATIVE_TO_RESULT}),
+    }, tmp_path / "grade")
+    everything = {"ex1_test": 3, "ex2_test": 3, "ex3_test": 2, "ex4_test": 2}
+    assert scores["solution"].cells == everything
+    assert scores["solution"].total == scores["solution"].max_score == 10
+    assert scores["untouched"].total == 0
+    assert scores["fp16_accumulator"].cells == {**everything, "ex1_test": 0}
+    assert scores["fp16_products"].cells == {**everything, "ex1_test": 0}
+    assert scores["kahan_without_compensation"].cells == {**everything, "ex2_test": 0}
+    assert scores["by_epsilon"].cells == {**everything, "ex4_test": 0}
+    assert scores["relative_to_result"].cells["ex3_test"] == 0
+    assert scores["relative_to_result"].total < 10
