@@ -1,0 +1,141 @@
+"""Lab 02 through real nbgrader: the solution scores full marks, the untouched lab 0, and known-wrong
+versions lose exactly the points of the part they get wrong — including kernels that are sorted but
+give the wrong answer, and kernels that give the right answer but still diverge (or dodge
+divergence by computing both paths in every lane)."""
+
+import pytest
+from labtools import grade_lab, release_notebook, solution_notebook, with_cells
+
+LAB = "lab02_divergence"
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("nbgrader")]
+
+COST_PER_LANE = '''
+def warp_cost(takes_a, cost_a, cost_b):
+    return int(sum(cost_a if a else cost_b for a in takes_a))
+'''
+
+STILL_DIVERGENT_PARITY = '''
+@cuda.jit
+def parity_agree(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        v = x[i]
+        if i % 2 == 0:
+            for _ in range(STEPS):
+                v = v * np.float32(0.5) + np.float32(1.0)
+        else:
+            for _ in range(STEPS):
+                v = v * np.float32(0.25) - np.float32(1.0)
+        out[i] = v
+'''
+
+BOTH_PATHS_IN_EVERY_LANE = '''
+@cuda.jit
+def parity_agree(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        a = x[i]
+        b = x[i]
+        for _ in range(STEPS):
+            a = a * np.float32(0.5) + np.float32(1.0)
+        for _ in range(STEPS):
+            b = b * np.float32(0.25) - np.float32(1.0)
+        out[i] = a if i % 2 == 0 else b
+'''
+
+WRONG_REMAP = '''
+@cuda.jit
+def parity_agree(x, out):
+    t = cuda.grid(1)
+    half = x.size // 2
+    if t < x.size:
+        if t < half:
+            i = t
+            v = x[i]
+            for _ in range(STEPS):
+                v = v * np.float32(0.5) + np.float32(1.0)
+        else:
+            i = t
+            v = x[i]
+            for _ in range(STEPS):
+                v = v * np.float32(0.25) - np.float32(1.0)
+        out[i] = v
+'''
+
+SORTED_BUT_WRITES_IN_SORTED_ORDER = '''
+def partition(kind):
+    return np.argsort(1 - np.asarray(kind, dtype=np.int64), kind="stable").astype(np.int64)
+
+
+@cuda.jit
+def by_kind_sorted(order, kind, x, out):
+    t = cuda.grid(1)
+    if t < order.size:
+        i = order[t]
+        v = x[i]
+        if kind[i] == 1:
+            for _ in range(STEPS):
+                v = v * np.float32(0.5) + np.float32(1.0)
+        else:
+            for _ in range(STEPS):
+                v = v * np.float32(0.25) - np.float32(1.0)
+        out[t] = v
+'''
+
+RIGHT_ANSWER_NOT_PARTITIONED = '''
+def partition(kind):
+    return np.arange(len(kind), dtype=np.int64)
+
+
+@cuda.jit
+def by_kind_sorted(order, kind, x, out):
+    t = cuda.grid(1)
+    if t < order.size:
+        i = order[t]
+        v = x[i]
+        if kind[i] == 1:
+            for _ in range(STEPS):
+                v = v * np.float32(0.5) + np.float32(1.0)
+        else:
+            for _ in range(STEPS):
+                v = v * np.float32(0.25) - np.float32(1.0)
+        out[i] = v
+'''
+
+COMPACTS_ONLY_THE_A_ELEMENTS = '''
+def partition(kind):
+    return np.flatnonzero(np.asarray(kind) == 1).astype(np.int64)
+
+
+@cuda.jit
+def by_kind_sorted(order, kind, x, out):
+    t = cuda.grid(1)
+    if t < order.size:
+        i = order[t]
+        v = x[i]
+        for _ in range(STEPS):
+            v = v * np.float32(0.5) + np.float32(1.0)
+        out[i] = v
+'''
+
+
+def test_lab02_round_trip(tmp_path):
+    solution = solution_notebook(LAB)
+    scores = grade_lab(LAB, {
+        "solution": solution,
+        "untouched": release_notebook(LAB),
+        "wrong_a": with_cells(solution, {"ex1_solution": COST_PER_LANE, "ex2_solution": STILL_DIVERGENT_PARITY,
+                                         "ex3_solution": SORTED_BUT_WRITES_IN_SORTED_ORDER}),
+        "wrong_b": with_cells(solution, {"ex2_solution": BOTH_PATHS_IN_EVERY_LANE,
+                                         "ex3_solution": RIGHT_ANSWER_NOT_PARTITIONED}),
+        "wrong_c": with_cells(solution, {"ex2_solution": WRONG_REMAP, "ex3_solution": COMPACTS_ONLY_THE_A_ELEMENTS}),
+    }, tmp_path)
+    full = scores["solution"].max_score
+    assert full == 10
+    assert scores["solution"].cells == {"ex1_test": 2, "ex2_test": 4, "ex3_test": 4}
+    assert scores["untouched"].total == 0
+    assert scores["wrong_a"].cells == {"ex1_test": 0, "ex2_test": 0, "ex3_test": 0}
+    # right answers that do not make warps agree (or that run both paths everywhere) earn nothing
+    assert scores["wrong_b"].cells == {"ex1_test": 2, "ex2_test": 0, "ex3_test": 0}
+    assert scores["wrong_c"].cells == {"ex1_test": 2, "ex2_test": 0, "ex3_test": 0}
