@@ -1,0 +1,280 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (gpucourse)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 04 · Shared memory: tiling and bank conflicts
+#
+# **In 45 minutes you will count the bytes a tiled matrix multiply saves, see what each of its
+# two `syncthreads` protects, and remove a 32-way bank conflict with one extra column.**
+#
+# *Teaching 30 min · exercises 30 min (lab 04) · prerequisites: lessons 01–03 (warps, sectors,
+# coalescing).*
+#
+# ## Objectives
+# By the end you can:
+# 1. count the global-memory bytes of a naive and a T-tiled matmul and place both on a roofline
+#    (FLOP per byte);
+# 2. say what each of the two barriers in the tiled loop protects, and read the microscope's race
+#    report of a kernel that lacks one;
+# 3. predict the bank-conflict ways of a warp's shared-memory access from its word addresses
+#    (bank = word mod 32);
+# 4. fix the transpose's column-read conflict by padding, and say when "pad by one" is not enough.
+
+# %%
+from gpucourse import runtime
+
+runtime.banner()
+
+# %% [markdown]
+# ## Reuse: why a matmul wants shared memory
+#
+# `C = A·B` with N×N matrices does 2N³ floating-point operations on only 3N² numbers: each
+# element of A is used N times. The naive kernel gives each thread one output and reads its row
+# of A and column of B straight from global memory, so the same numbers are fetched again and
+# again. A **tiled** kernel lets a block of T×T threads fetch a T×T tile of A and one of B into
+# **shared memory** (on-chip, per block), wait until both are complete, and then let every
+# thread use them T times before moving on to the next pair of tiles.
+#
+# The picture: the block that owns the orange tile of C walks along a strip of A and a strip of
+# B; at each step it holds one dark-blue tile of each.
+
+# %%
+from gpucourse import tiling
+
+tiling.tiling_picture(tile=4, n=12, step=1)
+
+# %% [markdown]
+# The kernel, exactly as the course runs it (the tile is a compile-time constant, so the
+# kernel is built for each tile size by a small factory):
+
+# %%
+import inspect
+
+print(inspect.getsource(tiling.tiled_matmul_kernel))
+
+# %% [markdown]
+# ### Predict
+# Count bytes requested from global memory for N = 16 (float32, 4 bytes each). The tiled
+# kernel with T = 8 reads each element of A once per block *column* (⌈N/T⌉ times) and each
+# element of B once per block *row*, and writes C once. How many bytes in total? The naive
+# kernel has no shared memory, but the 32 lanes of a warp (a 2×16 patch of C) share the words
+# they all read (a broadcast): how many bytes for it? Write both numbers down.
+
+# %%
+predict_tiled_bytes = ...  # an integer: bytes requested by the tiled kernel (T = 8, N = 16)
+predict_naive_bytes = ...  # and by the naive kernel
+
+# %% [markdown]
+# The microscope runs each kernel in the simulator and adds up the bytes every warp request
+# asked for. These counts are exact in both modes (no timing involved), and the `model_bytes`
+# column is the formula `tiling.matmul_traffic_bytes` the charts use for any N.
+
+# %%
+counts = tiling.traffic_table(n=16, tile=8)
+counts[["rung", "n", "load_bytes", "store_bytes", "counted_bytes", "model_bytes", "flop_per_byte",
+        "max_bank_ways", "correct"]]
+
+# %% [markdown]
+# FLOP per byte is what places a kernel on the **roofline**: below the ridge point a kernel is
+# limited by bandwidth × intensity, above it by the arithmetic peak. Tiling raises the
+# intensity to about T/4 FLOP per byte (each pair of fetched floats, 8 bytes, serves T
+# multiply-adds of 2 FLOPs); register blocking (each thread computes a patch of outputs, reusing
+# values held in registers) pushes it further; cuBLAS is drawn at its compulsory traffic (each
+# matrix once).
+
+# %%
+tiling.roofline_figure(tile=16, n=4096)
+
+# %% [markdown]
+# The ladder measured: GFLOP/s against N for each rung, next to cuBLAS (fp32, TF32 off) in the
+# same run. On a GPU each point is measured now (result checked against float64 first, then
+# events, warm-up, median of ≥ 10 samples). Without a GPU the chart shows a recording made on a
+# real GPU, or says that none exists yet; the dotted lines are the roofline's bound for the
+# naive and the tiled rung.
+
+# %%
+tiling.matmul_explorer()
+
+# %%
+tiling.fraction_figure()
+
+# %% [markdown]
+# ## The two barriers
+#
+# The tiled loop has two `cuda.syncthreads()`:
+#
+# 1. **after the load**: no thread may read the tiles until *every* thread has written its
+#    element of them;
+# 2. **after the compute**: no thread may overwrite the tiles with the next step's values while
+#    another thread is still reading the current ones.
+#
+# ### Predict
+# Delete barrier 1. Do some outputs come out wrong, all of them, or none? Delete barrier 2
+# instead: which outputs go wrong now? Could a test that checks the result ever pass?
+
+# %%
+predict_without_barrier_1 = "..."
+predict_without_barrier_2 = "..."
+
+# %% [markdown]
+# Numba's plain simulator runs threads one after another and can hide a race. The
+# microscope's `"random"` schedule interleaves the threads at every memory access (change the
+# seed for another interleaving), and its race detector reports every pair of accesses to the
+# same shared word, at least one a write, that no barrier orders — whatever order they happened
+# to run in. The map shows which outputs came out wrong.
+
+# %%
+tiling.barrier_explorer()
+
+# %%
+no_load_barrier = tiling.barrier_experiment("no barrier after the load", schedule="random", seed=0)
+print(no_load_barrier.summary())
+no_load_barrier.races[["line_a", "source_a", "line_b", "source_b", "array", "kind", "scope", "count"]]
+
+# %% [markdown]
+# Try the `"round-robin"` schedule (threads take turns at every access, close to a warp in
+# lockstep): the *result* can come out right, and the race report still flags the kernel.
+# That is why the lab's checker reads the race report, not only the answer.
+
+# %%
+lucky = tiling.barrier_experiment("no barrier after the compute", schedule="round-robin")
+print(lucky.summary())
+
+# %% [markdown]
+# ## Banks: how shared memory serves a warp
+#
+# Shared memory is split into 32 **banks**; consecutive 4-byte words sit in consecutive banks
+# (bank = word index mod 32). A warp's access is served in one pass if its 32 lanes touch 32
+# different banks, or the *same* word (a broadcast). Lanes that touch *different* words in one
+# bank are served one after another: a k-way conflict costs k passes.
+#
+# The shared-memory transpose writes a 32×32 tile row by row (conflict-free) and reads it
+# column by column, so that both global accesses are coalesced. Reading a column of a 32-wide
+# tile means words 0, 32, 64, … — all in bank 0.
+#
+# ### Predict
+# How many ways is the column read of a 32×32 float32 tile? Of a 32×33 tile (one unused column
+# of padding)? Of a 16×17 tile, read the same way by a block of 16 × 8 threads (so one warp
+# spans two rows of threads)? Write your three answers.
+
+# %%
+predict_ways_32x32 = ...
+predict_ways_32x33 = ...
+predict_ways_16x17 = ...
+
+# %% [markdown]
+# Each square is one lane, placed in the bank its word falls in; a column of k squares is a
+# k-way conflict. Move the sliders: tile width, padding, and whether the warp reads a column
+# or writes a row.
+
+# %%
+tiling.bank_explorer()
+
+# %% [markdown]
+# ## The transpose ladder
+#
+# Four kernels with the same arithmetic (none) and the same bytes: a tile-shaped **copy** (the
+# ceiling), the **naive** transpose (reads rows, writes columns: each lane's store lands in a
+# different row), the **shared**-tile transpose, and the same with the tile **padded**. The
+# left panel is bandwidth (measured now on a GPU, else recorded, else absent); the right panel
+# is the bank-conflict ways the microscope counts on the very same kernels.
+
+# %%
+tiling.transpose_explorer()
+
+# %% [markdown]
+# The microscope's full account of each rung (global sectors per warp request, 4 = ideal for
+# 32 float32 values; shared-memory ways per access):
+
+# %%
+tiling.transpose_counts(tile=32, pad=1)
+
+# %% [markdown]
+# ### A claim to test: "two transposes with equal arithmetic can differ ~20× in bandwidth"
+#
+# One of the source texts says so, without a GPU, a size or a kernel. The sector model gives
+# an upper bound for the naive transpose: a warp's read touches 4 sectors and its write 32,
+# against 4 + 4 for a copy, so at most 4.5× more sector traffic — and the L2 cache merges much
+# of it, because the neighbouring warps write the other parts of those sectors moments later.
+# So the model does not predict 20×. The table shows what was measured (on a GPU, or in a
+# recording); the course's GPU-tier test measures it on every GPU it runs on.
+
+# %%
+tiling.folklore_table()
+
+# %% [markdown]
+# ## Explain
+#
+# * **Banks.** The CUDA C++ Programming Guide (§ "Shared Memory", compute capability 5.x and
+#   later): shared memory has 32 banks; successive 32-bit words map to successive banks; a
+#   request whose addresses fall in n distinct banks is served at once; addresses in the same
+#   bank but different words are a bank conflict and the hardware splits the request into as
+#   many conflict-free requests as needed; lanes reading the same word get it by broadcast.
+#   Column k of a tile W words wide is at words k, W + k, 2W + k, …: with W = 32 all in one
+#   bank (32-way); with W = 33 the bank advances by one per row (conflict-free). With a 16-wide
+#   tile a warp covers two rows of threads, and W = 17 leaves a 2-way conflict: padding by one
+#   is tuned to 32-wide tiles — count, don't guess.
+# * **Barriers.** `__syncthreads()` (Numba: `cuda.syncthreads()`) waits until every thread of
+#   the block has reached it *and* makes their earlier shared- and global-memory writes visible
+#   to the whole block (Programming Guide, § "Synchronization Functions"). It must be reached
+#   by all threads of the block: inside an `if` that not all threads take, the behaviour is
+#   undefined. Since Volta (cc 7.0) the threads of one warp are scheduled independently, so
+#   even two lanes of the same warp race without a barrier — which is why the microscope
+#   reports "same warp" races.
+# * **Reuse.** The Best Practices Guide's section on shared memory in matrix multiplication
+#   makes the same argument as the roofline above: the tile turns T separate global reads of a
+#   value into one read and T shared-memory reads. Register blocking repeats the trick one level
+#   down: each value read from shared memory feeds several multiply-adds held in registers.
+# * **Limits.** A block has at most 1024 threads (so a T×T tile with one thread per output
+#   stops at T = 32), and statically declared shared arrays at most 48 KB per block; more needs
+#   dynamic shared memory and an explicit opt-in (up to 227 KB per block on cc 9.0). The module
+#   refuses both before anything launches:
+
+# %%
+from gpucourse.errors import InvalidConfig
+
+for bad in (lambda: tiling.check_tile(33), lambda: tiling.check_register_blocking(128, 64, 8),
+            lambda: tiling.check_size("N", 0)):
+    try:
+        bad()
+    except InvalidConfig as error:
+        print("refused:", error)
+
+# %% [markdown]
+# ## From the field
+# The course's source texts give two pieces of advice that this lesson lets you check rather
+# than believe. The HPC book shows this very tiled kernel — zero fill at the edges, both
+# barriers — and then advises reaching for a library (cuBLAS) before writing your own GEMM:
+# the `fraction_figure` above is that advice measured, rung by rung. (The same book lists
+# "~60 TFLOPS" for an fp32 cuBLAS GEMM on an H100; an fp32 GEMM with TF32 off cannot exceed
+# the 67 TFLOP/s of the CUDA cores, so a figure near it means either an excellent kernel or
+# tensor cores quietly in use — the ladder turns TF32 off to compare like with like.) The
+# cheat sheet's one-liner "pad shared arrays to avoid bank conflicts" is true for the 32-wide
+# transpose and not automatically for other shapes, as the bank picture shows.
+#
+# How a profiler shows it: Nsight Compute's *Memory Workload Analysis* reports shared-memory
+# bank conflicts per kernel (the metrics `l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld`
+# and `..._op_st`), and shared-memory *wavefronts* per request: a 32-way conflict is 32
+# wavefronts where one would do. For the matmul, its roofline chart places the kernel by the
+# bytes it really moved at each level (L1, L2, DRAM) — the caches make the DRAM intensity higher
+# than the "requested bytes" counted here.
+#
+# ## Key points
+# * A tile in shared memory turns T global reads into one: about T/4 FLOP per byte for a
+#   T-tiled fp32 matmul; register blocking multiplies the reuse again.
+# * Barrier 1 (after the load) and barrier 2 (before the next overwrite) are both required; a
+#   missing one is a race even when the answer happens to come out right.
+# * Bank = word mod 32. Count the distinct words per bank under one warp; pad the tile so a
+#   column walks across the banks — and check the padding with the microscope.
+#
+# **Next:** [lab 04](../labs/lab04_shared_memory/lab04_shared_memory.ipynb) — write the tiled
+# matmul (correct for any N) and a conflict-free transpose; then lesson 05, occupancy.

@@ -1,0 +1,273 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: nbgrader,-all
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (gpucourse)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# # Lab 04 · Tiled matrix multiply and a conflict-free transpose
+#
+# *About 30 minutes. Goes with lesson 04 "Shared memory: tiling and bank conflicts".*
+#
+# How to work: fill in every cell that says `YOUR CODE HERE` (delete the `raise
+# NotImplementedError()` line). Don't edit the test cells: they are locked and are graded
+# again, with more hidden cases, after you submit. Run each test cell after your answer; a
+# cell that runs without error has passed its visible checks. In JupyterLab,
+# **Kernel → Restart Kernel and Run All Cells** before you submit, then use **Validate**.
+#
+# Without a GPU the kernels run in Numba's CUDA simulator: results are exact, timings are not
+# measured here. The simulator is slow (a few hundred threads per second), so the tests use
+# small matrices. The checks also run your kernels under the **microscope**
+# (`gpucourse.microscope.trace`), which counts what a GPU would do and reports races.
+
+# %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
+import numpy as np
+
+from gpucourse import runtime  # first: it decides GPU or simulator before numba is imported
+from gpucourse.grading import check
+from gpucourse.microscope import trace
+from numba import float32
+
+cuda = runtime.cuda
+TILE = 8  # the matmul tile: blocks of TILE × TILE threads, two TILE × TILE shared arrays
+
+
+def reference_matmul(a, b):
+    """The specification: C = A @ B, computed in float64."""
+    return a.astype(np.float64) @ b.astype(np.float64)
+
+
+def random_matrix(rows, cols, seed):
+    return np.random.default_rng(seed).uniform(-1, 1, (rows, cols)).astype(np.float32)
+
+
+runtime.banner()
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "ex1_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ## Exercise 1 · Count the traffic (2 points)
+#
+# The tiled kernel multiplies two n × n float32 matrices with T × T tiles (n a multiple of T).
+# Each block reads a T-row strip of A and a T-column strip of B once, so every element of A is
+# read n/T times (once per block column), every element of B n/T times, and C is written once.
+# Write `tiled_traffic_bytes(n, tile)`: the bytes the kernel requests from global memory.
+# Reference: n = 16, T = 8 → 5120 bytes (the number the microscope counted in lesson 04).
+
+# %% nbgrader={"grade": false, "grade_id": "ex1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def tiled_traffic_bytes(n, tile):
+    ### BEGIN SOLUTION
+    reads = 2 * n * n * (n // tile)  # A and B, n/T times each
+    return 4 * (reads + n * n)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex1_test", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""Check that tiled_traffic_bytes counts A and B n/T times each and C once, 4 bytes per float."""
+assert tiled_traffic_bytes(16, 8) == 5120
+assert tiled_traffic_bytes(8, 8) == 4 * 3 * 64, "one tile: every matrix exactly once"
+### BEGIN HIDDEN TESTS
+for n, t, expected in [(32, 8, 36864), (32, 16, 20480), (64, 32, 81920), (4096, 16, 34426847232), (1, 1, 12)]:
+    check(tiled_traffic_bytes(n, t) == expected)
+### END HIDDEN TESTS
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "ex2_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ## Exercise 2 · The tiled matrix multiply (6 points)
+#
+# Write the kernel `tiled_matmul(a, b, c)`: `a` is m × k, `b` is k × n, `c` is m × n, all
+# float32, and the result is `c = a @ b` (reference: `reference_matmul`). The launch is fixed:
+#
+# * blocks of `(TILE, TILE)` threads, grid `(⌈n / TILE⌉, ⌈m / TILE⌉)`;
+# * thread `(tx, ty)` of block `(bx, by)` computes `c[by·TILE + ty, bx·TILE + tx]`;
+# * the block walks along k in steps of `TILE`: at each step every thread copies **one** element
+#   of A and **one** element of B into two `cuda.shared.array((TILE, TILE), float32)` tiles,
+#   then the block multiplies the two tiles;
+# * any m, k, n ≥ 1: a thread whose element lies outside A or B stores 0 in the tile instead,
+#   and a thread outside C skips the final write (but still helps to load the tiles).
+#
+# Use `cuda.syncthreads()` wherever one thread must not run ahead of the others. Then write
+# `launch_tiled_matmul(a, b)`, which allocates `c` (zeros, float32), launches the kernel and
+# returns `c`.
+
+# %% nbgrader={"grade": false, "grade_id": "ex2_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
+@cuda.jit
+def tiled_matmul(a, b, c):
+    ### BEGIN SOLUTION
+    a_tile = cuda.shared.array((TILE, TILE), float32)
+    b_tile = cuda.shared.array((TILE, TILE), float32)
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    row = cuda.blockIdx.y * TILE + ty
+    col = cuda.blockIdx.x * TILE + tx
+    m = a.shape[0]
+    depth = a.shape[1]
+    n = b.shape[1]
+    acc = float32(0.0)
+    for k0 in range(0, depth, TILE):
+        if row < m and k0 + tx < depth:
+            a_tile[ty, tx] = a[row, k0 + tx]
+        else:
+            a_tile[ty, tx] = 0.0
+        if k0 + ty < depth and col < n:
+            b_tile[ty, tx] = b[k0 + ty, col]
+        else:
+            b_tile[ty, tx] = 0.0
+        cuda.syncthreads()
+        for kk in range(TILE):
+            acc += a_tile[ty, kk] * b_tile[kk, tx]
+        cuda.syncthreads()
+    if row < m and col < n:
+        c[row, col] = acc
+    ### END SOLUTION
+
+
+def launch_tiled_matmul(a, b):
+    ### BEGIN SOLUTION
+    m, n = a.shape[0], b.shape[1]
+    c = np.zeros((m, n), dtype=np.float32)
+    grid = ((n + TILE - 1) // TILE, (m + TILE - 1) // TILE)
+    tiled_matmul[grid, (TILE, TILE)](a, b, c)
+    return c
+    ### END SOLUTION
+
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "ex2_show_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# **Look at it under the microscope.** `show_matmul()` runs your kernel once on 16 × 16
+# matrices with the random interleaving of threads, then shows what its warps asked of global
+# memory, the bank-conflict ways of its shared-memory accesses, and every race it saw (two
+# threads, one shared word, at least one write, no barrier in between). An empty race table
+# and `correct: True` is what you want.
+
+# %% nbgrader={"grade": false, "grade_id": "ex2_show", "locked": true, "schema_version": 3, "solution": false, "task": false}
+from IPython.display import display
+
+
+def show_matmul(n=16, seed=0):
+    a, b = random_matrix(n, n, 1), random_matrix(n, n, 2)
+    c = np.zeros((n, n), dtype=np.float32)
+    blocks = ((n + TILE - 1) // TILE, (n + TILE - 1) // TILE)
+    report = trace(tiled_matmul, blocks, (TILE, TILE), a, b, c, schedule="random", seed=seed)
+    display(report.memory()[["line", "source", "op", "requests", "sectors_per_request", "bytes_requested"]])
+    display(report.banks()[["line", "source", "op", "requests", "max_ways"]])
+    display(report.races()[["line_a", "source_a", "line_b", "source_b", "array", "kind", "count"]])
+    print(f"correct: {np.allclose(c, reference_matmul(a, b), atol=1e-4)}; racing access pairs: "
+          f"{report.race_count()}")
+    return report
+
+
+report = show_matmul()
+
+# %% nbgrader={"grade": true, "grade_id": "ex2_test", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
+"""Check that tiled_matmul computes A @ B for sizes that are, and are not, multiples of TILE."""
+a, b = random_matrix(8, 8, 1), random_matrix(8, 8, 2)
+np.testing.assert_allclose(launch_tiled_matmul(a, b), reference_matmul(a, b), atol=1e-4,
+                           err_msg="wrong result for 8 × 8 (one tile)")
+a, b = random_matrix(12, 12, 3), random_matrix(12, 12, 4)
+np.testing.assert_allclose(launch_tiled_matmul(a, b), reference_matmul(a, b), atol=1e-4,
+                           err_msg="wrong result for 12 × 12 (not a multiple of TILE): check the edges")
+### BEGIN HIDDEN TESTS
+for (m, k, n), seed in [((1, 1, 1), 5), ((5, 13, 9), 6), ((3, 20, 10), 7)]:
+    a, b = random_matrix(m, k, seed), random_matrix(k, n, seed + 10)
+    c = np.full((m, n), np.nan, dtype=np.float32)
+    trace(tiled_matmul, ((n + TILE - 1) // TILE, (m + TILE - 1) // TILE), (TILE, TILE), a, b, c)
+    check(np.allclose(c, reference_matmul(a, b), atol=1e-4))
+a, b = random_matrix(9, 3, 8), random_matrix(3, 10, 9)
+check(lambda: np.allclose(launch_tiled_matmul(a, b), reference_matmul(a, b), atol=1e-4))
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "ex2_barriers", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""Check, with the microscope's race scheduler, that no thread runs ahead of a barrier, and that the
+kernel really reuses each global read through shared memory."""
+a, b = random_matrix(16, 16, 1), random_matrix(16, 16, 2)
+c = np.zeros((16, 16), dtype=np.float32)
+report = trace(tiled_matmul, (2, 2), (TILE, TILE), a, b, c, schedule="random", seed=0)
+assert report.race_count() == 0, "the microscope found racing accesses: look at report.races() for the lines"
+assert np.allclose(c, reference_matmul(a, b), atol=1e-4), "wrong result when the threads interleave at random"
+### BEGIN HIDDEN TESTS
+a, b = random_matrix(12, 12, 11), random_matrix(12, 12, 12)
+c = np.zeros((12, 12), dtype=np.float32)
+report = trace(tiled_matmul, (2, 2), (TILE, TILE), a, b, c, schedule="random", seed=3)
+check(report.race_count() == 0)
+check(np.allclose(c, reference_matmul(a, b), atol=1e-4))
+memory = report.memory()
+check(int(memory.loc[memory.op == "load", "bytes_requested"].sum()) == 4 * 2 * 12 * 12 * 2)
+check(lambda: len(report.banks()) > 0 and report.max_bank_ways() == 1)
+### END HIDDEN TESTS
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "ex3_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ## Exercise 3 · A transpose without bank conflicts (2 points)
+#
+# The naive transpose below reads rows (coalesced) but writes columns: each lane of a warp
+# stores into a different row, 32 sectors per request. The fix is to go through a shared
+# tile: a block of `(TILE_T, ROWS)` = 32 × 8 threads reads a 32 × 32 tile of `src` row by row
+# into shared memory (each thread handles rows `ty, ty + 8, ty + 16, ty + 24` of the tile),
+# waits, then writes the mirrored tile of `dst` row by row, reading the shared tile by
+# *columns*. With a 32 × 32 shared tile that column read is a 32-way bank conflict.
+#
+# Write `transpose_tiled(src, dst)` (so that `dst = src.T` for any shape) with a shared tile
+# padded so that the microscope counts **no bank conflict at all** (max ways = 1), and with
+# both global accesses coalesced. `launch_transpose` (given) launches it.
+
+# %% nbgrader={"grade": false, "grade_id": "ex3_given", "locked": true, "schema_version": 3, "solution": false, "task": false}
+TILE_T = 32
+ROWS = 8
+
+
+@cuda.jit
+def transpose_naive(src, dst):
+    x = cuda.blockIdx.x * TILE_T + cuda.threadIdx.x
+    y = cuda.blockIdx.y * TILE_T + cuda.threadIdx.y
+    for j in range(0, TILE_T, ROWS):
+        if y + j < src.shape[0] and x < src.shape[1]:
+            dst[x, y + j] = src[y + j, x]
+
+
+def launch_transpose(src, kernel=None):
+    rows, cols = src.shape
+    dst = np.zeros((cols, rows), dtype=src.dtype)
+    grid = ((cols + TILE_T - 1) // TILE_T, (rows + TILE_T - 1) // TILE_T)
+    (kernel or transpose_tiled)[grid, (TILE_T, ROWS)](src, dst)
+    return dst
+
+
+# %% nbgrader={"grade": false, "grade_id": "ex3_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
+@cuda.jit
+def transpose_tiled(src, dst):
+    ### BEGIN SOLUTION
+    tile = cuda.shared.array((TILE_T, TILE_T + 1), float32)
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    x = cuda.blockIdx.x * TILE_T + tx
+    y = cuda.blockIdx.y * TILE_T + ty
+    for j in range(0, TILE_T, ROWS):
+        if y + j < src.shape[0] and x < src.shape[1]:
+            tile[ty + j, tx] = src[y + j, x]
+    cuda.syncthreads()
+    x = cuda.blockIdx.y * TILE_T + tx
+    y = cuda.blockIdx.x * TILE_T + ty
+    for j in range(0, TILE_T, ROWS):
+        if y + j < dst.shape[0] and x < dst.shape[1]:
+            dst[y + j, x] = tile[tx, ty + j]
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex3_test", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""Check that transpose_tiled transposes any shape through a shared tile with no bank conflict."""
+src = np.arange(20 * 32, dtype=np.float32).reshape(20, 32)
+assert np.array_equal(launch_transpose(src), src.T), "wrong result for a 20 × 32 matrix"
+src = np.arange(32 * 32, dtype=np.float32).reshape(32, 32)
+dst = np.zeros_like(src)
+report = trace(transpose_tiled, (1, 1), (TILE_T, ROWS), src, dst)
+assert np.array_equal(dst, src.T), "wrong result for a 32 × 32 matrix"
+assert report.max_bank_ways() == 1, f"a {report.max_bank_ways()}-way bank conflict is left: pad the tile"
+### BEGIN HIDDEN TESTS
+check(report.sectors_per_request(op="load") == 4 and report.sectors_per_request(op="store") == 4)
+src = np.arange(7 * 33, dtype=np.float32).reshape(7, 33)
+check(lambda: np.array_equal(launch_transpose(src), src.T))
+check(len(report.races()) == 0)
+### END HIDDEN TESTS

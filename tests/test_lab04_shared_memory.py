@@ -1,0 +1,111 @@
+"""Lab 04 through real nbgrader: the solution scores full marks, the untouched lab 0, and known-wrong
+versions (a missing barrier, a missing zero fill, no tiling at all, an unpadded tile) lose the points
+of the part they get wrong — a kernel without a barrier must fail even when its result looks right."""
+
+import pytest
+from labtools import grade_lab, release_notebook, solution_notebook, with_cells
+
+LAB = "lab04_shared_memory"
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("nbgrader")]
+
+LAUNCH = '''
+
+def launch_tiled_matmul(a, b):
+    m, n = a.shape[0], b.shape[1]
+    c = np.zeros((m, n), dtype=np.float32)
+    grid = ((n + TILE - 1) // TILE, (m + TILE - 1) // TILE)
+    tiled_matmul[grid, (TILE, TILE)](a, b, c)
+    return c
+'''
+
+
+def tiled(*, barrier_after_load=True, barrier_after_compute=True, zero_fill=True) -> str:
+    """The solution's kernel with one defect switched on."""
+    fill_a = "\n        else:\n            a_tile[ty, tx] = 0.0" if zero_fill else ""
+    fill_b = "\n        else:\n            b_tile[ty, tx] = 0.0" if zero_fill else ""
+    sync_load = "\n        cuda.syncthreads()" if barrier_after_load else ""
+    sync_compute = "\n        cuda.syncthreads()" if barrier_after_compute else ""
+    return f'''@cuda.jit
+def tiled_matmul(a, b, c):
+    a_tile = cuda.shared.array((TILE, TILE), float32)
+    b_tile = cuda.shared.array((TILE, TILE), float32)
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    row = cuda.blockIdx.y * TILE + ty
+    col = cuda.blockIdx.x * TILE + tx
+    m = a.shape[0]
+    depth = a.shape[1]
+    n = b.shape[1]
+    acc = float32(0.0)
+    for k0 in range(0, depth, TILE):
+        if row < m and k0 + tx < depth:
+            a_tile[ty, tx] = a[row, k0 + tx]{fill_a}
+        if k0 + ty < depth and col < n:
+            b_tile[ty, tx] = b[k0 + ty, col]{fill_b}{sync_load}
+        for kk in range(TILE):
+            acc += a_tile[ty, kk] * b_tile[kk, tx]{sync_compute}
+    if row < m and col < n:
+        c[row, col] = acc
+''' + LAUNCH
+
+
+NAIVE = '''@cuda.jit
+def tiled_matmul(a, b, c):
+    col, row = cuda.grid(2)
+    if row < c.shape[0] and col < c.shape[1]:
+        acc = float32(0.0)
+        for k in range(a.shape[1]):
+            acc += a[row, k] * b[k, col]
+        c[row, col] = acc
+''' + LAUNCH
+
+UNPADDED = '''@cuda.jit
+def transpose_tiled(src, dst):
+    tile = cuda.shared.array((TILE_T, TILE_T), float32)
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    x = cuda.blockIdx.x * TILE_T + tx
+    y = cuda.blockIdx.y * TILE_T + ty
+    for j in range(0, TILE_T, ROWS):
+        if y + j < src.shape[0] and x < src.shape[1]:
+            tile[ty + j, tx] = src[y + j, x]
+    cuda.syncthreads()
+    x = cuda.blockIdx.y * TILE_T + tx
+    y = cuda.blockIdx.x * TILE_T + ty
+    for j in range(0, TILE_T, ROWS):
+        if y + j < dst.shape[0] and x < dst.shape[1]:
+            dst[y + j, x] = tile[tx, ty + j]
+'''
+
+COMPULSORY_ONLY = '''
+def tiled_traffic_bytes(n, tile):
+    return 4 * 3 * n * n
+'''
+
+
+def test_lab04_round_trip(tmp_path):
+    solution = solution_notebook(LAB)
+    scores = grade_lab(LAB, {
+        "solution": solution,
+        "untouched": release_notebook(LAB),
+        # three independent defects in one notebook: each costs its own cell(s)
+        "no_load_barrier": with_cells(solution, {"ex2_solution": tiled(barrier_after_load=False),
+                                                 "ex3_solution": UNPADDED, "ex1_solution": COMPULSORY_ONLY}),
+        "no_compute_barrier": with_cells(solution, {"ex2_solution": tiled(barrier_after_compute=False)}),
+        "no_zero_fill": with_cells(solution, {"ex2_solution": tiled(zero_fill=False)}),
+        "naive": with_cells(solution, {"ex2_solution": NAIVE}),
+    }, tmp_path)
+    full = scores["solution"].max_score
+    assert full == 10
+    assert scores["solution"].total == full, scores["solution"].cells
+    assert scores["untouched"].total == 0, scores["untouched"].cells
+    # A missing barrier fails the race check, whatever the result happens to be.
+    assert scores["no_load_barrier"].cells == {"ex1_test": 0, "ex2_test": 0, "ex2_barriers": 0, "ex3_test": 0}
+    assert scores["no_compute_barrier"].cells["ex2_barriers"] == 0, scores["no_compute_barrier"].cells
+    assert scores["no_compute_barrier"].cells["ex1_test"] == 2 and scores["no_compute_barrier"].cells["ex3_test"] == 2
+    # Edges of a non-multiple N left holding stale values: wrong results, found by the hidden sizes.
+    assert scores["no_zero_fill"].cells["ex2_test"] == 0, scores["no_zero_fill"].cells
+    assert scores["no_zero_fill"].total <= full - 4
+    # Right answers without shared memory are not a tiled matmul: the byte count and banks say so.
+    assert scores["naive"].cells == {"ex1_test": 2, "ex2_test": 4, "ex2_barriers": 0, "ex3_test": 2}
