@@ -65,13 +65,14 @@ def execution_hierarchy() -> go.Figure:
     return fig
 
 
-def memory_hierarchy(l2_text: str = "50 MiB (H100) · ~60 MB (H200)",
+def memory_hierarchy(l2_text: str = "50 MiB (H100 datasheet) · ~60 MB as PyTorch reports on one H200",
                      hbm_text: str = "80 GB · 3.35 TB/s (H100) · 141 GB · 4.8 TB/s (H200)") -> go.Figure:
     """Registers → shared memory/L1 → L2 → HBM, from small and private to large and shared."""
     fig = _canvas("Memory hierarchy: the further from the thread, the larger, more shared and slower", 100, 52)
     levels = [
         ("registers", "private to a thread · 64 K × 32-bit per SM", PALETTE[2]),
-        ("shared memory / L1", "per SM · up to 228 KB, shared by a block's threads", PALETTE[5]),
+        ("shared memory / L1", "per SM · 256 KB store, up to 228 KB as shared memory for a block's threads",
+         PALETTE[5]),
         ("L2 cache", f"whole GPU · {l2_text}", PALETTE[1]),
         ("HBM (global memory)", f"whole GPU · {hbm_text} (datasheet)", PALETTE[3]),
     ]

@@ -39,7 +39,8 @@ runtime.banner()
 #
 # A kernel launch creates a **grid** of **blocks**; every block runs on one **SM**
 # (streaming multiprocessor), and the SM cuts each block into **warps** of 32 threads that
-# execute one instruction at a time for all 32 **lanes**. An H100 or H200 has 132 SMs.
+# execute one instruction at a time for all 32 **lanes**. An H100 SXM or H200 has 132 SMs (NVIDIA
+# datasheet; the H100 PCIe has 114).
 #
 # *Picture (alt text): a 3 × 3 grid of blocks; one block expanded into four warps of 32
 # threads; one warp expanded into lanes 0–31; blocks flow to an SM with four warp
@@ -58,8 +59,8 @@ diagrams.execution_hierarchy()
 # come from HBM, fetching it in the shape the hardware likes.
 #
 # *Picture (alt text): nested boxes from registers (private to a thread) through shared
-# memory/L1 (per SM, up to 228 KB) and L2 (whole GPU, 50 MiB on an H100) to HBM (80–141 GB,
-# 3.35–4.8 TB/s by the datasheet).*
+# memory/L1 (a 256 KB store per SM, of which up to 228 KB can be shared memory) and L2 (whole
+# GPU, 50 MiB on an H100) to HBM (80–141 GB, 3.35–4.8 TB/s by the datasheet).*
 
 # %%
 diagrams.memory_hierarchy()
@@ -111,8 +112,8 @@ from gpucourse.harness import measure
 
 if runtime.is_gpu():
     xp = runtime.xp
-    a = xp.ones(1 << 24, dtype=xp.float32)  # 64 MiB
-    b = xp.empty_like(a)
+    a = xp.random.random(1 << 24, dtype=xp.float32)  # 64 MiB of fresh random input
+    b = xp.full_like(a, xp.nan)  # poisoned: an element the copy misses shows up as NaN
 
     def copy():
         b[...] = a
@@ -129,8 +130,9 @@ print(result.summary())
 # `min(peak FLOP/s, I × bandwidth)`: the **roofline**. Below the ridge point a kernel is
 # memory-bound; above it, compute-bound. On a GPU the chart draws this device's *measured*
 # ceilings (a large device-to-device copy; a large library matmul) beside the datasheet's.
-# Measured ceilings are lower than the datasheet: a plain copy reaching 85–90 % of the
-# datasheet bandwidth is normal.
+# Measured ceilings are lower than the datasheet: published STREAM-style results put a copy at
+# roughly 80–90 % of it (Azure's benchmarking guide: 4.01 TB/s, 83.5 %, on an H200); the chart
+# shows this device's own figure.
 #
 # ### Predict
 # A vector add `c = a + b` in fp32 does 1 FLOP per 12 bytes. Which ceiling limits it?
@@ -159,10 +161,19 @@ LiveChart({"precision": w.Dropdown(options=["bf16", "fp32"], value="bf16", descr
 #
 # Every chart has a *Show data table* button under it with the same numbers as text.
 #
+# ## From the field
+# One of the course's sources (the "book of root causes") describes a Megatron-LM training run
+# that sat idle 15 % of the time because its data loader synchronised with the GPU on every
+# micro-batch; moving to asynchronous prefetching removed the gaps. The same source lists the
+# usual hidden synchronisations: `.item()`, `.cpu()` or `print(tensor)` inside the training loop.
+# Each one makes the CPU wait for the GPU to drain before it can queue the next launch. In a
+# profiler's timeline (Nsight Systems, or `torch.profiler`) they show up as gaps between kernels
+# and as `cudaDeviceSynchronize` / `cudaStreamSynchronize` calls in the CUDA API row.
+#
 # ## Key points
 # * A launch returns before the kernel finishes: time with events (or synchronise), never
 #   the launch alone.
 # * One harness: check first, warm up, events, ≥ 10 samples, median and spread, provenance.
 # * Compare with the *measured* ceiling of this device, and the datasheet beside it.
 #
-# **Next:** lesson 01, warps and SIMT.
+# **Next:** lesson 01, warps and SIMT. There is no lab for this lesson; lab 01 follows lesson 01.

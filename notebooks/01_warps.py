@@ -39,7 +39,15 @@ runtime.banner()
 # numbered x-fastest: `linear = x + y·Bx + z·Bx·By`; warp `linear // 32` holds lanes
 # `linear % 32`. Nothing else decides it: not your data, not your `if`s.
 #
-# The picture below is a 12 × 8 block. Each cell is a thread, labelled `warp:lane`.
+# ### Predict
+# A block is 12 × 8 threads. **Before you look at the picture below:** which threads share
+# warp 1? Does warp 1 hold whole rows of the block? Write your answer down.
+
+# %%
+answer_warp_1 = "..."  # your prediction, in words
+
+# %% [markdown]
+# Now check: the picture is that 12 × 8 block. Each cell is a thread, labelled `warp:lane`.
 
 # %%
 from gpucourse import warps
@@ -47,16 +55,9 @@ from gpucourse import warps
 warps.lane_map_figure(block_x=12, block_y=8)
 
 # %% [markdown]
-# ### Predict
-# A block is 12 × 8 threads. **Before you move the sliders:** which threads share warp 1?
-# Does warp 1 hold whole rows of the block? Write your answer down.
-
-# %%
-answer_warp_1 = "..."  # your prediction, in words
-
-# %% [markdown]
 # Now try block shapes. Watch what happens when `x` is not a multiple of 32 (say 12, or 48):
-# one warp straddles two rows, and with 2-D data that means two different rows of memory.
+# one warp spans parts of several rows (up to four when x = 12), so with 2-D data it reads
+# several separate rows of memory.
 
 # %%
 import ipywidgets as w
@@ -110,10 +111,11 @@ LiveChart(
 #
 # ## A common case from the field
 # A stencil is ported with its natural tile of 10 × 10 threads. Every block is 100 threads
-# = 4 warps, the last with 4 busy lanes: 28 of 128 issue slots (22 %) idle before any memory
-# effect. Reshaping the tile to 32 × 4 (and covering the edges with a bounds check) is the
-# first, free speed-up. A profiler shows it as *warp execution efficiency* below 100 % even
-# on code with no branches.
+# = 4 warps, the last with 4 busy lanes: 28 of 128 lane slots (22 %) are idle before any memory
+# effect. If the kernel is limited by instruction issue, reshaping the tile to 32 × 4 (with a
+# bounds check at the edges) recovers those slots; if it is memory-bound — most stencils are —
+# the 32-wide rows help more because they coalesce (lesson 03). Nsight Compute shows the idle
+# lanes as *Avg. Active Threads Per Warp* below 32, even in code without branches.
 #
 # ## Key points
 # * A warp is 32 threads with consecutive linear index; x varies fastest.
