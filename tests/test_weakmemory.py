@@ -1,0 +1,308 @@
+"""The race scheduler and the weak-memory model (gpucourse.weakmemory): litmus outcomes, kernels under
+adversarial schedules, lost-update and stale-read accounting, both engines, bad input."""
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from gpucourse import charts, runtime, weakmemory
+from gpucourse.errors import InvalidConfig
+
+cuda = runtime.cuda  # kernels reach `cuda` through a module-level name
+
+# What the model must allow (weak outcome reachable) and forbid, test by test: the explicit list.
+MODEL_ALLOWS = {"MP", "MP+fence (producer only)", "MP+fence (consumer only)", "MP+threadfence_block",
+                "MP+atomic flag", "SB"}
+MODEL_FORBIDS = {"MP+fences", "MP+atomic flag+fences", "MP, same block", "SB+fences", "LB", "CoRR"}
+
+
+@cuda.jit
+def counter_kernel(counter):
+    counter[0] += 1
+
+
+@cuda.jit
+def histogram_kernel(values, counts):
+    start, stride, n = cuda.grid(1), cuda.gridsize(1), counts.size
+    for i in range(start, values.size, stride):
+        b = min(int(values[i] * n), n - 1)
+        counts[b] += 1
+
+
+@cuda.jit
+def mp(data, flag, out, fence, block_scope):
+    if cuda.blockIdx.x == 0:
+        data[0] = 1
+        if fence:
+            if block_scope:
+                cuda.threadfence_block()
+            else:
+                cuda.threadfence()
+        flag[0] = 1
+    else:
+        seen = flag[0]
+        if fence:
+            if block_scope:
+                cuda.syncthreads()
+            else:
+                cuda.threadfence()
+        out[0] = seen
+        out[1] = data[0]
+
+
+@cuda.jit
+def mp_spin(data, flag, out, fence):
+    """fence: 0 none, 1 threadfence on both sides, 2 block scope (threadfence_block / syncthreads)."""
+    if cuda.blockIdx.x == 0:
+        data[0] = 1
+        if fence == 1:
+            cuda.threadfence()
+        elif fence == 2:
+            cuda.threadfence_block()
+        flag[0] = 1
+    else:
+        polls = 0
+        seen = flag[0]
+        while seen == 0 and polls < 100:
+            seen = flag[0]
+            polls += 1
+        if fence == 1:
+            cuda.threadfence()
+        elif fence == 2:
+            cuda.syncthreads()
+        out[0] = seen
+        out[1] = data[0]
+
+
+@cuda.jit
+def uncapped_wait(flag, out):
+    if cuda.blockIdx.x == 1:
+        flag[0] = 1
+    else:
+        while cuda.atomic.add(flag, 0, 0) == 0:
+            pass
+        out[0] = 1
+
+
+@cuda.jit
+def half_barrier(out):
+    if cuda.threadIdx.x < 2:
+        cuda.syncthreads()
+    out[cuda.threadIdx.x] = 1
+
+
+@cuda.jit
+def read_uninitialised_shared(out):
+    s = cuda.shared.array(4, np.int32)
+    out[cuda.threadIdx.x] = s[cuda.threadIdx.x]
+
+
+def test_litmus_model_matches_the_explicit_list():
+    assert set(weakmemory.LITMUS) == MODEL_ALLOWS | MODEL_FORBIDS
+    for name, test in weakmemory.LITMUS.items():
+        allowed = weakmemory.allows(name, "weak")
+        assert allowed == (name in MODEL_ALLOWS), name
+        assert test.model == ("allowed" if allowed else "forbidden"), name
+        assert not weakmemory.allows(name, "sc"), f"{name}: sequential consistency forbids every weak outcome"
+
+
+def test_the_model_only_adds_behaviours_to_sequential_consistency():
+    for name in weakmemory.LITMUS:
+        sc, weak = set(weakmemory.explore(name, "sc")), set(weakmemory.explore(name, "weak"))
+        assert sc <= weak, name
+
+
+def test_message_passing_outcomes_exactly():
+    outcomes = lambda name: {tuple(v for _, v in o) for o in weakmemory.explore(name)}  # noqa: E731
+    assert outcomes("MP") == {(0, 0), (0, 1), (1, 0), (1, 1)}
+    assert outcomes("MP+fences") == {(0, 0), (0, 1), (1, 1)}
+    assert outcomes("CoRR") == {(0, 0), (0, 1), (1, 1)}
+
+
+def test_sampling_is_seeded_and_stays_inside_the_allowed_outcomes():
+    a = weakmemory.sample("MP", runs=300, seed=4)
+    assert a == weakmemory.sample("MP", runs=300, seed=4)
+    assert set(a) <= set(weakmemory.explore("MP"))
+    assert sum(a.values()) == 300
+    assert ((("r0", 1), ("r1", 0))) in a  # the weak outcome shows up in 300 random schedules
+    assert all(dict(o) != {"r0": 1, "r1": 0} for o in weakmemory.sample("MP+fences", runs=300, seed=4))
+
+
+def test_litmus_table_columns_and_verdicts():
+    table = weakmemory.litmus_table()
+    assert list(table.columns[:7]) == ["test", "block of each thread", "programs", "weak outcome",
+                                       "plain simulator (SC)", "this model", "PTX memory model"]
+    row = table.set_index("test").loc["MP+fences"]
+    assert row["this model"] == "forbidden" and row["PTX memory model"].startswith("forbidden")
+    assert table.set_index("test").loc["LB", "PTX memory model"].startswith("allowed")
+
+
+def test_weak_memory_rules_directly():
+    memory = weakmemory.WeakMemory(weakmemory.StalestChooser(), lambda loc: 0)
+    memory.store(0, "data", 1)
+    memory.store(0, "flag", 1)
+    assert memory.load(0, "data")[0] == 1, "a block sees its own writes"
+    assert memory.load(1, "flag")[0] == 0, "another block may read the old value first"
+    assert memory.load(1, "flag")[0] == 1, "…but values arrive (stalest-first never repeats a stale read)"
+    assert memory.load(1, "flag")[0] == 1, "coherence: never back in time"
+    assert memory.load(1, "data")[0] == 0, "no fences: seeing the flag says nothing about the data"
+    fenced = weakmemory.WeakMemory(weakmemory.StalestChooser(), lambda loc: 0)
+    fenced.store(0, "data", 1)
+    fenced.fence(0, "gpu")
+    fenced.store(0, "flag", 1)
+    while fenced.load(1, "flag")[0] != 1:
+        pass
+    fenced.fence(1, "gpu")
+    assert fenced.load(1, "data") == (1, 1, 1), "fence on both sides: the flag carries the data"
+    assert fenced.rmw(2, "data", lambda v: v + 1) == (1, 2), "atomics act on the newest value"
+    assert fenced.final() == {"data": 2, "flag": 1}
+
+
+def test_the_simulator_hides_races_the_scheduler_shows_them():
+    counter = np.zeros(1, np.int32)
+    counter_kernel[4, 64](counter)
+    assert counter[0] == 256  # Numba's simulator: one thread at a time
+    for schedule in ("round-robin", "random"):
+        counter = np.zeros(1, np.int32)
+        report = weakmemory.run_kernel(counter_kernel, 4, 64, counter, schedule=schedule, engine="standalone")
+        assert counter[0] < 256
+        assert len(report.lost_updates()) == 256 - counter[0]
+    counter = np.zeros(1, np.int32)
+    weakmemory.run_kernel(counter_kernel, 4, 64, counter, schedule="sequential", engine="standalone")
+    assert counter[0] == 256
+
+
+@pytest.mark.parametrize("engine", ["standalone", "microscope"])
+def test_lost_updates_account_for_every_missing_count(engine):
+    values = np.random.default_rng(0).random(200).astype(np.float32)
+    for seed in (0, 1):
+        counts = np.zeros(4, np.int32)
+        report = weakmemory.run_kernel(histogram_kernel, 2, 32, values, counts, schedule="random", seed=seed,
+                                       memory="weak", engine=engine)
+        lost = report.lost_updates()
+        assert 0 < len(lost) == 200 - counts.sum()
+        assert report.engine == engine
+        row = lost.iloc[0]
+        assert row["array"] == "counts" and row.lost_thread != row.thread and row.load_step < row.store_step
+
+
+def test_same_seed_same_interleaving_other_seed_another():
+    values = np.random.default_rng(1).random(64).astype(np.float32)
+    runs = []
+    for seed in (3, 3, 4):
+        counts = np.zeros(2, np.int32)
+        runs.append(weakmemory.run_kernel(histogram_kernel, 2, 8, values, counts, seed=seed, engine="standalone"))
+    assert runs[0].events.equals(runs[1].events)
+    assert not runs[0].events.step.equals(runs[2].events.thread)
+    assert list(runs[0].events.thread) != list(runs[2].events.thread)
+
+
+@pytest.mark.parametrize("engine", ["standalone", "microscope"])
+def test_message_passing_kernel_under_the_model(engine):
+    def run(kernel, *flags, schedule="random", seed=0):
+        data, flag, out = np.zeros(1, np.int32), np.zeros(1, np.int32), np.full(2, -1, np.int32)
+        weakmemory.run_kernel(kernel, 2, 1, data, flag, out, *flags, schedule=schedule, seed=seed, memory="weak",
+                              engine=engine)
+        return tuple(int(v) for v in out)
+
+    # round-robin = stalest reads: a polling reader sees the flag arrive, and still the old data
+    assert run(mp_spin, 0, schedule="round-robin") == (1, 0)
+    assert run(mp_spin, 2, schedule="round-robin") == (1, 0), "block scope orders nothing across blocks"
+    assert run(mp_spin, 1, schedule="round-robin") == (1, 1)
+    fenced = Counter(run(mp, 1, 0, seed=s) for s in range(20))
+    assert fenced[(1, 0)] == 0 and fenced[(1, 1)] > 0, "fences on both sides: never the weak outcome"
+    if engine == "standalone":
+        assert Counter(run(mp, 0, 0, seed=s) for s in range(40))[(1, 0)] > 0
+
+
+def test_weak_memory_hook_plugs_into_the_microscope():
+    from gpucourse import microscope
+
+    data, flag, out = np.zeros(1, np.int32), np.zeros(1, np.int32), np.full(2, -1, np.int32)
+    hook = weakmemory.WeakMemoryHook("weak")
+    report = microscope.trace(mp_spin, 2, 1, data, flag, out, 0, schedule="round-robin", memory=hook)
+    assert tuple(out) == (1, 0) and tuple(data) == (1,) and tuple(flag) == (1,)
+    ops = [e[4] for e in hook.events]
+    assert ops[:3] == ["store", "load", "store"] and ops.count("store") == 4
+    assert report.race_count() > 0  # the microscope's own race detector flags the unordered flag/data accesses
+    with pytest.raises(InvalidConfig, match="memory must be one of"):
+        weakmemory.WeakMemoryHook("tso")
+
+
+def test_uncapped_wait_cannot_hang():
+    for engine in ("standalone", "microscope"):
+        with pytest.raises(weakmemory.TooManySteps, match="Cap every spin-wait"):
+            weakmemory.run_kernel(uncapped_wait, 2, 1, np.zeros(1, np.int32), np.zeros(1, np.int32),
+                                  schedule="sequential", max_steps=500, engine=engine)
+    with pytest.raises(weakmemory.TooManySteps):  # one resident block: the producer never starts
+        weakmemory.run_kernel(uncapped_wait, 2, 1, np.zeros(1, np.int32), np.zeros(1, np.int32),
+                              schedule="random", resident_blocks=1, max_steps=500)
+    out = np.zeros(1, np.int32)
+    weakmemory.run_kernel(uncapped_wait, 2, 1, np.zeros(1, np.int32), out, schedule="round-robin")
+    assert out[0] == 1  # with both blocks resident the wait ends
+
+
+def test_standalone_barriers_and_shared_garbage():
+    with pytest.raises(weakmemory.Deadlock, match="every thread of a block must reach"):
+        weakmemory.run_kernel(half_barrier, 1, 4, np.zeros(4, np.int32), engine="standalone")
+    out = np.zeros(4, np.int32)
+    weakmemory.run_kernel(read_uninitialised_shared, 1, 4, out, engine="standalone")
+    assert (out == weakmemory.SHARED_GARBAGE).all(), "shared memory is never zeroed for you"
+
+
+def test_thread_fallback_gives_the_same_interleaving(monkeypatch):
+    values = np.random.default_rng(2).random(48).astype(np.float32)
+    first = np.zeros(3, np.int32)
+    a = weakmemory.run_kernel(histogram_kernel, 2, 8, values, first, seed=5, engine="standalone")
+    monkeypatch.setattr(weakmemory, "_Fiber", weakmemory._ThreadFiber)
+    second = np.zeros(3, np.int32)
+    b = weakmemory.run_kernel(histogram_kernel, 2, 8, values, second, seed=5, engine="standalone")
+    assert np.array_equal(first, second) and a.events.equals(b.events)
+
+
+def test_timeline_figures():
+    values = np.random.default_rng(0).random(64).astype(np.float32)
+    report = weakmemory.run_kernel(histogram_kernel, 2, 8, values, np.zeros(2, np.int32), seed=1, engine="standalone")
+    fig = weakmemory.timeline_figure(report, "lost", 0)
+    assert fig.layout.title.text.startswith("A lost update")
+    assert fig.layout.xaxis.title.text.startswith("step of the interleaving")
+    assert charts.caption_of(fig).startswith("Counted by the microscope")
+    assert len(fig.data) == 2 and any(a.showarrow for a in fig.layout.annotations)
+    empty = weakmemory.timeline_figure(report, "stale", 0)  # sequentially consistent: no stale read
+    assert empty.layout.title.text.startswith("No stale read")
+    data, flag, out = np.zeros(1, np.int32), np.zeros(1, np.int32), np.zeros(2, np.int32)
+    stale = weakmemory.run_kernel(mp_spin, 2, 1, data, flag, out, 0, schedule="round-robin", memory="weak",
+                                  engine="standalone")
+    fig = weakmemory.timeline_figure(stale, "stale")
+    assert "stale read" in fig.layout.title.text and "data[0] = 0" in fig.layout.title.text
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"schedule": "fifo"}, "schedule must be one of"),
+    ({"seed": 1.5}, "seed must be an integer"),
+    ({"seed": "3"}, "seed must be an integer"),
+    ({"seed": True}, "seed must be an integer"),
+    ({"seed": -1}, "seed must be an integer ≥ 0"),
+    ({"memory": "tso"}, "memory must be one of"),
+    ({"engine": "gpu"}, "engine must be one of"),
+    ({"resident_blocks": 0}, "resident_blocks must be an integer"),
+])
+def test_bad_input_is_refused_before_running(kwargs, message):
+    counter = np.zeros(1, np.int32)
+    with pytest.raises(InvalidConfig, match=message):
+        weakmemory.run_kernel(counter_kernel, 2, 2, counter, **kwargs)
+    assert counter[0] == 0
+
+
+def test_bad_launches_are_refused():
+    with pytest.raises(InvalidConfig, match="at most 2048 threads"):
+        weakmemory.run_kernel(counter_kernel, 8, 512, np.zeros(1, np.int32))
+    with pytest.raises(InvalidConfig, match="needs a @cuda.jit kernel"):
+        weakmemory.run_kernel(lambda c: None, 1, 1, np.zeros(1, np.int32))
+    with pytest.raises(InvalidConfig, match="takes 1 argument"):
+        weakmemory.run_kernel(counter_kernel, 1, 1, np.zeros(1, np.int32), 3, engine="standalone")
+    with pytest.raises(InvalidConfig):
+        weakmemory.explore("MP", memory="relaxed")
+    with pytest.raises(InvalidConfig):
+        weakmemory.sample("MP", runs=0)
