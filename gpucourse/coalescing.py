@@ -671,7 +671,8 @@ def _bandwidth_data(sweep: str, name: str | None, progress=None):
                 _MEASURED[key] = layout_sweep(progress=progress)
         data = _MEASURED[key]
         caption = charts.source_caption("measured", f"{runtime.device().name}, by the course harness "
-                                        f"(median of ≥ 10 samples, warm L2)")
+                                        f"(median of ≥ 10 samples; no L2 flush; ≥ {SWEEP_USEFUL_BYTES >> 20} "
+                                        f"MiB per side, far beyond the L2)")
     else:
         rec = reference.load(sweep)
         if rec is None:

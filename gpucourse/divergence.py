@@ -894,13 +894,13 @@ def sort_pays_figure(density: float = 1 / 32) -> go.Figure:
         rec = reference.load("divergence.sort_pays")
         data = None if rec is None else rec.data[np.isclose(rec.data.density, density)]
         data = data if data is not None and len(data) else None
-        source = _source_or_none(data, rec, "the dotted line is the model of the kernel alone")
+        source = _source_or_none(data, rec, "the dotted line is a model upper bound (branch bodies only)")
     fig = charts.figure(f"Sparse data, {density:.3g} non-zero: speed-up from sorting first",
                         "path A cost (FMA iterations)", "unsorted time ÷ time with the fix (×)", source)
     flags = lane_flags(MODEL_THREADS, density, "random")
     ideal = (warp_table(flags).lanes_a > 0).sum() / max(1, math.ceil(flags.sum() / WARP_SIZE))
     charts.line(fig, SPARSE_BODIES, [ideal] * len(SPARSE_BODIES),
-                "model: kernel only, the sort free (warps paying path A before ÷ after)", 2, dash="dot")
+                "model upper bound: branch bodies only (approached when path A dominates)", 2, dash="dot")
     charts.line(fig, SPARSE_BODIES, [1.0] * len(SPARSE_BODIES),
                 "break-even (1×): below it the fix costs more than it saves", 7, dash="dash")
     if data is not None:

@@ -17,7 +17,6 @@ import time
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-
 from numba import cuda  # after gpucourse.runtime (imported by the package) chose the mode
 
 from gpucourse import charts, reference, runtime, validate

@@ -1034,6 +1034,98 @@ def _compute_sweep() -> pd.DataFrame:
     return measure_speed("compute")
 
 
+# --- Little's-law model of the speed sweeps (assumptions, not measurements) ----------------------
+
+MODEL_DRAM_LATENCY_NS = 600.0  # assumed: a typical unloaded HBM latency of recent data-centre GPUs
+MODEL_FMA_LATENCY_CYCLES = 4  # assumed: FP32 FMA dependent-issue latency (Volta and later)
+MODEL_BYTES_PER_WARP_COPY = 2 * WARP_SIZE * 4  # one float32 load (128 B) + its store: the store never waits
+MODEL_FALLBACK_DEVICE = ("NVIDIA H200", 4800.0, 132, (9, 0))  # assumed when there is no device or recording
+
+
+@dataclass(frozen=True)
+class SpeedModel:
+    """Little's law for the speed sweeps: speed ∝ min(1, resident warps × operations in flight per
+    warp ÷ warps needed to cover the latency), normalised to 1 at full occupancy (no GB/s invented)."""
+
+    kind: str
+    device: str
+    warps_needed: float  # per SM, with one operation in flight per warp
+    max_warps: int  # warp slots per SM
+    assumptions: str  # one line, for the chart: what the model assumed
+
+    def relative_speed(self, resident_warps, ilp: int) -> np.ndarray:
+        def raw(warps):
+            return np.minimum(1.0, np.asarray(warps, dtype=float) * ilp / self.warps_needed)
+
+        return raw(resident_warps) / raw(self.max_warps)
+
+
+def _model_device(rec=None) -> tuple[str, float | None, int | None, tuple[int, int], bool]:
+    """(name, datasheet GB/s, SM count, compute capability, assumed?) of the device the chart is about."""
+    if runtime.is_gpu():
+        info = runtime.device()
+        return info.name, info.datasheet_bandwidth_gbps, info.sm_count, tuple(info.compute_capability), False
+    if rec is not None:
+        facts = rec.provenance.get("device", {})
+        name = rec.device
+        gbps = next((v for k, v in runtime.DATASHEET_BANDWIDTH_GBPS.items() if k.lower() in name.lower()), None)
+        cc = tuple(int(v) for v in str(facts.get("compute_capability", "9.0")).split("."))
+        sm_count = facts.get("sm_count")
+        if gbps and sm_count:
+            return name, gbps, int(sm_count), cc, False
+    name, gbps, sm_count, cc = MODEL_FALLBACK_DEVICE
+    return name, gbps, sm_count, cc, True
+
+
+def speed_model(kind: str = "memory", rec=None) -> SpeedModel:
+    """The Little's-law model for the memory- or compute-bound sweep, on the device the chart shows
+    (this GPU, else the recording's GPU, else an assumed H200). Its inputs are stated assumptions."""
+    if kind not in ("memory", "compute"):
+        raise InvalidConfig(f"kind must be 'memory' or 'compute'; got {kind!r}")
+    name, gbps, sm_count, cc, assumed = _model_device(rec)
+    if kind == "memory" and not (gbps and sm_count):  # a GPU with no datasheet entry: use the fallback's
+        name, gbps, sm_count, cc = MODEL_FALLBACK_DEVICE
+        assumed = True
+    max_warps = architecture(cc).max_warps_per_sm
+    which = f"{name}{', assumed' if assumed else ''}"
+    if kind == "memory":
+        bytes_in_flight = gbps / sm_count * MODEL_DRAM_LATENCY_NS  # GB/s = bytes/ns
+        needed = bytes_in_flight / MODEL_BYTES_PER_WARP_COPY
+        assumptions = (
+            f"assumed {MODEL_DRAM_LATENCY_NS:.0f} ns DRAM latency × {gbps:,.0f} GB/s datasheet ÷ {sm_count} SMs "
+            f"({which}) ÷ {MODEL_BYTES_PER_WARP_COPY} B per warp copy → {needed:.0f} warp loads in flight "
+            f"per SM; {max_warps} warp slots"
+        )
+    else:
+        needed = float(MODEL_FMA_LATENCY_CYCLES * SUB_PARTITIONS)
+        assumptions = (
+            f"assumed {MODEL_FMA_LATENCY_CYCLES}-cycle FMA latency × {SUB_PARTITIONS} sub-partitions issuing "
+            f"one warp FMA per cycle → {needed:.0f} FMAs in flight per SM; {max_warps} warp slots (cc "
+            f"{cc[0]}.{cc[1]}, {which})"
+        )
+    return SpeedModel(kind, name, needed, max_warps, assumptions)
+
+
+def _add_speed_model(fig: go.Figure, model: SpeedModel, names, *, axis: str) -> None:
+    """Dashed model curves (one per kernel, in the kernel's colour) and a line saying what they assume."""
+    warps = np.arange(SWEEP_THREADS // WARP_SIZE, model.max_warps + 1, SWEEP_THREADS // WARP_SIZE)
+    op = "loads" if model.kind == "memory" else "FMAs"
+    for index, (name, ilp) in enumerate(names):
+        charts.line(
+            fig, 100.0 * warps / model.max_warps, model.relative_speed(warps, ilp),
+            f"model: {name} (ILP {ilp})", index,
+            dash=("dash", "dashdot")[index % 2], mode="lines", yaxis=axis,
+        )
+    fig.add_annotation(
+        name="model", showarrow=False, xref="paper", yref="paper", x=0, y=0, yshift=-80,
+        xanchor="left", yanchor="top", font={"size": 11, "color": "#444"},
+        text=html.escape("Dashed: Little's-law model, speed ∝ min(1, resident warps × "
+                         f"{op} in flight per warp (= ILP) ÷ warps needed); each curve is 1 at full occupancy.")
+        + "<br>" + html.escape(model.assumptions + " (model assumptions, not measurements)."),
+    )
+    fig.update_layout(height=(fig.layout.height or 420) + 30, margin={"b": 175})
+
+
 _MEASURED: dict[str, pd.DataFrame] = {}  # live GPU sweeps, measured once per session
 
 
@@ -1044,7 +1136,7 @@ def speed_figure(kind: str = "memory", progress=None) -> go.Figure:
     column, unit = (
         ("gbps", "bandwidth (GB/s)") if kind == "memory" else ("tflops", "FP32 FMA throughput (TFLOP/s)")
     )
-    ceiling = None
+    ceiling, rec = None, None
     if runtime.is_gpu():
         if kind not in _MEASURED:
             _MEASURED[kind] = measure_speed(kind, progress=progress)
@@ -1063,7 +1155,8 @@ def speed_figure(kind: str = "memory", progress=None) -> go.Figure:
             charts.source_caption("recorded", rec.caption())
             if rec
             else charts.source_caption(
-                "none", "no GPU here and no recording of this sweep yet (run `make record` on a GPU)"
+                "none", "no GPU here and no recording of this sweep yet (run `make record` on a GPU); "
+                "the dashed lines are the model"
             )
         )
     title = (
@@ -1074,11 +1167,22 @@ def speed_figure(kind: str = "memory", progress=None) -> go.Figure:
     fig = _room_for_caption(
         charts.figure(title, "occupancy (% of warp slots, from the calculator)", unit, source)
     )
+    model = speed_model(kind, rec)
+    kernels = [("copy", 1), ("copy_ilp4", 4)] if kind == "memory" else [("fma", 1), ("fma_ilp4", 4)]
     if data is None or not len(data):
+        fig.update_yaxes(title_text="model: speed ÷ speed at 100 % occupancy", range=[0, 1.1])
+        _add_speed_model(fig, model, kernels, axis="y")
+        fig.update_xaxes(range=[0, 105])
         return charts.no_data(fig, "No timing to show: there is no GPU here and no recording yet")
     for index, (name, group) in enumerate(data.groupby("kernel", sort=False)):
         ilp = int(group.ilp.iloc[0])
-        charts.line(fig, group.occupancy_pct, group[column], f"{name} (ILP {ilp})", index)
+        charts.line(fig, group.occupancy_pct, group[column], f"{name} (ILP {ilp})", index, dash="solid")
+    _add_speed_model(fig, model, kernels, axis="y2")
+    fig.update_layout(
+        yaxis2={"title": "model: speed ÷ speed at 100 % occupancy", "overlaying": "y", "side": "right",
+                "range": [0, 1.1], "showgrid": False},
+        margin={"r": 80},
+    )
     if ceiling:
         charts.hline(fig, ceiling, f"measured copy ceiling {ceiling:.0f} GB/s")
     datasheet = runtime.device().datasheet_bandwidth_gbps if runtime.is_gpu() else None

@@ -44,12 +44,9 @@ DATA_KINDS = ("uniform", "normal", "constant")
 SIM_MAX_ELEMENTS = 1 << 18  # the simulator adds ~100k numbers a second: keep a run to seconds
 THREADS_PER_BLOCK = 32
 
-# Dense (no sparsity) tensor-core and CUDA-core peaks, TFLOP/s, from NVIDIA's H100/H200 datasheets
-# (SXM parts; REFERENCE.md "Hardware ceilings"). Matched on the device name; others have none.
-DATASHEET_TFLOPS = {
-    "H100": {"fp32": 67.0, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4, "fp8_e4m3": 1978.9},
-    "H200": {"fp32": 67.0, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4, "fp8_e4m3": 1978.9},
-}
+# Dense datasheet peaks come from runtime.datasheet_tflops (H100/H200 SXM names only; REFERENCE.md
+# "Hardware ceilings"); this lesson calls its fp8 format "fp8_e4m3".
+DATASHEET_FALLBACK_DEVICE = "NVIDIA H200"  # the datasheet shown when there is neither a GPU nor a recording
 MATMUL_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8_e4m3")
 MATMUL_LABELS = {
     "fp32": "FP32 (TF32 off: CUDA cores)", "tf32": "TF32 (fp32 inputs, tensor cores)",
@@ -659,12 +656,24 @@ def gradient_histogram_figure(fmt: str = "fp16", log2_scale: int = 0,
 
 
 def datasheet_tflops(device_name: str | None = None) -> dict[str, float] | None:
-    """Datasheet dense TFLOP/s by dtype for the device (H100/H200), else None."""
-    name = device_name if device_name is not None else (runtime.device().name if runtime.is_gpu() else "H200")
-    for key, table in DATASHEET_TFLOPS.items():
-        if key.lower() in name.lower():
-            return table
-    return None
+    """Datasheet dense TFLOP/s by dtype for the device (H100/H200 SXM), else None."""
+    name = device_name if device_name is not None else _datasheet_device()[0]
+    if "nvl" in name.lower() or "pcie" in name.lower():  # NVL/PCIe parts have lower figures than the SXM ones
+        return None
+    table = runtime.datasheet_tflops(name)
+    return {("fp8_e4m3" if k == "fp8" else k): v for k, v in table.items()} or None
+
+
+def _datasheet_device(rec=None) -> tuple[str, str]:
+    """(device name, label) whose datasheet the charts show: this GPU, else the recording's GPU, else an
+    H200 labelled as assumed."""
+    if runtime.is_gpu():
+        name = runtime.device().name
+        return name, name.removeprefix("NVIDIA ")
+    if rec is not None:
+        return rec.device, rec.device.removeprefix("NVIDIA ")
+    name = DATASHEET_FALLBACK_DEVICE
+    return name, f"{name.removeprefix('NVIDIA ')}, assumed: no GPU or recording"
 
 
 def fp8_supported() -> bool:
@@ -742,7 +751,8 @@ def _check_shape(m: int, n: int, k: int, dtype: str, device: str) -> tuple[int, 
 def measure_matmul(dtype: str, m: int, n: int | None = None, k: int | None = None, *, seed: int = 0):
     """Time ``torch.matmul`` (or ``_scaled_mm`` for fp8) of (m×k)@(k×n) on the GPU with the harness.
 
-    Inputs are random normal (never zeros: tensor cores draw less power on zeros and run faster);
+    Inputs are random normal (never zeros: on zeros the GPU draws less power and can hold higher clocks;
+    the course's reference notes ~13 % faster on an H200);
     TFLOP/s from the counted 2·m·n·k. In simulator mode the harness returns measured=False.
     """
     import torch
@@ -904,23 +914,34 @@ def _measured_sweep() -> pd.DataFrame:
     return matmul_sweep()
 
 
-def _throughput_data() -> tuple[pd.DataFrame | None, str]:
+def _throughput_data() -> tuple[pd.DataFrame | None, str, tuple[str, str]]:
+    """(data, caption, (device name, label) of the datasheet to show beside it)."""
     if runtime.is_gpu():
-        return _measured_sweep(), charts.source_caption("measured", runtime.device().name)
+        return _measured_sweep(), charts.source_caption("measured", runtime.device().name), _datasheet_device()
     rec = reference.load("precision.matmul")
     if rec is None:
         return None, charts.source_caption(
             "none", "no GPU here and no recording of precision.matmul yet (run `make record` on a GPU); "
-                    "the dotted lines are datasheet figures, not measurements")
-    return rec.data, charts.source_caption("recorded", rec.caption())
+                    f"the dotted lines are datasheet figures of an {DATASHEET_FALLBACK_DEVICE} (assumed), "
+                    "not measurements"), _datasheet_device()
+    return rec.data, charts.source_caption("recorded", rec.caption()), _datasheet_device(rec)
+
+
+def _given_device(device_name: str | None) -> tuple[str, str]:
+    if device_name is None:
+        return _datasheet_device()
+    return device_name, device_name.removeprefix("NVIDIA ")
 
 
 def throughput_figure(dtypes=MATMUL_DTYPES, datasheet: bool = True, data: pd.DataFrame | None = None,
-                      source: str | None = None) -> go.Figure:
-    """Matmul TFLOP/s vs size per dtype: measured on a GPU, else recorded, else 'no data'."""
+                      source: str | None = None, device_name: str | None = None) -> go.Figure:
+    """Matmul TFLOP/s vs size per dtype: measured on a GPU, else recorded, else 'no data'. The datasheet
+    lines are those of the device the data came from (``device_name`` when ``data`` is given)."""
     dtypes = [validate.choice("dtype", d, MATMUL_DTYPES) for d in dtypes]
     if data is None:
-        data, source = _throughput_data()
+        data, source, (device_name, label) = _throughput_data()
+    else:
+        device_name, label = _given_device(device_name)
     fig = charts.figure("Matmul throughput by dtype (n × n × n)", "n", "TFLOP/s (counted 2n³ ÷ time)",
                         source or "")
     if data is not None and len(data):
@@ -930,13 +951,13 @@ def throughput_figure(dtypes=MATMUL_DTYPES, datasheet: bool = True, data: pd.Dat
                 charts.line(fig, part.n, part.tflops, MATMUL_LABELS[dtype], index)
     else:
         charts.no_data(fig, "No GPU measurement or recording to show (see the caption)")
-    table = datasheet_tflops(runtime.device().name if runtime.is_gpu() else "H200")
+    table = datasheet_tflops(device_name)
     if datasheet and table:
         shown = {}
         for dtype in dtypes:
             shown.setdefault(table[dtype], []).append(dtype)
         for value, names in shown.items():
-            charts.hline(fig, value, f"datasheet {'/'.join(names)}: {value:g}", faint=True)
+            charts.hline(fig, value, f"datasheet {'/'.join(names)} ({label}): {value:g}", faint=True)
     fig.update_xaxes(type="log", tickvals=list(SWEEP_SIZES))
     return fig
 
@@ -956,16 +977,20 @@ def ceiling_table(data: pd.DataFrame, device_name: str = "H200") -> pd.DataFrame
     return pd.DataFrame(rows)
 
 
-def ceiling_figure(data: pd.DataFrame | None = None, source: str | None = None) -> go.Figure:
-    """Bars: each dtype's measured ceiling (best of the sweep) beside its datasheet figure."""
+def ceiling_figure(data: pd.DataFrame | None = None, source: str | None = None,
+                   device_name: str | None = None) -> go.Figure:
+    """Bars: each dtype's measured ceiling (best of the sweep) beside the datasheet figure of the device
+    the data came from (``device_name`` when ``data`` is given)."""
     if data is None:
-        data, source = _throughput_data()
-    device_name = runtime.device().name if runtime.is_gpu() else "H200"
+        data, source, (device_name, label) = _throughput_data()
+    else:
+        device_name, label = _given_device(device_name)
     sheet = datasheet_tflops(device_name) or {}
     fig = charts.figure("Measured ceiling vs datasheet, by dtype", "dtype", "TFLOP/s", source or "")
     names = list(MATMUL_DTYPES)
-    fig.add_bar(x=names, y=[sheet.get(d) for d in names], name="datasheet (H100/H200 SXM, dense)",
-                marker={"color": "#BBBBBB", "pattern": {"shape": "/"}})
+    if sheet:  # a device with no datasheet entry gets no datasheet bars (nothing is borrowed from another)
+        fig.add_bar(x=names, y=[sheet.get(d) for d in names], name=f"datasheet ({label}, dense)",
+                    marker={"color": "#BBBBBB", "pattern": {"shape": "/"}})
     if data is not None and len(data):
         best = ceiling_table(data, device_name)
         labels = [f"{v:.0f}" + (f" ({p:.0f} %)" if p is not None and p == p else "")

@@ -51,7 +51,12 @@ DATASHEET_TFLOPS = {
 
 
 def datasheet_tflops(name: str) -> dict[str, float]:
-    """The datasheet's dense TFLOP/s per format for a device name ({} when not listed)."""
+    """The datasheet's dense TFLOP/s per format for a device name ({} when not listed).
+
+    Only the SXM parts are listed: the PCIe and NVL variants share the chip's name but not its
+    clocks and power, so they get no datasheet line rather than the wrong one."""
+    if any(variant in name.lower() for variant in ("pcie", "nvl")):
+        return {}
     for key, rates in DATASHEET_TFLOPS.items():
         if key.lower() in name.lower():
             return dict(rates)
@@ -135,7 +140,8 @@ def device() -> DeviceInfo:
     if MODE == "sim":
         return DeviceInfo(name="Numba CUDA simulator (no GPU)", compute_capability=(9, 0), simulated=True)
     from numba import cuda as numba_cuda
-    from numba.cuda.cudadrv import driver, runtime as cudart
+    from numba.cuda.cudadrv import driver
+    from numba.cuda.cudadrv import runtime as cudart
 
     dev = numba_cuda.get_current_device()
     free_bytes, total_bytes = numba_cuda.current_context().get_memory_info()

@@ -24,8 +24,8 @@
 #    every path any of its lanes takes) and compute its SIMT efficiency;
 # 2. read a kernel's PTX and say whether an `if` became a real branch (`@%p bra`) or a select
 #    (`selp`) that cannot diverge;
-# 3. explain why the same fraction of "odd" elements costs 2× when they are interleaved and almost
-#    nothing when they are clustered in whole warps;
+# 3. explain why the model charges 2× for the same fraction of "odd" elements when they are
+#    interleaved and almost nothing when they are clustered in whole warps;
 # 4. test the folklore ("`if (threadIdx.x < 16)` halves throughput", "28 of 32 lanes still costs
 #    2×") against the model, the microscope and a GPU measurement;
 # 5. judge when partitioning or sorting the data so that warps agree is worth its own cost.
@@ -162,9 +162,10 @@ prediction_one_lane_cheap_b = ...  # ×
 # The chart below draws one curve per placement. Dotted lines are the model — a warp pays for
 # every path any of its lanes takes — computed for each placement's actual lane pattern. On a
 # GPU, solid lines are measured now (the course's harness: result checked first, warm-up,
-# events, median of the samples). Without a GPU they are the recording made on a real GPU, if
-# there is one; the caption always says which. Change the body cost: with short bodies the loads
-# and the store, which every warp pays once, dilute the gap.
+# events, median of the samples; quick samples, shorter than the course's 0.5 s standard).
+# Without a GPU they are the recording made on a real GPU, if there is one; the caption always
+# says which. Change the body cost: with short bodies the loads and the store, which every warp
+# pays once, dilute the gap.
 
 # %%
 divergence.fraction_chart()
@@ -246,8 +247,9 @@ divergence.claims(body_a=128)
 #
 # ## A story from the field: sparse data
 #
-# A kernel walks a sparse array and skips the zeros: `if x[i] != 0: expensive(x[i])`. The zeros
-# fall anywhere, so almost every warp holds a few non-zeros, and almost every warp pays the full
+# One of the course's sources describes the classic case: a kernel walks a sparse array and
+# skips the zeros: `if x[i] != 0: expensive(x[i])`. The zeros fall anywhere, so almost every
+# warp holds a few non-zeros, and almost every warp pays the full
 # `expensive` path while most of its lanes wait — for the whole run. Better branching does not
 # help: the fix is the **data layout**. Partition or sort so that the non-zeros sit together
 # (or launch threads only over a compacted list of them); then warps agree and the zeros' warps
@@ -274,9 +276,10 @@ divergence.sparse_table(n_threads=1024, density=1 / 32, body=8)
 
 # %% [markdown]
 # And the question that needs a GPU: the speed-up once the sort's own time is included. The
-# dotted line is the model for the kernel alone with a free sort (warps paying path A before ÷
-# after); the measured curves include `argsort` (or `flatnonzero`), and fall below 1× where the
-# fix costs more than it saves.
+# dotted line is the model's upper bound with a free sort: it counts only the branch bodies
+# (warps paying path A before ÷ after), while the loads and stores are paid by every warp, so it
+# is approached only when path A dominates. The measured curves include `argsort` (or
+# `flatnonzero`), and fall below 1× where the fix costs more than it saves.
 
 # %%
 divergence.sort_pays_figure(density=1 / 32)

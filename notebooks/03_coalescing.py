@@ -82,9 +82,9 @@ coalescing.picture_widget(stride=2)
 # where *effective* counts only useful bytes: elements copied × element size × 2 (read + write).
 #
 # ### Predict
-# Stride 2 halves the bandwidth. Older texts say that a strided access "can run at 1/32 of the
-# bandwidth". For `float32`, what fraction of the copy ceiling do you expect at **stride 32**?
-# And at stride 64?
+# The sector model says stride 2 halves the effective bandwidth. Older texts say that a strided
+# access "can run at 1/32 of the bandwidth". For `float32`, what fraction of the copy ceiling
+# do you expect at **stride 32**? And at stride 64?
 
 # %%
 prediction_stride_32_fraction = "..."  # e.g. "1/32" or "1/8" or something else
@@ -182,16 +182,17 @@ coalescing.layout_bandwidth_figure()
 # %% [markdown]
 # ## Explain
 #
-# * **Sectors, not transactions.** The CUDA C++ Programming Guide (compute capability 6.0 and
-#   later, "Global Memory") says a warp's accesses coalesce into as many 32-byte transactions
-#   as it takes to cover the addresses of its lanes. The Best Practices Guide ("Coalesced Access
-#   to Global Memory") works through the same two cases as this lesson: a misaligned copy and a
-#   strided copy.
+# * **Sectors, not transactions.** The CUDA C++ Best Practices Guide ("Coalesced Access to
+#   Global Memory") says that on compute capability 6.0 and later a warp's accesses coalesce
+#   into as many 32-byte transactions as it takes to cover the addresses of its lanes. The same
+#   section works through the same two cases as this lesson: a misaligned copy and a strided
+#   copy.
 # * **Why about 8× and not 32×.** The "32×" figure comes from GPUs that moved whole 128-byte
 #   transactions: one 4-byte element per 128 bytes is 1/32. With 32-byte sectors a lane that
 #   is alone in its sector wastes at most 28 of 32 bytes: 1/8 for `float32`. Past stride 8 the
 #   count stays at 32 sectors per request (one per lane), so the model's curve goes flat at 1/8
-#   of the ceiling. Random addresses cost the same as a large stride.
+#   of the ceiling. The sector model charges random addresses the same as a large stride (32
+#   sectors per request); a GPU may do worse (DRAM row and TLB misses).
 # * **Caches soften the loss.** The model treats each warp alone. At offset 1 the fifth sector
 #   a warp fetches is also the first sector of the next warp's request, and it is often still in
 #   the L2; the Best Practices Guide reports that its misaligned copy on a V100 kept about 9/10

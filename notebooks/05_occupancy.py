@@ -165,8 +165,13 @@ lesson.occupancy_explorer()
 prediction_latency_hiding = {"copy at 25 %": "...", "copy_ilp4 at 25 %": "...", "FMA ILP 1 vs 4": "..."}
 
 # %% [markdown]
-# On a GPU the chart is measured now (the first view of each kernel takes several seconds);
-# without one it shows a recording made on a real GPU, or says that none exists yet.
+# On a GPU the chart is measured now (the first view of each kind takes at least 7 s: 14 points
+# × 0.5 s, plus compilation); without one it shows a recording made on a real GPU, or says that
+# none exists yet. In every mode the dashed lines are a model, not a measurement: Little's law,
+# speed ∝ min(1, resident warps × loads (or FMAs) in flight per warp ÷ warps needed to cover the
+# latency), each curve normalised to 1 at full occupancy. The latency and the other inputs it
+# assumes are printed under the chart; compare your prediction with the model first, then with
+# the measurement.
 
 # %%
 lesson.speed_explorer()
@@ -210,13 +215,13 @@ lesson.driver_comparison_figure()
 # ## A common case from the field
 # A kernel with many live values per thread shows "Theoretical occupancy 25 %, limited by
 # registers" in Nsight Compute (its *Occupancy* section). Someone adds `-maxrregcount=32` (in
-# Numba: `max_registers=32`) and the theoretical occupancy climbs to 100 %. The kernel gets no
-# faster, or slower. The same profile tells why: *spill stores* and local-memory traffic appear
-# where there were none. Our `accumulators` kernel shows the start of that story without a
-# GPU: capped at 32 registers, ptxas 13.5 for sm_90 reports 2,228 bytes of spill stores and
-# 1,644 bytes of spill loads, where the uncapped kernel has none. Before capping registers,
-# check whether the kernel is latency-bound at all (memory throughput far below the copy
-# ceiling while warps sit waiting), and compare spills before and after.
+# Numba: `max_registers=32`) and the theoretical occupancy climbs to 100 %. Often the kernel gets
+# no faster, and sometimes it gets slower. The same profile tells why: *spill stores* and
+# local-memory traffic appear where there were none. Our `accumulators` kernel shows the start
+# of that story without a GPU: capped at 32 registers, ptxas 13.5 for sm_90 reports 2,228 bytes
+# of spill stores and 1,644 bytes of spill loads, where the uncapped kernel has none. Before
+# capping registers, check whether the kernel is latency-bound at all (memory throughput far
+# below the copy ceiling while warps sit waiting), and compare spills before and after.
 #
 # ## Key points
 # * Resident blocks = the smallest of four limits: registers (per warp, rounded to 256, per

@@ -58,7 +58,9 @@ formats.layout_figure()
 # * **bf16** ("brain float"): fp32 with the mantissa cut to 7 bits — the same range, coarse steps.
 # * **fp16**: IEEE half, 5 + 10 bits: fine steps, narrow range.
 # * **fp8 E4M3 and E5M2** (OCP 8-bit floating-point specification, 2023; Hopper and Ada tensor
-#   cores): E4M3 has no infinity and saturates at ±448; E5M2 is a tiny IEEE-style format.
+#   cores): E4M3 has no infinity; out-of-range conversions saturate to ±448 (PTX `.satfinite`,
+#   torch's cast) or give NaN (the OCP spec's non-saturating mode). E5M2 is a tiny IEEE-style
+#   format.
 #
 # The table is computed from the bit counts (and a test compares it with torch's and NumPy's own
 # `finfo`):
@@ -158,7 +160,9 @@ precision.accumulation_widget("uniform", 4096)
 # is 2). An fp32 total keeps the error near 10^-7. Kahan's error bound is about 2u·Σ|x|,
 # **independent of n**: in fp16 it brings the sum to the best an fp16 result can be (one rounding,
 # ≈ u), in fp32 to ≈ 10^-8 here. That is why tensor cores accumulate fp16 and bf16 products in
-# fp32, why PyTorch asks cuBLAS for fp32 accumulation in its fp16/bf16 matmuls, and why the cheat
+# fp32, why PyTorch asks cuBLAS for fp32 accumulation in its fp16/bf16 matmuls (although by
+# default it still allows reduced-precision reductions inside fp16 GEMMs:
+# `torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction`), and why the cheat
 # sheet among the sources says "reductions should accumulate in FP32 even when inputs are BF16".
 
 # %% [markdown]
@@ -219,10 +223,12 @@ precision.gradient_widget("fp16", 0)
 prediction_speedups = {"bf16 / fp32": "...", "tf32 / fp32": "..."}
 
 # %% [markdown]
-# Each point is a `torch.matmul` of random normal n × n matrices (never zeros: tensor cores run
-# measurably faster on zeros), timed by the course's harness, TFLOP/s from the counted 2n³. On a
-# GPU it is measured now; without one it comes from a recording made on a real GPU, or the chart
-# says none exists. The dotted lines are the datasheet figures.
+# Each point is a `torch.matmul` of random normal n × n matrices (never zeros: on zeros the GPU
+# draws less power and can hold higher clocks; the course's reference notes ~13 % faster on an
+# H200), timed by the course's harness, TFLOP/s from the counted 2n³. On a GPU it is measured
+# now; without one it comes from a recording made on a real GPU, or the chart says none exists.
+# The dotted lines are the datasheet figures of the GPU the numbers come from (of an H200,
+# labelled as assumed, when there are none).
 
 # %%
 precision.throughput_widget()
@@ -295,8 +301,8 @@ if vocab_ratios is not None:
 #   with its low 13 mantissa bits rounded off.
 # * **Accumulation.** Higham (*Accuracy and Stability of Numerical Algorithms*, ch. 4): recursive
 #   summation (n − 1)u·Σ|x|, Kahan ≈ 2u·Σ|x|. The PTX matrix instructions (`mma`, Hopper's
-#   `wgmma`) take fp16/bf16/fp8 inputs with an fp32 accumulator (fp16 inputs may also accumulate in
-#   fp16): exactly lab 07's first exercise.
+#   `wgmma`) take fp16/bf16/fp8 inputs with an fp32 accumulator (fp16 and fp8 inputs may also
+#   accumulate in fp16): exactly lab 07's first exercise.
 # * **Loss scaling.** Micikevicius et al. (2018) introduced fp32 master weights, fp32
 #   accumulation and loss scaling for fp16 training; bf16 (Kalamkar et al., 2019) keeps fp32's
 #   exponent and trains without a scaler.
@@ -308,9 +314,10 @@ if vocab_ratios is not None:
 # The cheat sheet among the course's sources sorts almost every slow GPU job into three
 # diagnoses; the third is "you never enabled the fast path": a model trained in fp32, so no
 # tensor core ever ran. Another source, an article on GPU architecture for ML engineers, makes the
-# case with a table of datasheet rates — and shows how easy it is to get them wrong: it lists the A100 at 77.6 TFLOP/s for FP16 "without
-# sparsity". About 78 TFLOP/s is the A100's FP16 rate on the CUDA cores; its datasheet gives 312
-# dense tensor-core TFLOP/s (624 with sparsity). Check a rate against the datasheet, then measure.
+# case with a table of datasheet rates — and shows how easy it is to get them wrong: it lists the
+# A100 at 77.6 TFLOP/s for FP16 "without sparsity". That is about the A100's non-tensor FP16 rate
+# (78 TFLOP/s in NVIDIA's A100 whitepaper); its datasheet gives 312 dense tensor-core TFLOP/s
+# (624 with sparsity). Check a rate against the datasheet, then measure.
 #
 # A profiler shows which path ran. In `torch.profiler` the GEMM kernel names differ between the
 # CUDA-core and tensor-core paths; Nsight Compute reports the utilisation of the tensor pipe,

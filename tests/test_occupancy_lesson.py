@@ -205,7 +205,10 @@ def test_speed_and_driver_figures_without_a_recording_say_so(monkeypatch):
     for fig in (ol.speed_figure("memory"), ol.speed_figure("compute"), ol.driver_comparison_figure()):
         assert charts.caption_of(fig).startswith("No data")
         assert any("No " in a.text for a in fig.layout.annotations if a.name != "source")
-        assert len(fig.data) == 0
+        # only the model is drawn: nothing measured is invented
+        assert all(t.name.startswith("model: ") for t in fig.data)
+    assert len(ol.driver_comparison_figure().data) == 0
+    assert len(ol.speed_figure("memory").data) == 2
     with pytest.raises(InvalidConfig):
         ol.speed_figure("io")
 
@@ -236,8 +239,42 @@ def test_speed_figure_draws_a_recording(monkeypatch):
     monkeypatch.setattr(reference, "load", lambda name, *a, **k: _fake_recording(name, frame))
     fig = ol.speed_figure("memory")
     assert charts.caption_of(fig).startswith("Recorded") and "NVIDIA H200" in charts.caption_of(fig)
-    assert [t.name for t in fig.data] == ["copy (ILP 1)", "copy_ilp4 (ILP 4)"]
+    assert [t.name for t in fig.data] == [
+        "copy (ILP 1)", "copy_ilp4 (ILP 4)", "model: copy (ILP 1)", "model: copy_ilp4 (ILP 4)"
+    ]
     assert list(fig.data[1].y) == [3, 4]
+    assert {t.yaxis for t in fig.data[2:]} == {"y2"}  # the model has its own, relative axis
+
+
+@sim_only
+def test_speed_model_is_littles_law_normalised_to_full_occupancy():
+    memory = ol.speed_model("memory")  # no GPU, no recording: an assumed H200, said so
+    assert "assumed" in memory.assumptions and "H200" in memory.assumptions
+    # 600 ns × 4,800 GB/s ÷ 132 SMs ÷ 256 B per warp copy ≈ 85 warps' loads in flight per SM
+    assert memory.warps_needed == pytest.approx(600 * 4800 / 132 / 256)
+    warps = np.array([8, 16, 32, 64])
+    assert memory.relative_speed(warps, 1) == pytest.approx([0.125, 0.25, 0.5, 1.0])  # 64 < 85: linear
+    assert memory.relative_speed(warps, 4) == pytest.approx([32 / memory.warps_needed, 64 / memory.warps_needed,
+                                                             1.0, 1.0])
+    compute = ol.speed_model("compute")  # 4-cycle FMA × 4 sub-partitions = 16 FMAs in flight per SM
+    assert compute.warps_needed == 16
+    assert list(compute.relative_speed(warps, 1)) == [0.5, 1.0, 1.0, 1.0]
+    assert list(compute.relative_speed(warps, 4)) == [1.0, 1.0, 1.0, 1.0]
+    with pytest.raises(InvalidConfig):
+        ol.speed_model("io")
+
+
+@sim_only
+def test_speed_model_uses_the_recordings_device(monkeypatch):
+    frame = pd.DataFrame(
+        {"kernel": ["fma"], "ilp": [1], "threads_per_block": 64, "dynamic_shared_bytes": 0,
+         "occupancy_pct": [100.0], "median_ms": [1.0], "tflops": [40.0]}
+    )
+    rec = _fake_recording("occupancy.memory_bound", frame)
+    rec.provenance["device"] = {"device": "NVIDIA H100 80GB HBM3", "sm_count": 132, "compute_capability": "9.0"}
+    model = ol.speed_model("memory", rec)
+    assert model.device == "NVIDIA H100 80GB HBM3" and "(NVIDIA H100 80GB HBM3)" in model.assumptions
+    assert model.warps_needed == pytest.approx(600 * 3350 / 132 / 256)
 
 
 @sim_only

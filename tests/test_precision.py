@@ -208,7 +208,8 @@ def test_throughput_chart_without_recording_says_so(monkeypatch):
     assert any("494.7" in t for t in datasheet) and any("989.4" in t for t in datasheet)
     assert any("1978.9" in t for t in datasheet) and any("67" in t for t in datasheet)
     fig = precision.ceiling_figure()
-    assert [t.name for t in fig.data] == ["datasheet (H100/H200 SXM, dense)"]
+    assert [t.name for t in fig.data] == ["datasheet (H200, assumed: no GPU or recording, dense)"]
+    assert all("H200, assumed" in t for t in datasheet)
 
 
 def _fake_recording(tmp_path):
@@ -230,7 +231,22 @@ def test_throughput_chart_draws_a_recording(monkeypatch, tmp_path):
     assert best.loc["bf16", "measured ceiling (TFLOP/s)"] == 780.0
     assert best.loc["bf16", "% of datasheet"] == pytest.approx(100 * 780 / 989.4)
     fig = precision.ceiling_figure()
-    assert len(fig.data) == 2
+    assert len(fig.data) == 2 and fig.data[0].name == "datasheet (H200, dense)"
+
+
+def test_datasheet_follows_the_recordings_device(monkeypatch, tmp_path):
+    if runtime.is_gpu():
+        pytest.skip("GPU mode measures for real")
+    rec = _fake_recording(tmp_path)
+    rec.provenance["device"] = {"device": "NVIDIA A100-SXM4-80GB"}  # not in the datasheet table
+    monkeypatch.setattr(reference, "load", lambda name, *a, **k: rec)
+    fig = precision.throughput_figure()
+    assert not [a for a in fig.layout.annotations if (a.text or "").startswith("datasheet")]
+    fig = precision.ceiling_figure()
+    assert [t.name for t in fig.data] == ["measured ceiling (best of sweep)"]
+    assert list(precision.ceiling_table(rec.data, rec.device)["% of datasheet"].isna()) == [True, True]
+    rec.provenance["device"] = {"device": "NVIDIA H100 80GB HBM3"}
+    assert "datasheet (H100 80GB HBM3, dense)" in [t.name for t in precision.ceiling_figure().data]
 
 
 def test_vocab_ratios():
@@ -246,6 +262,9 @@ def test_sweeps_are_registered():
         assert reference.SWEEPS[name].lesson == "07_precision"
     assert precision.datasheet_tflops("NVIDIA H100 80GB HBM3")["tf32"] == 494.7
     assert precision.datasheet_tflops("Tesla T4") is None
+    assert precision.datasheet_tflops("NVIDIA H200")["fp8_e4m3"] == 1978.9
+    for other_part in ("NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA H200 NVL"):  # not the SXM figures
+        assert precision.datasheet_tflops(other_part) is None
 
 
 @pytest.mark.parametrize("call", [

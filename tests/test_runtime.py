@@ -76,6 +76,7 @@ def test_datasheet_lookup_by_device_name():
     assert runtime._datasheet_gbps("NVIDIA H100 80GB HBM3") == 3350.0
     assert runtime._datasheet_gbps("Some Future GPU") is None
     assert runtime.datasheet_tflops("NVIDIA H200")["bf16"] == 989.4
+    assert runtime.datasheet_tflops("NVIDIA H200 NVL") == {} and runtime.datasheet_tflops("NVIDIA H100 PCIe") == {}
 
 
 def test_simulated_device_is_a_modelled_cc90():
