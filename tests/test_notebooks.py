@@ -35,7 +35,7 @@ def test_lesson_runs_and_opens_with_the_banner(source):
     nb = execute(to_notebook(source), source.parent)
     assert not errors(nb), errors(nb)
     first = first_output(nb)
-    banner = first is not None and "gpucourse-banner" in first.data.get("text/html", "")
+    banner = first is not None and "gpucourse-banner" in first.get("data", {}).get("text/html", "")
     assert banner, "the first output must be the banner"
 
 
@@ -52,4 +52,5 @@ def test_student_version_runs_up_to_the_first_exercise(lab):
     found = errors(nb)
     assert found, "the untouched lab should stop at its first exercise"
     assert found[0].startswith("NotImplementedError"), found[0]
-    assert "gpucourse-banner" in first_output(nb).data.get("text/html", "")
+    first = first_output(nb)
+    assert first is not None and "gpucourse-banner" in first.get("data", {}).get("text/html", ""), "banner first"

@@ -32,7 +32,7 @@ from gpucourse import runtime
 from gpucourse.grading import check
 from gpucourse.occupancy_lesson import learner_curve_figure
 
-runtime.banner()
+display(runtime.banner())  # first output: the mode banner
 
 KB = 1024
 WARP_SIZE = 32
