@@ -22,15 +22,9 @@ def test_banner_and_device_facts_come_from_the_driver():
 def test_event_timing_tracks_work_and_the_contract_holds():
     from numba import cuda
 
-    @cuda.jit
-    def spin(out, iterations):
-        i = cuda.grid(1)
-        x = 1.0 * i
-        for _ in range(iterations):
-            x = x * 0.9999 + 0.0001
-        if i < out.size:
-            out[i] = x
+    from gpucourse.measuring import _spin_kernel
 
+    spin = _spin_kernel()
     out = cuda.device_array(132 * 128, dtype=np.float32)
     short = harness.measure(lambda: spin[132, 128](out, 20_000), label="short")
     long = harness.measure(lambda: spin[132, 128](out, 80_000), label="long")
