@@ -66,10 +66,10 @@ doctor: setup ## the pre-flight check: versions, mode, GPU, a 10-second sanity b
 record: setup ## run every registered sweep on this GPU and write data/reference/<gpu>/
 	$(PY) -m gpucourse record
 
-grade: setup ## autograde everything in submitted/, write grades.csv
-	$(PY) -m gpucourse grade
+grade: setup ## autograde submitted/ (sandboxed, in parallel; JOBS=n): grades.csv, grades_by_cell.csv
+	$(PY) -m gpucourse grade $(if $(JOBS),--jobs $(JOBS))
 
-feedback: setup ## generate feedback for every graded submission
+feedback: setup ## feedback for every graded submission in feedback/ (never shows hidden tests)
 	$(PY) -m gpucourse feedback
 
 book: setup ## build the static website (simulator mode, works offline) into build/book/_build/html

@@ -2,7 +2,6 @@
 known-wrong versions lose exactly the points of the part they get wrong."""
 
 import pytest
-
 from labtools import grade_lab, release_notebook, solution_notebook, with_cells
 
 LAB = "lab01_warps"

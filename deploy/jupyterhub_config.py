@@ -1,0 +1,66 @@
+# JupyterHub on ONE shared GPU server (no Kubernetes): real local users with passwords (PAM), each
+# learner's server a local process, GPUs handed out round-robin, nbgrader's exchange in /srv.
+# The same shape runs in tests/test_jupyterhub.py on 127.0.0.1. deploy/README.md has the steps.
+#
+#   sudo /opt/gpucourse/.venv/bin/jupyterhub -f /opt/gpucourse/deploy/jupyterhub_config.py
+import os
+import pwd
+import shutil
+import subprocess
+
+c = get_config()  # noqa: F821  (provided by JupyterHub)
+
+COURSE = "/opt/gpucourse"  # a clone with `make setup` run by a system Python (not a pyenv under /root)
+VENV_BIN = f"{COURSE}/.venv/bin"
+
+# Behind a TLS reverse proxy (Caddy, nginx) on the same machine; never expose plain HTTP.
+c.JupyterHub.bind_url = "http://127.0.0.1:8000"
+c.JupyterHub.hub_ip = "127.0.0.1"
+c.JupyterHub.db_url = "sqlite:////srv/jupyterhub/jupyterhub.sqlite"
+c.JupyterHub.cookie_secret_file = "/srv/jupyterhub/jupyterhub_cookie_secret"
+c.ConfigurableHTTPProxy.command = ["configurable-http-proxy"]  # npm install -g configurable-http-proxy@5.3.0
+
+# Local users in the `gpucourse` group log in with their system password.
+c.JupyterHub.authenticator_class = "pam"
+c.LocalAuthenticator.allowed_groups = {"gpucourse"}
+c.Authenticator.admin_users = {"instructor"}
+
+c.JupyterHub.spawner_class = "localprocess"
+c.Spawner.cmd = [f"{VENV_BIN}/jupyterhub-singleuser"]
+c.Spawner.default_url = "/lab"
+c.Spawner.notebook_dir = "~"
+c.Spawner.start_timeout = 120
+c.Spawner.http_timeout = 120
+c.Spawner.environment = {
+    "PATH": f"{VENV_BIN}:/usr/local/bin:/usr/bin:/bin",  # nbgrader runs `alembic` by name
+    "PLOTLY_RENDERER": "plotly_mimetype+notebook",
+}
+
+
+def _gpu_count() -> int:
+    try:
+        out = subprocess.run(["nvidia-smi", "--list-gpus"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
+GPUS = _gpu_count()
+
+
+def pre_spawn_hook(spawner):
+    """Give each learner one GPU (round-robin by user id) and, once, a copy of the lessons and labs."""
+    if GPUS:
+        spawner.environment["CUDA_VISIBLE_DEVICES"] = str(spawner.user.id % GPUS)
+    account = pwd.getpwnam(spawner.user.name)
+    target = os.path.join(account.pw_dir, "gpucourse")
+    if not os.path.exists(target):
+        for part in ("notebooks", "labs"):
+            shutil.copytree(os.path.join(COURSE, part), os.path.join(target, part))
+        for folder, _, files in os.walk(target):
+            os.chown(folder, account.pw_uid, account.pw_gid)
+            for name in files:
+                os.chown(os.path.join(folder, name), account.pw_uid, account.pw_gid)
+
+
+c.Spawner.pre_spawn_hook = pre_spawn_hook

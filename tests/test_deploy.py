@@ -1,0 +1,113 @@
+"""The deployment files parse and agree with the project's pins (no cluster needed)."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+DEPLOY = ROOT / "deploy"
+
+
+def _pins() -> dict[str, str]:
+    pins = {}
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        match = re.match(r"^([A-Za-z0-9_.-]+)(?:\[[^]]*\])?==([^\s;#]+)", line.strip())
+        if match:
+            pins[match.group(1).lower()] = match.group(2)
+    return pins
+
+
+def _project() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
+def _values() -> dict:
+    return yaml.safe_load((DEPLOY / "helm" / "values.yaml").read_text())
+
+
+def _chart_version() -> str:
+    commands = re.findall(r"jupyterhub/jupyterhub --version (\S+)", (DEPLOY / "README.md").read_text())
+    commands += re.findall(r"jupyterhub/jupyterhub --version (\S+)", (DEPLOY / "helm" / "values.yaml").read_text())
+    assert commands and len(set(commands)) == 1, f"one chart version everywhere, got {set(commands)}"
+    return commands[0]
+
+
+def test_course_image_runs_setup_and_doctor_on_the_projects_python():
+    dockerfile = (DEPLOY / "image" / "Dockerfile").read_text()
+    base = re.search(r"^FROM python:(\d+\.\d+)-", dockerfile, re.M)
+    assert base, "the course image starts from an official python image"
+    python = base.group(1)
+    low, high = re.match(r">=(\d+\.\d+),<(\d+\.\d+)", _project()["requires-python"]).groups()
+    assert tuple(map(int, low.split("."))) <= tuple(map(int, python.split("."))) < tuple(map(int, high.split(".")))
+    environment = yaml.safe_load((ROOT / "environment.yml").read_text())
+    assert f"python={python}" in environment["dependencies"], "environment.yml and the image use one Python"
+    run = " ".join(re.findall(r"^RUN (.*(?:\n(?:\s+.*))*)", dockerfile, re.M))
+    for step in ("make setup", "make doctor", "make notebooks"):
+        assert step in run, step
+    assert "pip install" not in run, "the image installs only through `make setup` (the pinned files)"
+    assert re.search(r'^CMD \["jupyterhub-singleuser"\]', dockerfile, re.M)
+    assert "COPY deploy/nbgrader_config.py /etc/jupyter/nbgrader_config.py" in dockerfile
+
+
+def test_course_image_contains_no_solutions():
+    ignored = (DEPLOY / "image" / "Dockerfile.dockerignore").read_text().split()
+    for secret in ("solutions", "instructor", "submitted", "autograded", "gradebook.db", ".venv"):
+        assert secret in ignored, secret
+
+
+def test_hub_and_single_user_servers_run_the_pinned_jupyterhub():
+    hub = (DEPLOY / "hub" / "Dockerfile").read_text()
+    assert re.search(r'jupyterhub==([\d.]+)"', hub).group(1) == _pins()["jupyterhub"]
+    base = re.search(r"^FROM quay.io/jupyterhub/k8s-hub:(\S+)", hub, re.M).group(1)
+    assert base == _chart_version(), "the hub image extends the chart version that is installed"
+
+
+def test_helm_values_have_a_gpu_profile_and_the_course_image():
+    values = _values()
+    version = _project()["version"]
+    assert values["singleuser"]["image"]["tag"] == version and values["hub"]["image"]["tag"] == version
+    assert values["singleuser"]["image"]["name"].endswith("/gpucourse")
+    assert values["hub"]["image"]["name"].endswith("/gpucourse-hub")
+    profiles = values["singleuser"]["profileList"]
+    modes = {p["kubespawner_override"]["environment"]["GPUCOURSE_MODE"]: p for p in profiles}
+    assert set(modes) == {"sim", "gpu"}
+    assert [p for p in profiles if p.get("default")] == [modes["sim"]]
+    gpu = modes["gpu"]["kubespawner_override"]
+    assert gpu["extra_resource_limits"] == {"nvidia.com/gpu": "1"}
+    assert any(t["key"] == "nvidia.com/gpu" for t in gpu["tolerations"])
+    assert values["cull"]["enabled"] and values["prePuller"]["hook"]["enabled"]
+    hub_config = values["hub"]["config"]
+    assert "password" not in yaml.safe_dump(hub_config["SharedPasswordAuthenticator"]).replace("allow_all", "")
+
+
+def test_the_exchange_is_the_same_everywhere():
+    exchange = re.search(r'c.Exchange.root = "([^"]+)"', (DEPLOY / "nbgrader_config.py").read_text()).group(1)
+    mounts = _values()["singleuser"]["storage"]["extraVolumeMounts"]
+    assert [m["mountPath"] for m in mounts if m["name"] == "nbgrader-exchange"] == [exchange]
+    assert exchange in (DEPLOY / "image" / "Dockerfile").read_text()
+    assert exchange in (DEPLOY / "README.md").read_text()
+
+
+def test_single_server_hub_config_loads():
+    from traitlets.config import Config
+
+    config = Config()
+    namespace = {"get_config": lambda: config, "__file__": str(DEPLOY / "jupyterhub_config.py")}
+    exec(compile((DEPLOY / "jupyterhub_config.py").read_text(), "jupyterhub_config.py", "exec"), namespace)
+    assert config.JupyterHub.authenticator_class == "pam"
+    assert config.JupyterHub.spawner_class == "localprocess"
+    assert config.JupyterHub.bind_url.startswith("http://127.0.0.1:")
+    assert config.Spawner.cmd[0].endswith("/.venv/bin/jupyterhub-singleuser")
+    assert config.Spawner.environment["PATH"].startswith(config.Spawner.cmd[0].rsplit("/", 1)[0])
+    assert callable(config.Spawner.pre_spawn_hook)
+
+
+def test_proxy_pin_is_stated_once():
+    pins = set(re.findall(r"configurable-http-proxy@([\d.]+)", (DEPLOY / "README.md").read_text()))
+    pins |= set(re.findall(r"configurable-http-proxy@([\d.]+)", (DEPLOY / "jupyterhub_config.py").read_text()))
+    pins |= set(re.findall(r"configurable-http-proxy@([\d.]+)", (ROOT / "tests" / "test_jupyterhub.py").read_text()))
+    assert len(pins) == 1, pins

@@ -1,0 +1,308 @@
+"""Grading pieces without running nbgrader: hidden tests, the tamper scan, the sandbox, the
+feedback filter, the configuration, the header. (Whole submissions: tests/test_hostile.py.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+from gpucourse import grading
+from gpucourse.build import ROOT, lab_names, to_notebook
+from gpucourse.grading import (
+    GENERIC_FAILURE,
+    HiddenTestFailed,
+    check,
+    guard_hidden_tests,
+    imported_names,
+    kernel_environment,
+    landlock_abi,
+    sandbox_command,
+    sandbox_paths,
+    scan_learner_code,
+    strip_hidden_tests,
+)
+
+LOCKED = {"np": "numpy", "runtime": "gpucourse.runtime", "check": "gpucourse.grading.check"}
+TEST_CELL = '''"""Check that f doubles."""
+assert f(1) == 2, "f(1) should be 2"
+### BEGIN HIDDEN TESTS
+for x in [7919, 104729]:
+    check(f(x) == 2 * x)
+### END HIDDEN TESTS
+'''
+
+
+def test_check_fails_with_one_generic_line():
+    check(True)
+    check(lambda: 1 + 1 == 2)
+    with pytest.raises(HiddenTestFailed) as info:
+        check(lambda: 1 / 0)  # an exception inside the condition is a failure, not a traceback
+    assert info.value._render_traceback_() == [f"HiddenTestFailed: {GENERIC_FAILURE}"]
+    assert info.value.__cause__ is None
+
+
+def test_hidden_blocks_run_muted_with_the_graders_check(capfd):
+    guarded = guard_hidden_tests(TEST_CELL)
+    assert "BEGIN HIDDEN TESTS" in guarded and "END HIDDEN TESTS" in guarded
+    assert "7919" not in strip_hidden_tests(guarded) and "assert f(1) == 2" in strip_hidden_tests(guarded)
+
+    def leaky(x):
+        print("called with", x)
+        os.write(1, f"fd write {x}\n".encode())
+        return 2 if x == 1 else 0
+
+    def noop_check(*args, **kwargs):
+        pass
+
+    namespace = {"f": leaky, "check": noop_check}
+    with pytest.raises(HiddenTestFailed):
+        exec(compile(guarded, "<cell>", "exec"), namespace)
+    printed = capfd.readouterr()
+    assert "called with 1" in printed.out  # the visible part prints normally
+    assert "7919" not in printed.out + printed.err  # the hidden part was muted, down to the file descriptor
+    assert namespace["check"] is noop_check  # the learner's binding is back afterwards
+
+    namespace = {"f": lambda x: 2 * x}
+    exec(compile(guarded, "<cell>", "exec"), namespace)  # a right answer passes, and nothing leaks
+    assert "check" not in namespace
+
+
+def test_an_exception_inside_hidden_tests_becomes_the_generic_line():
+    namespace = {"f": lambda x: {1: 2}[x]}  # KeyError on hidden inputs: its traceback would show them
+    with pytest.raises(HiddenTestFailed) as info:
+        exec(compile(guard_hidden_tests(TEST_CELL), "<cell>", "exec"), namespace)
+    assert str(info.value) == GENERIC_FAILURE and info.value.__context__ is None
+
+
+@pytest.mark.parametrize("lab", lab_names())
+def test_every_lab_can_be_hardened(lab):
+    """Each lab's hidden blocks still compile once rewritten, and no solution cell trips the tamper scan."""
+    nb = to_notebook(ROOT / "solutions" / lab / f"{lab}.py")
+    imported = imported_names(c.source for c in nb.cells if c.cell_type == "code")
+    locked = imported_names(c.source for c in nb.cells if c.cell_type == "code"
+                            and c.metadata.get("nbgrader", {}).get("locked"))
+    hidden = 0
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code":
+            continue
+        if meta.get("grade"):
+            compile(guard_hidden_tests(cell.source), f"{lab}:{meta['grade_id']}", "exec")
+            hidden += "BEGIN HIDDEN TESTS" in cell.source
+        if not meta.get("locked"):
+            assert scan_learner_code(cell.source, imported, locked) == ([], []), meta.get("grade_id")
+    assert hidden > 0, f"{lab} has no hidden tests"
+
+
+@pytest.mark.parametrize("code", [
+    "import gpucourse.grading as g\ng.check = lambda *a: None",
+    "from gpucourse import grading\nsetattr(grading, 'check', print)",
+    "check.__code__ = (lambda *a: None).__code__",
+    "np.allclose = lambda *a, **k: True",
+    "np.testing.assert_allclose = print",
+    "import numpy\nnumpy.allclose = lambda *a, **k: True",
+    "__builtins__.print = None",
+    "import builtins\nbuiltins.len = lambda x: 0",
+    "import sys\nsys.modules['gpucourse.grading'] = None",
+    "exec(open('x').read())",
+    "eval('1')",
+    "import ctypes",
+    "import inspect\ninspect.currentframe()",
+    "import sys\nf = sys._getframe(1)",
+    "globals()['__builtins__'] = {}",
+    "get_ipython().display_pub = None",
+    "del np.allclose",
+    "import types\nnp = types.SimpleNamespace(allclose=lambda *a, **k: True)",  # hidden tests would use it
+    "import torch as np",
+    "def f():\n    global np\n    np = None",
+    "import sys as s\ns.modules.clear()",
+])
+def test_tampering_is_found(code):
+    tampering, _ = scan_learner_code(code, {"np", "check", "cuda"}, LOCKED)
+    assert tampering, code
+
+
+@pytest.mark.parametrize("code", [
+    "def warps(n):\n    return (n + 31) // 32",
+    "out = np.zeros_like(a)\nout[0] = 1\nresult = {}\nresult['x'] = 2",
+    "@cuda.jit\ndef k(a, out):\n    i = cuda.grid(1)\n    if i < out.size:\n        out[i] = a[i]",
+    "import math\nimport numpy as np\nx = np.float32(math.pi)",
+    "%%time\nx = 1",
+    "globals()['helper'] = 3",
+    "def f(:\n",  # a syntax error is its own verdict when it runs
+    "import numpy as np\nfrom gpucourse import runtime",  # the same imports as the lab's setup cell
+    "for layer in net.modules():\n    pass",
+    "def g(np_like):\n    np = np_like\n    return np",  # a local name, not the notebook's
+])
+def test_ordinary_code_is_not_tampering(code):
+    assert scan_learner_code(code, {"np", "check", "cuda"}, LOCKED) == ([], [])
+
+
+def test_redefining_check_is_only_noted():
+    tampering, notes = scan_learner_code("def check(*args):\n    pass", {"np"})
+    assert not tampering and notes and "`check`" in notes[0]
+
+
+def test_kernel_environment_is_scrubbed(monkeypatch, tmp_path):
+    monkeypatch.setenv("JUPYTERHUB_API_TOKEN", "secret-token")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret-key")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    env = kernel_environment(tmp_path)
+    assert "secret-token" not in json.dumps(env) and "secret-key" not in json.dumps(env)
+    assert env["CUDA_VISIBLE_DEVICES"] == "0"
+    assert Path(env["HOME"]).is_relative_to(tmp_path) and Path(env["TMPDIR"]).is_dir()
+    assert env["PYTHONWARNINGS"] == "ignore"  # a warning on stderr would cost a correct test cell its points
+
+
+@pytest.mark.skipif(not landlock_abi(), reason="this Linux kernel has no Landlock (grading then runs unsandboxed "
+                                                "and says so)")
+def test_the_sandbox_hides_everything_but_the_notebook_folder(tmp_path):
+    course = tmp_path / "course"
+    notebook_dir = course / "autograded" / "alice" / "lab01_warps"
+    notebook_dir.mkdir(parents=True)
+    (course / "gradebook.db").write_text("secret gradebook")
+    private = tmp_path / "private"
+    private.mkdir()
+    probe = r'''
+import os, sys
+from pathlib import Path
+import gpucourse.grading  # the library is readable
+report = {}
+for name, path in [("gradebook", sys.argv[1]), ("solutions", sys.argv[2]), ("own folder", "mine.txt")]:
+    try:
+        Path(path).read_text() if name != "own folder" else Path(path).write_text("ok")
+        report[name] = "allowed"
+    except OSError as exc:
+        report[name] = type(exc).__name__
+try:
+    os.kill(os.getppid(), 0)
+    report["signal grader"] = "allowed"
+except OSError as exc:
+    report["signal grader"] = type(exc).__name__
+print(report)
+'''
+    spec = sandbox_paths(notebook_dir, private, protected=[course])
+    argv = [sys.executable, "-c", probe, str(course / "gradebook.db"),
+            str(ROOT / "solutions" / "lab01_warps" / "lab01_warps.py")]
+    done = subprocess.run(sandbox_command(argv, spec), cwd=notebook_dir, capture_output=True, text=True,
+                          env=kernel_environment(private), timeout=120)
+    assert done.returncode == 0, done.stderr
+    report = eval(done.stdout.strip().splitlines()[-1])
+    assert report["gradebook"] == "PermissionError" and report["solutions"] == "PermissionError", report
+    assert report["own folder"] == "allowed", report
+    if landlock_abi() >= 6:
+        assert report["signal grader"] == "PermissionError", report
+    assert not any(str(course) == p or str(ROOT) == p for p in spec["read"])
+
+
+def _autograded_notebook() -> nbformat.NotebookNode:
+    visible_error = new_output("error", ename="AssertionError", evalue="f(1) should be 2",
+                               traceback=["Traceback", "----> 2 assert f(1) == 2, 'f(1) should be 2'"])
+    hidden_error = new_output("error", ename="KeyError", evalue="7919",
+                              traceback=["----> 4 for x in [7919, 104729]:", "KeyError: 7919"])
+    test = new_code_cell(guard_hidden_tests(TEST_CELL), outputs=[new_output("stream", name="stdout",
+                                                                            text="called with 7919\n"),
+                                                                 hidden_error])
+    test.metadata["nbgrader"] = {"grade": True, "grade_id": "ex1_test", "locked": True, "points": 2,
+                                 "solution": False, "schema_version": 3, "task": False}
+    visible = new_code_cell("assert f(1) == 2, 'f(1) should be 2'", outputs=[visible_error])
+    visible.metadata["nbgrader"] = {**test.metadata["nbgrader"], "grade_id": "ex2_test"}
+    learner = new_code_cell("def f(x):\n    print(x)", outputs=[new_output("stream", name="stdout",
+                                                                           text="104729\n")])
+    learner.metadata["nbgrader"] = {"grade": False, "grade_id": "ex1_solution", "locked": False,
+                                    "solution": True, "schema_version": 3, "task": False}
+    timed_out = new_code_cell("spin()", outputs=[])
+    grading._add_note(timed_out, "TimeLimitExceeded", "this cell ran longer than its 120 s limit")
+    nb = new_notebook(cells=[new_markdown_cell("# lab"), learner, test, visible, timed_out])
+    nb.metadata["gpucourse"] = {"summary": ["ex9_test — TimeLimitExceeded: <b>stopped</b>"]}
+    return nb
+
+
+def test_feedback_shows_verdicts_not_hidden_tests():
+    nb, _ = grading.SanitizeFeedback().preprocess(_autograded_notebook(), {})
+    text = nbformat.writes(nb)
+    for leak in ("7919", "104729", "BEGIN HIDDEN", "run_hidden_tests", "----> "):
+        assert leak not in text, leak
+    cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in nb.cells}
+    assert [o.ename for o in cells["ex1_test"].outputs] == ["HiddenTestFailed"]  # it names a hidden input
+    assert cells["ex2_test"].outputs[0].evalue == "f(1) should be 2"  # a visible failure keeps its message
+    assert cells["ex1_solution"].outputs == []  # outputs of the learner's own cells are not repeated
+    assert "TimeLimitExceeded" in json.dumps(nb.cells[-1].outputs)
+    assert "How to read this feedback" in nb.cells[0].source and "\\<b\\>" in nb.cells[0].source
+
+
+def test_hidden_test_failure_in_feedback_is_generic():
+    nb = _autograded_notebook()
+    nb.cells[2].outputs = [new_output("error", ename="HiddenTestFailed", evalue="anything",
+                                      traceback=["HiddenTestFailed: anything"])]
+    nb, _ = grading.SanitizeFeedback().preprocess(nb, {})
+    assert nb.cells[3].outputs[0].evalue == GENERIC_FAILURE
+
+
+def test_nbgrader_configuration():
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
+    assert config.Execute.timeout >= 60 and config.Execute.raise_on_iopub_timeout is False
+    assert config.OverwriteCells.add_missing_cells is True
+    assert "gpucourse.grading.GuardedExecute" in config.Autograde.autograde_preprocessors
+    assert "gpucourse.grading.GuardSubmission" in config.Autograde.sanitize_preprocessors
+    assert "gpucourse.grading.SanitizeFeedback" in config.GenerateFeedback.preprocessors
+    assert Path(config.IncludeHeaderFooter.header) == ROOT / "instructor" / "header.ipynb"
+    for name in ("GuardSubmission", "GuardedExecute", "FinalizeGrades", "SanitizeFeedback"):
+        assert isinstance(getattr(grading, name), type)
+
+
+def test_the_header_opens_every_released_lab():
+    header = nbformat.read(ROOT / "instructor" / "header.ipynb", as_version=4)
+    assert [c.cell_type for c in header.cells] == ["markdown"]
+    assert "120 s" in header.cells[0].source
+    for lab in lab_names():
+        released = nbformat.read(ROOT / "labs" / lab / f"{lab}.ipynb", as_version=4)
+        assert released.cells[0].source == header.cells[0].source, f"labs/{lab}: run `make labs`"
+        assert "How this lab works" not in to_notebook(ROOT / "solutions" / lab / f"{lab}.py").cells[0].source
+
+
+def test_grade_exits_non_zero_only_when_the_grader_fails(tmp_path, monkeypatch, capsys):
+    assert grading.grade_all(tmp_path) == 0  # nothing submitted: nothing to do
+    (tmp_path / "solutions" / "lab01_warps").mkdir(parents=True)
+    (tmp_path / "solutions" / "lab01_warps" / "lab01_warps.py").write_text("")
+    for student in ("alice", "bob"):
+        (tmp_path / "submitted" / student / "lab01_warps").mkdir(parents=True)
+        nbformat.write(new_notebook(), tmp_path / "submitted" / student / "lab01_warps" / "lab01_warps.ipynb")
+
+    class FakePool:
+        def __init__(self, root, jobs):
+            self.jobs = jobs
+
+        def run(self, tasks, quiet=False):
+            return {task: {"success": task[2] == "alice", "error": "nbgrader crashed"} for task in tasks}
+
+    monkeypatch.setattr(grading, "WorkerPool", FakePool)
+    monkeypatch.setattr(grading, "_ensure_assignments", lambda root, labs: [])
+    monkeypatch.setattr(grading, "read_scores", lambda root: [
+        {"student": "alice", "lab": "lab01_warps", "cell": "ex1_test", "score": 2.0, "max_score": 2.0}])
+    assert grading.grade_all(tmp_path, jobs=2) == 1
+    assert "GRADER FAILURE: lab01_warps/bob" in capsys.readouterr().err
+    monkeypatch.setattr(FakePool, "run", lambda self, tasks, quiet=False: {t: {"success": True} for t in tasks})
+    assert grading.grade_all(tmp_path, jobs=2) == 0
+    assert "alice,lab01_warps,2.0,2.0" in (tmp_path / "grades.csv").read_text()
+
+
+def test_unreadable_submissions_are_named():
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        folder = root / "submitted" / "carol" / "lab01_warps"
+        folder.mkdir(parents=True)
+        assert "no lab01_warps.ipynb" in grading.unreadable_reason(root, "lab01_warps", "carol")
+        (folder / "lab01_warps.ipynb").write_bytes(b"\x00\x01 not json")
+        assert "not a readable notebook" in grading.unreadable_reason(root, "lab01_warps", "carol")
