@@ -9,6 +9,7 @@ and carries its data as a table (``data_table``) for readers who cannot use the 
 from __future__ import annotations
 
 import html
+import textwrap
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -53,11 +54,16 @@ def figure(title: str, x_title: str, y_title: str, source: str, *, height: int =
     return fig
 
 
+CAPTION_CHARS = 100  # a caption line longer than this ran off the right edge of a 700-px-wide chart
+
+
 def set_source(fig: go.Figure, source: str) -> None:
     fig.layout.annotations = [a for a in fig.layout.annotations if a.name != "source"]
+    lines = textwrap.wrap(source, CAPTION_CHARS, break_long_words=False, break_on_hyphens=False) or [""]
     fig.add_annotation(
-        name="source", text=html.escape(source), showarrow=False, xref="paper", yref="paper",
-        x=0, y=0, yshift=-62, xanchor="left", yanchor="top", font={"size": 11, "color": "#444"},
+        name="source", text="<br>".join(html.escape(line) for line in lines), showarrow=False,
+        xref="paper", yref="paper", x=0, y=0, yshift=-62, xanchor="left", yanchor="top", align="left",
+        font={"size": 11, "color": "#444"},
     )
 
 
@@ -105,5 +111,5 @@ def data_table(fig: go.Figure) -> pd.DataFrame:
 def caption_of(fig: go.Figure) -> str:
     for annotation in fig.layout.annotations:
         if annotation.name == "source":
-            return html.unescape(annotation.text)
+            return html.unescape(annotation.text.replace("<br>", " "))
     return ""

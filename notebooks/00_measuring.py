@@ -83,6 +83,11 @@ prediction_launch_only_ms = ...  # your guess, in ms
 # The chart times the same work three ways. On a GPU it is measured now; without one it is
 # the recording from a real GPU, or — when none exists yet — the same trap shown with a CPU
 # thread standing in for the GPU, labelled as such.
+#
+# *Picture (alt text): a bar chart with a logarithmic time axis in milliseconds, one labelled bar
+# per way of timing the same work. The bar for the wall clock around the launch line alone is a
+# small fraction of the bar for the wall clock that also waits for the work to finish (and, on a
+# GPU, of the bar for the CUDA events); each bar is labelled with its time.*
 
 # %%
 from gpucourse import measuring

@@ -48,6 +48,11 @@ answer_warp_1 = "..."  # your prediction, in words
 
 # %% [markdown]
 # Now check: the picture is that 12 × 8 block. Each cell is a thread, labelled `warp:lane`.
+#
+# *Picture (alt text): a grid of 12 columns (threadIdx.x 0–11) by 8 rows (threadIdx.y 0–7), each
+# cell labelled warp:lane and coloured by its warp. Warp 0 fills rows 0 and 1 and the first 8
+# cells of row 2; warp 1 the last 4 cells of row 2, rows 3 and 4 and the first 4 cells of row 5;
+# warp 2 the rest of row 5 and rows 6 and 7. No warp holds only whole rows.*
 
 # %%
 from gpucourse import warps

@@ -52,6 +52,11 @@ print(coalescing.kernel_source(coalescing.strided_copy))
 # The picture shows one warp: the 32 lanes on top, joined to the element each one copies. The
 # blue bars below are the sectors the request fetches; the dark stripes inside them are the
 # bytes the lanes actually asked for.
+#
+# *Picture (alt text): lanes 0–31 as numbered triangles in a row at the top, each joined by a line
+# to the 4 bytes it copies on a byte-address axis from 0 to 128 below. The bytes asked for fill four
+# adjacent 32-byte sectors completely; the title says 4 sectors, 128 bytes fetched for 128 useful
+# (100 %).*
 
 # %%
 coalescing.warp_figure(stride=1, offset=0, dtype="float32")
@@ -175,6 +180,13 @@ coalescing.layout_widget()
 # is one sector), so if those sectors stay in L1 or L2 between the loads, DRAM serves each
 # particle once. The chart below brackets the measurement by two models: no reuse at all, and
 # perfect reuse. Only a GPU can tell where the truth lies.
+#
+# *Picture (alt text): effective bandwidth (a fraction of the copy ceiling, or GB/s on a GPU) for
+# four kernels: array of structs, struct of arrays, row traversal, column traversal. Two markers per
+# kernel are the sector model's bounds, a downward triangle for no cache reuse and an upward one for
+# perfect reuse: struct of arrays and row traversal are at the ceiling in both; the array of structs
+# lies between 1/8 and about 0.56 of it, the column traversal between 1/8 and the ceiling. A dashed
+# line marks the copy ceiling; with a GPU or a recording, bars show the measured bandwidth.*
 
 # %%
 coalescing.layout_bandwidth_figure()

@@ -56,6 +56,13 @@ runtime.banner()
 # The picture is one SM running NVIDIA's documented example: 128-thread blocks of a kernel
 # that uses 37 registers per thread, on a V100 (cc 7.0). Each square is a warp slot (its number
 # is the block); the bars are the register file's four quarters and the shared memory.
+#
+# *Picture (alt text): three panels for one SM. Warp slots: four rows (sub-partitions SP 0–3) of
+# 16 squares; in each row the first 12 are filled and numbered with their block, 0 to 11, and the
+# last 4 are empty. Registers: one bar per sub-partition of 16,384 registers, almost full: the
+# resident warps' registers, a thin striped part lost to rounding (1,184 registers per warp rounded
+# up to 1,280) and a small free part. Shared memory: one bar of 96 KB, all free. The title says 12
+# blocks × 4 warps = 48 of 64 warps (75 %), limited by registers.*
 
 # %%
 from gpucourse import occupancy_lesson as lesson
@@ -183,6 +190,11 @@ lesson.speed_explorer()
 # the context's `get_active_blocks_per_multiprocessor`; in CuPy, the driver API). On a GPU this
 # asks it for every lesson kernel at 5 block sizes × 3 dynamic shared sizes × 3 register caps and
 # puts the answers side by side with the calculator's. Points on the diagonal agree.
+#
+# *Picture (alt text): a scatter chart of blocks per SM, the calculator's answer across and the
+# driver's up, one marker shape per kernel and one point per configuration, with a dashed diagonal
+# where the two agree; the title counts how many agree. Without a GPU or a recording it is empty
+# and says so.*
 
 # %%
 lesson.driver_comparison_figure()

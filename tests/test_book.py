@@ -1,13 +1,23 @@
 """`make book`: the static website builds from the lessons' text sources and its pages load
-offline in a real Chromium with their charts rendered."""
+offline in a real Chromium with every chart rendered by the one shared plotly.js."""
 
 import pytest
+from browser import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS, chromium_missing_reason
 
-from browser import CHROMIUM, CHROMIUM_ARGS, chromium_missing_reason
 from gpucourse import book
 from gpucourse.build import lesson_sources
 
 pytestmark = pytest.mark.slow
+
+JS_CHARTS = """() => {
+  const divs = [...document.querySelectorAll('.plotly-graph-div')];
+  return {
+    divs: divs.length,
+    drawn: divs.filter(d => d._fullLayout && d.querySelector('.main-svg')).length,
+    interactive: divs.filter(d => d.querySelector('.modebar-container') || d.querySelector('.modebar')).length,
+    plotly: typeof window.Plotly === 'object' ? window.Plotly.version : null,
+  };
+}"""
 
 
 @pytest.fixture(scope="module")
@@ -20,22 +30,43 @@ def test_every_lesson_has_a_page(site):
     for source in lesson_sources():
         page = (site / f"{source.stem}.html").read_text()
         assert "gpucourse-banner" in page and "Simulator mode" in page, source.stem
-        assert "cdn.jsdelivr.net" not in page and "cdnjs.cloudflare.com" not in page, "pages must work offline"
+        assert '<script src="http' not in page, "pages must work offline (no remote scripts)"
+        assert "widget-state+json" not in page, "no widget state: each FigureWidget would embed plotly.js again"
+        assert len(page) < 3_000_000, "plotly.js must be shared from _static/, not embedded per chart"
+    assert (site / "_static" / "plotly.min.js").exists()
 
 
 @pytest.mark.skipif(chromium_missing_reason() is not None, reason=chromium_missing_reason() or "")
 def test_pages_load_offline_and_charts_render(site):
     from playwright.sync_api import sync_playwright
 
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page()
-        remote = []
-        page.on("request", lambda r: remote.append(r.url) if r.url.startswith("http") else None)
-        for source in lesson_sources():
-            page.goto((site / f"{source.stem}.html").as_uri())
-            page.wait_for_selector(".js-plotly-plot .main-svg", timeout=20_000)
-            assert page.locator(".js-plotly-plot").count() >= 1, source.stem
-            assert page.locator(".gpucourse-banner").count() == 1
-        browser.close()
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            remote, errors = [], []
+            page.on("request", lambda r: remote.append(r.url) if r.url.startswith("http") else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            for name in ["intro"] + [s.stem for s in lesson_sources()]:
+                page.goto((site / f"{name}.html").as_uri())
+                page.wait_for_load_state("load")
+                if name == "intro":
+                    page.screenshot(path=str(SCREENSHOTS / "book_intro.png"))
+                    continue
+                page.wait_for_selector(".js-plotly-plot .main-svg", timeout=20_000)
+                charts = page.evaluate(JS_CHARTS)
+                assert charts["plotly"], f"{name}: plotly.js did not load from _static/"
+                assert charts["divs"] >= 1 and charts["drawn"] == charts["divs"], (name, charts)
+                assert charts["interactive"] == charts["divs"], (name, charts)  # the modebar: zoom, pan, hover
+                notes = page.locator(".gpucourse-static-note").count()
+                assert page.locator("details > summary", has_text="Show data table").count() == notes, name
+                assert page.locator(".gpucourse-banner").count() == 1
+                assert errors == [], (name, errors)
+                first_widget = page.locator(".gpucourse-static-note")
+                target = first_widget.first if first_widget.count() else page.locator(".js-plotly-plot").first
+                target.scroll_into_view_if_needed()
+                page.screenshot(path=str(SCREENSHOTS / f"book_{name}.png"))
+        finally:
+            browser.close()
     assert remote == [], f"the site asked the network for {remote[:3]}"

@@ -1,0 +1,337 @@
+"""Accessibility without a browser: every chart and picture of the finished lessons, and alt text.
+
+* Every figure builder of the finished lessons' modules (and the microscope's pictures), called with
+  its defaults: a title; axis titles that name a unit (or count or index something) on every
+  numeric axis; only the course's palette (charts.PALETTE), greys, black and white; series in the
+  legend told apart by marker, dash or pattern as well as colour; a source caption.
+* Every lesson cell that displays a picture (a figure builder called directly in a code cell) comes
+  right after a markdown cell with alt text: "*Picture (alt text): …*".
+Keyboard operability of the widgets is checked in the browser (tests/test_browser.py).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pkgutil
+import re
+
+import jupytext
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+from numba import cuda, float32  # tests/conftest.py imported gpucourse first: the simulator is chosen
+
+import gpucourse
+from gpucourse import charts, coalescing, diagrams, measuring, microscope, occupancy_lesson, warps
+from gpucourse.build import lesson_sources
+
+ALT_TEXT = re.compile(r"\*Picture \(alt text\):\s*\S.*\*", re.DOTALL)
+
+# Gaps in modules this test does not own, each named so that fixing it turns the xfail into a
+# failure to remove the entry (strict).
+KNOWN_GAPS = {
+    "diagrams.execution_hierarchy": "diagrams.py: no source caption; light box fills outside the palette",
+    "diagrams.memory_hierarchy": "diagrams.py: no source caption",
+    "microscope.picture_sectors": "microscope/pictures.py: the source is a subtitle, not a charts caption",
+    "microscope.picture_banks": "microscope/pictures.py: the source is a subtitle, not a charts caption",
+    "microscope.picture_lanes": "microscope/pictures.py: the source is a subtitle, not a charts caption",
+}
+
+
+@cuda.jit
+def _column_read(out):
+    tile = cuda.shared.array((32, 32), float32)
+    tx = cuda.threadIdx.x
+    for r in range(32):
+        tile[r, tx] = r * 32 + tx
+    cuda.syncthreads()
+    out[tx] = tile[tx, 3]  # every lane in bank 3
+
+
+@cuda.jit
+def _half_warp_branch(out):
+    i = cuda.grid(1)
+    if i % 32 < 16:
+        out[i] = 1.0
+    else:
+        out[i] = 2.0
+
+
+def _widget_figure(build):
+    return lambda: go.Figure(build(threaded=False).figure)
+
+
+FIGURES = {
+    "warps.lane_map_figure": warps.lane_map_figure,
+    "warps.staircase_figure": warps.staircase_figure,
+    "warps.coverage_figure": lambda: warps.coverage_figure(40, 40),
+    "measuring.async_pitfall_figure": measuring.async_pitfall_figure,
+    "measuring.roofline_figure": measuring.roofline_figure,
+    "measuring.roofline_figure(fp32)": lambda: measuring.roofline_figure("fp32"),
+    "diagrams.execution_hierarchy": diagrams.execution_hierarchy,
+    "diagrams.memory_hierarchy": diagrams.memory_hierarchy,
+    "coalescing.warp_figure": coalescing.warp_figure,
+    "coalescing.warp_figure(stride 8, offset 1)": lambda: coalescing.warp_figure(stride=8, offset=1),
+    "coalescing.stride_figure": coalescing.stride_figure,
+    "coalescing.sectors_figure": coalescing.sectors_figure,
+    "coalescing.offset_figure": coalescing.offset_figure,
+    "coalescing.layout_figure": coalescing.layout_figure,
+    "coalescing.layout_bandwidth_figure": coalescing.layout_bandwidth_figure,
+    "coalescing.picture_widget": _widget_figure(coalescing.picture_widget),
+    "coalescing.stride_widget": _widget_figure(coalescing.stride_widget),
+    "coalescing.sectors_widget": _widget_figure(coalescing.sectors_widget),
+    "coalescing.offset_widget": _widget_figure(coalescing.offset_widget),
+    "coalescing.layout_widget": _widget_figure(coalescing.layout_widget),
+    "occupancy_lesson.sm_picture": occupancy_lesson.sm_picture,
+    "occupancy_lesson.occupancy_charts": occupancy_lesson.occupancy_charts,
+    "occupancy_lesson.explorer_figure": occupancy_lesson.explorer_figure,
+    "occupancy_lesson.speed_figure": occupancy_lesson.speed_figure,
+    "occupancy_lesson.speed_figure(compute)": lambda: occupancy_lesson.speed_figure("compute"),
+    "occupancy_lesson.driver_comparison_figure": occupancy_lesson.driver_comparison_figure,
+    "occupancy_lesson.calculator_widget": _widget_figure(occupancy_lesson.calculator_widget),
+    "occupancy_lesson.occupancy_explorer": _widget_figure(occupancy_lesson.occupancy_explorer),
+    "occupancy_lesson.speed_explorer": _widget_figure(occupancy_lesson.speed_explorer),
+    "microscope.picture_sectors": lambda: coalescing.trace_copy(stride=2).picture_sectors(array="src"),
+    "microscope.picture_banks": lambda: microscope.trace(_column_read, 1, 32, np.zeros(32, np.float32))
+    .picture_banks(op="load"),
+    "microscope.picture_lanes": lambda: microscope.trace(_half_warp_branch, 1, 64, np.zeros(64)).picture_lanes(1),
+}
+
+# --- colours ---------------------------------------------------------------------------------------
+
+NAMED = {"black": (0, 0, 0), "white": (255, 255, 255), "gray": (128, 128, 128), "grey": (128, 128, 128),
+         "lightgray": (211, 211, 211), "lightgrey": (211, 211, 211), "darkgray": (169, 169, 169),
+         "darkgrey": (169, 169, 169), "dimgray": (105, 105, 105), "dimgrey": (105, 105, 105),
+         "silver": (192, 192, 192), "gainsboro": (220, 220, 220), "whitesmoke": (245, 245, 245)}
+
+
+def rgb(colour: str) -> tuple[int, int, int] | None:
+    text = colour.strip().lower()
+    if text in NAMED:
+        return NAMED[text]
+    if text in ("transparent", "rgba(0,0,0,0)"):
+        return (255, 255, 255)
+    if re.fullmatch(r"#[0-9a-f]{3}", text):
+        return tuple(int(c * 2, 16) for c in text[1:])
+    if re.fullmatch(r"#[0-9a-f]{6}([0-9a-f]{2})?", text):
+        return tuple(int(text[i:i + 2], 16) for i in (1, 3, 5))
+    match = re.fullmatch(r"rgba?\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*(,\s*[\d.]+\s*)?\)", text)
+    return tuple(int(v) for v in match.groups()[:3]) if match else None
+
+
+PALETTE_RGB = {rgb(c) for c in charts.PALETTE}
+
+
+def allowed_colour(colour) -> bool:
+    if not isinstance(colour, str):
+        return True  # a number mapped through a colour scale (checked separately)
+    value = rgb(colour)
+    return value is not None and (value in PALETTE_RGB or value[0] == value[1] == value[2])
+
+
+def _colours(node, path=""):
+    """Every (path, colour) in a figure's JSON, outside the template."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "template":
+                continue
+            where = f"{path}.{key}" if path else key
+            if key.endswith("colorscale") and isinstance(value, (list, tuple)):
+                yield from ((where, stop[1]) for stop in value)
+            elif key.endswith("color") or key == "colorway":
+                values = value if isinstance(value, (list, tuple, np.ndarray)) else [value]
+                yield from ((where, v) for v in values if v is not None)
+            else:
+                yield from _colours(value, where)
+    elif isinstance(node, (list, tuple)):
+        for i, value in enumerate(node):
+            yield from _colours(value, f"{path}[{i}]")
+
+
+def colour_problems(fig: go.Figure) -> list[str]:
+    problems = [f"{where} = {colour!r} is not in charts.PALETTE (nor a grey)"
+                for where, colour in _colours(fig.to_plotly_json()) if not allowed_colour(colour)]
+    colorway = fig.layout.colorway or fig.layout.template.layout.colorway or ()
+    defaulted = [t for t in fig.data if t.type in ("scatter", "bar", "histogram", "box")
+                 and _explicit_colour(t) is None and getattr(t, "mode", None) != "text"]
+    bad_way = [c for c in list(colorway)[:len(defaulted)] if not allowed_colour(c)]
+    if bad_way:
+        problems.append(f"traces {[t.name for t in defaulted]} take default colours {bad_way} (set colorway=PALETTE)")
+    for trace in fig.data:
+        if trace.type in ("heatmap", "contour") and trace.colorscale is None:
+            problems.append(f"{trace.type} {trace.name!r} uses the default colour scale, not the palette")
+    return problems
+
+
+def _explicit_colour(trace):
+    for part in ("marker", "line"):
+        obj = getattr(trace, part, None)
+        if obj is not None and getattr(obj, "color", None) is not None:
+            return obj.color
+    return None
+
+
+# --- axes, legend, caption -------------------------------------------------------------------------
+
+# A numeric axis names its unit in parentheses, or counts, indexes or compares something.
+UNIT = re.compile(r"\(.+\)|\b(per|KB|MB|GB|bytes?|ms|µs|threads|warps|blocks|sectors|registers|lanes|elements|"
+                  r"index|idx|ratio|fraction|÷)\b|threadIdx|%|×", re.IGNORECASE)
+
+
+def _is_numeric(values) -> bool:
+    if values is None:
+        return False
+    items = list(values)
+    return bool(items) and all(isinstance(v, (int, float, np.integer, np.floating)) or v is None for v in items)
+
+
+def axis_problems(fig: go.Figure) -> list[str]:
+    problems = []
+    for key in fig.layout:
+        if not re.fullmatch(r"[xy]axis\d*", key):
+            continue
+        axis = fig.layout[key]
+        if axis.visible is False or axis.showticklabels is False:
+            continue
+        letter, ref = key[0], key[0] + key[5:]
+        values = [v for t in fig.data if (getattr(t, f"{letter}axis", None) or letter) == ref
+                  for v in (getattr(t, letter, None) if getattr(t, letter, None) is not None else [])]
+        if not _is_numeric(values):
+            continue  # categories (or nothing drawn): the tick labels say what each one is
+        title = axis.title.text or ""
+        if not title:
+            problems.append(f"{key} (numeric) has no title")
+        elif not UNIT.search(title):
+            problems.append(f"{key} title {title!r} names no unit")
+    return problems
+
+
+def _signature(trace) -> tuple:
+    """What tells a series apart besides its colour."""
+    marker = getattr(trace, "marker", None)
+    line = getattr(trace, "line", None)
+    pattern = getattr(marker, "pattern", None) if marker is not None else None
+    symbol = getattr(marker, "symbol", None) if marker is not None else None
+    return (trace.type, getattr(trace, "mode", None),
+            tuple(symbol) if isinstance(symbol, (list, tuple)) else symbol,
+            getattr(line, "dash", None) if line is not None else None,
+            getattr(pattern, "shape", None) if pattern is not None else None,
+            getattr(marker, "pattern_shape", None) if marker is not None and hasattr(marker, "pattern_shape") else None)
+
+
+def legend_problems(fig: go.Figure) -> list[str]:
+    if fig.layout.showlegend is False:
+        return []
+    shown = [t for t in fig.data if t.showlegend is not False and t.name]
+    if len(shown) < 2 and fig.layout.showlegend is not True:
+        return []
+    by_sig: dict[tuple, list[str]] = {}
+    for trace in shown:  # series in different panels are told apart by where they are
+        panel = (getattr(trace, "xaxis", None) or "x", getattr(trace, "yaxis", None) or "y")
+        by_sig.setdefault((panel, _signature(trace)), []).append(trace.name)
+    return [f"legend entries {names} differ by colour alone (give each a marker, dash or pattern)"
+            for names in by_sig.values() if len(set(names)) > 1]
+
+
+def figure_problems(fig: go.Figure) -> list[str]:
+    problems = []
+    if not (fig.layout.title.text or "").strip():
+        problems.append("no title")
+    problems += axis_problems(fig) + colour_problems(fig) + legend_problems(fig)
+    if not charts.caption_of(fig).strip():
+        problems.append("no source caption (charts.set_source / charts.figure(source=...))")
+    return problems
+
+
+@pytest.mark.parametrize("name", list(FIGURES))
+def test_chart_is_accessible(name):
+    fig = FIGURES[name]()
+    if name in KNOWN_GAPS:
+        problems = figure_problems(fig)
+        if problems:
+            pytest.xfail(f"{KNOWN_GAPS[name]}: {problems}")
+        pytest.fail(f"{name} is fixed: remove it from KNOWN_GAPS")
+    assert isinstance(fig, go.Figure), type(fig)
+    assert figure_problems(fig) == []
+
+
+def test_the_checks_catch_what_they_should():
+    bad = go.Figure()
+    bad.add_scatter(x=[1, 2], y=[1, 2], name="a", line={"color": "#ff0000"})
+    bad.add_scatter(x=[1, 2], y=[2, 3], name="b", line={"color": "#00ff00"})
+    bad.update_layout(xaxis_title="size", yaxis_title="")
+    problems = " | ".join(figure_problems(bad))
+    for expected in ("no title", "xaxis title 'size' names no unit", "yaxis (numeric) has no title",
+                     "'#ff0000' is not in charts.PALETTE", "differ by colour alone", "no source caption"):
+        assert expected in problems, problems
+    good = charts.figure("t", "size (bytes)", "time (ms)", charts.source_caption("model"))
+    charts.line(good, [1, 2], [1, 2], "a", 0)
+    charts.line(good, [1, 2], [2, 3], "b", 1)
+    assert figure_problems(good) == []
+
+
+# --- alt text in the lessons -----------------------------------------------------------------------
+
+def _picture_builders() -> set[str]:
+    """Names of every gpucourse function that returns a figure, and the microscope's picture methods."""
+    names = {"picture_sectors", "picture_banks", "picture_lanes"}
+    for info in pkgutil.walk_packages(gpucourse.__path__, "gpucourse."):
+        if info.name.endswith(("__main__", ".book")):
+            continue
+        module = importlib.import_module(info.name)
+        for name, func in inspect.getmembers(module, inspect.isfunction):
+            if name.startswith("_") or func.__module__ != module.__name__:
+                continue
+            returns = inspect.signature(func).return_annotation
+            if returns in (go.Figure, "go.Figure", "plotly.graph_objects.Figure") or module is diagrams:
+                names.add(name)
+    return names
+
+
+def _displayed_calls(source: str) -> list[str]:
+    """Names of the functions whose result a code cell displays (its last expression)."""
+    code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
+    try:
+        body = ast.parse(code).body
+    except SyntaxError:
+        return []
+    if not body or not isinstance(body[-1], ast.Expr):
+        return []
+    calls = []
+    for node in ast.walk(body[-1].value):
+        if isinstance(node, ast.Call):
+            func = node.func
+            calls.append(func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", ""))
+    return calls
+
+
+def missing_alt_text(source_path) -> list[str]:
+    builders = _picture_builders()
+    cells = jupytext.read(source_path).cells
+    missing = []
+    for index, cell in enumerate(cells):
+        if cell.cell_type != "code":
+            continue
+        shown = [name for name in _displayed_calls(cell.source) if name in builders]
+        if not shown:
+            continue
+        before = cells[index - 1] if index else None
+        if before is None or before.cell_type != "markdown" or not ALT_TEXT.search(before.source):
+            missing.append(f"cell {index} ({shown[0]}) has no '*Picture (alt text): …*' in the markdown before it")
+    return missing
+
+
+@pytest.mark.parametrize("source", lesson_sources(), ids=lambda p: p.stem)
+def test_every_picture_has_alt_text(source):
+    assert missing_alt_text(source) == []
+
+
+def test_alt_text_check_finds_a_picture_without_it(tmp_path):
+    lesson = tmp_path / "99_x.py"
+    lesson.write_text("# %% [markdown]\n# Some prose.\n\n# %%\nfrom gpucourse import diagrams\n\n"
+                      "diagrams.memory_hierarchy()\n\n# %% [markdown]\n# *Picture (alt text): boxes.*\n\n"
+                      "# %%\ndiagrams.execution_hierarchy()\n")
+    assert missing_alt_text(lesson) == [
+        "cell 1 (memory_hierarchy) has no '*Picture (alt text): …*' in the markdown before it"]
