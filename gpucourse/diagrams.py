@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from gpucourse.charts import PALETTE
+from gpucourse.charts import PALETTE, set_source, source_caption
+
+
+def _tint(colour: str, alpha: float) -> str:
+    """A palette colour as a light background fill."""
+    r, g, b = (int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
 
 
 def _box(fig: go.Figure, x0, y0, x1, y1, text: str, colour: str, *, font_size=12, text_y=None, dash="solid"):
@@ -26,7 +32,7 @@ def _arrow(fig: go.Figure, x0, y0, x1, y1, text: str = ""):
 def _canvas(title: str, width: float, height: float) -> go.Figure:
     fig = go.Figure()
     fig.update_layout(title={"text": title, "x": 0.02}, template="plotly_white", height=460,
-                      margin={"l": 10, "r": 10, "t": 50, "b": 10}, showlegend=False)
+                      margin={"l": 10, "r": 10, "t": 50, "b": 80}, showlegend=False)
     fig.update_xaxes(visible=False, range=[0, width])
     fig.update_yaxes(visible=False, range=[0, height], scaleanchor="x")
     return fig
@@ -43,25 +49,26 @@ def execution_hierarchy() -> go.Figure:
             colour = PALETTE[1] if (col, row) == (1, 1) else PALETTE[5]
             _box(fig, x0, y0, x0 + 8, y0 + 8.5, f"block ({col},{row})", colour, font_size=10)
     _arrow(fig, 20.5, 25, 38, 38, "one block")
-    _box(fig, 38, 8, 62, 46, "", "#fff3d6")
+    _box(fig, 38, 8, 62, 46, "", _tint(PALETTE[1], 0.15))
     fig.add_annotation(x=50, y=44, text="<b>block</b> = 128 threads = 4 warps", showarrow=False)
     for w in range(4):
         y0 = 34 - w * 7.5
         _box(fig, 40, y0, 60, y0 + 6, f"warp {w}: threads {32 * w}–{32 * w + 31}", PALETTE[2] if w else PALETTE[0],
              font_size=10)
     _arrow(fig, 60, 37, 66, 40, "one warp")
-    _box(fig, 66, 30, 98, 46, "", "#e6f2fa")
+    _box(fig, 66, 30, 98, 46, "", _tint(PALETTE[5], 0.15))
     fig.add_annotation(x=82, y=44, text="<b>warp</b> = 32 lanes, one instruction", showarrow=False)
     for lane in range(32):
         x0 = 67 + (lane % 16) * 1.9
         y0 = 37 - (lane // 16) * 4
         _box(fig, x0, y0, x0 + 1.6, y0 + 3, str(lane), PALETTE[0], font_size=7)
-    _box(fig, 66, 2, 98, 27, "", "#eafaf1")
+    _box(fig, 66, 2, 98, 27, "", _tint(PALETTE[2], 0.12))
     fig.add_annotation(x=82, y=25, text="<b>SM</b> (streaming multiprocessor)", showarrow=False)
     for s in range(4):
         _box(fig, 67.5 + s * 7.5, 14, 73.5 + s * 7.5, 22, f"warp<br>scheduler {s}", "#ffffff", font_size=9)
     _box(fig, 67.5, 4, 96.5, 12, "registers · shared memory / L1 · resident blocks", "#ffffff", font_size=10)
     _arrow(fig, 31, 20, 66, 15, "blocks are scheduled onto SMs")
+    set_source(fig, source_caption("model", "a drawing of CUDA's execution hierarchy (CUDA C++ Programming Guide)"))
     return fig
 
 
@@ -82,4 +89,6 @@ def memory_hierarchy(l2_text: str = "50 MiB (H100 datasheet) · ~60 MB as PyTorc
         _box(fig, inset, y0, 100 - inset, y0 + 10, f"<b>{name}</b><br>{detail}", colour, font_size=11)
     fig.add_annotation(x=3, y=26, text="faster,<br>smaller", showarrow=False, font={"size": 11})
     fig.add_annotation(x=3, y=8, text="slower,<br>larger", showarrow=False, font={"size": 11})
+    set_source(fig, source_caption("model", "a drawing; capacities from NVIDIA's H100/H200 SXM datasheets and "
+                                            "one PyTorch reading of an H200's L2"))
     return fig

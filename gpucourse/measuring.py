@@ -93,7 +93,8 @@ def async_analogy(work_ms: float = 200.0) -> pd.DataFrame:
 
 def async_figure(data: pd.DataFrame, source: str) -> go.Figure:
     medians = data.groupby("method", sort=False)["ms"].median()
-    fig = charts.figure("The same work, timed three ways", "", "time (ms, log scale)", source)
+    ways = {2: "two", 3: "three"}.get(len(medians), str(len(medians)))
+    fig = charts.figure(f"The same work, timed {ways} ways", "", "time (ms, log scale)", source)
     fig.add_bar(x=list(medians.index), y=list(medians.values), marker_color=charts.PALETTE[: len(medians)],
                 text=[f"{v:.3g} ms" for v in medians.values], textposition="outside", name="median time")
     fig.update_yaxes(type="log")

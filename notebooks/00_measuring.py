@@ -80,7 +80,7 @@ diagrams.memory_hierarchy()
 prediction_launch_only_ms = ...  # your guess, in ms
 
 # %% [markdown]
-# The chart times the same work three ways. On a GPU it is measured now; without one it is
+# The chart times the same work two or three ways. On a GPU it is measured now; without one it is
 # the recording from a real GPU, or — when none exists yet — the same trap shown with a CPU
 # thread standing in for the GPU, labelled as such.
 #
