@@ -711,7 +711,8 @@ def warp_figure(stride=1, offset=0, dtype="float32") -> go.Figure:
     idle = np.setdiff1d(every, touched)
     fetched = len(touched) * SECTOR_BYTES
     useful = WARP_SIZE * size
-    title = (f"stride {stride}, offset {offset}, {name}: one warp touches {len(touched)} sectors — "
+    # two lines: as one, the title was cut off at ~700 px
+    title = (f"stride {stride}, offset {offset}, {name}: one warp touches {len(touched)} sectors<br>"
              f"{fetched} bytes fetched for {useful} useful ({100 * useful / fetched:.1f} %)")
     fig = charts.figure(title, "byte address from the start of the array (bytes)", "", charts.source_caption(
         "model", f"lane l copies element l·{stride} + {offset}; each 32-byte sector holding one is fetched "

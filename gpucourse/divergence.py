@@ -806,9 +806,13 @@ def warp_timeline_figure(fraction: float = 0.5, placement: str = "interleaved", 
         zmin=0, zmax=2, showscale=False, xgap=1, customdata=text, name="lane state",
         hovertemplate="%{y}, slot %{x}: %{customdata}<extra></extra>",
     )
-    for state, label in ((1, "path A (active)"), (2, "path B (active)"), (0, "masked lane (idle)")):
+    # each entry its own symbol, and A and B named by when they run (A first): not colour alone
+    for state, label, symbol in ((1, "path A (active, issued first)", "square"),
+                                 (2, "path B (active, issued after A)", "diamond"),
+                                 (0, "masked lane (idle)", "circle")):
         fig.add_scatter(x=[None], y=[None], mode="markers", name=label,
-                        marker={"symbol": "square", "size": 12, "color": _STATE_COLOURS[state]})
+                        marker={"symbol": symbol, "size": 12, "color": _STATE_COLOURS[state],
+                                "line": {"color": "#000", "width": 1}})
     for w in range(1, warps):
         fig.add_hline(y=w * WARP_SIZE - 0.5, line_color="#000", line_width=2)
     fig.update_yaxes(autorange="reversed", dtick=8)

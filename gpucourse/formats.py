@@ -438,7 +438,8 @@ def layout_figure(value=None, formats=None, *, saturate: bool | None = None) -> 
                         name=f"stored value of {value!r}", visible=False, xaxis="x2")
     title = "Bit layouts" + (f" of {value!r}" if value is not None else "")
     fig.update_layout(
-        title={"text": title, "x": 0.02}, template="plotly_white", height=190 + 75 * len(names), width=980,
+        title={"text": title, "x": 0.02}, template="plotly_white", height=190 + 75 * len(names),
+        autosize=True,  # no fixed width: at 980 px the fp32 row ran off the right of a narrow page
         margin={"l": 90, "r": 20, "t": 60, "b": 70}, showlegend=False,
         xaxis={"visible": False, "range": [-5, 47], "type": "linear"},
         xaxis2={"visible": False, "overlaying": "x", "type": "category"},

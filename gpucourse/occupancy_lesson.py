@@ -486,6 +486,21 @@ def learner_curve_figure(occupancy_fn, registers_per_thread: int, shared_bytes_p
 BLOCK_COLOURS = charts.PALETTE[:7]  # black is left out: block numbers are printed on the squares
 
 
+SM_PICTURE_BOTTOM_PX = 180
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
+def _sm_summary(r) -> str:
+    """``r.summary()`` with singulars where a count is 1 ("1 block × 1 warp")."""
+    if not r.launches:
+        return r.summary()
+    return (f"{_plural(r.active_blocks, 'block')} × {_plural(r.warps_per_block, 'warp')} = {r.active_warps} of "
+            f"{r.max_warps} warps ({r.occupancy_pct:.1f} %), limited by {r.limiter}")
+
+
 def sm_picture(
     threads_per_block: int = 128, registers_per_thread: int = 37, shared_bytes_per_block: int = 0, cc=(9, 0)
 ) -> go.Figure:
@@ -503,7 +518,7 @@ def sm_picture(
         subplot_titles=(
             f"warp slots ({arch.max_warps_per_sm}: 4 sub-partitions × {slots_per_sp})",
             f"registers (4 × {arch.registers_per_sm // SUB_PARTITIONS:,})",
-            f"shared memory ({r.shared_per_sm_bytes // KB} KB)",
+            f"shared memory<br>({r.shared_per_sm_bytes // KB} KB)",  # one line was cut off at ~700 px
         ),
     )
     # Warp slots: warp g of the resident warps goes to sub-partition g % 4 (round-robin).
@@ -584,11 +599,13 @@ def sm_picture(
     fig.update_layout(
         barmode="stack",
         template="plotly_white",
-        height=430,
+        height=500,
         font={"size": 12},
-        title={"text": f"One SM, cc {arch.name}: {r.summary()}", "x": 0.02, "font": {"size": 14}},
-        margin={"l": 60, "r": 20, "t": 80, "b": 110},
-        legend={"orientation": "h", "y": -0.18, "x": 0},
+        title={"text": f"One SM, cc {arch.name}: {_sm_summary(r)}", "x": 0.02, "font": {"size": 14}},
+        # legend and caption in the bottom margin, in pixels: the legend can take three rows at ~700 px
+        margin={"l": 60, "r": 20, "t": 80, "b": SM_PICTURE_BOTTOM_PX},
+        legend={"orientation": "h", "yref": "container", "y": (SM_PICTURE_BOTTOM_PX - 45) / 500,
+                "yanchor": "top", "x": 0},
     )
     fig.update_xaxes(title_text="registers", row=1, col=2)
     fig.update_yaxes(title_text="KB", row=1, col=3)
@@ -600,7 +617,8 @@ def sm_picture(
             f"{shared_bytes_per_block:,} B shared per block; NVIDIA's occupancy rules",
         ),
     )
-    fig.layout.annotations[-1].y = -0.4
+    # inside the bottom margin, under the legend (at y = -0.4 it fell outside the figure)
+    fig.layout.annotations[-1].update(y=0, yanchor="top", yshift=-(SM_PICTURE_BOTTOM_PX - 62))
     return fig
 
 

@@ -890,10 +890,19 @@ def relative_errors(n: int = 512, dtypes=MATMUL_DTYPES, seed: int = 0, device: s
     return pd.DataFrame(rows)
 
 
+def _room_for_caption(fig: go.Figure) -> go.Figure:
+    """A bottom margin that holds every line of the caption (charts.figure's fits two; a third was cut off)."""
+    lines = max((a.text.count("<br>") + 1 for a in fig.layout.annotations if a.name == "source"), default=1)
+    bottom = 62 + 16 * lines + 12  # the caption's offset below the plot, its lines, a little air
+    if bottom > (fig.layout.margin.b or 0):
+        fig.update_layout(margin={"b": bottom}, height=(fig.layout.height or 420) + 16)
+    return fig
+
+
 def accuracy_figure(errors: pd.DataFrame | None = None, n: int = 512) -> go.Figure:
     """Relative error of each dtype's matmul against fp64, with each input format's unit roundoff."""
     table = errors if errors is not None else relative_errors(n)
-    where = "GPU" if table.how.str.contains("tensor").any() else "CPU"
+    where = "GPU" if table.how.str.contains("tensor cores").any() else "CPU"  # not "per-tensor" (CPU fp8)
     how = "; ".join(f"{d}: {h}" for d, h in zip(table.dtype, table.how, strict=True))
     fig = charts.figure(f"Matmul accuracy: relative error vs fp64 (n = {int(table.n.iloc[0])})", "dtype",
                         "‖C − C_fp64‖ / ‖C_fp64‖ (log)",
@@ -905,7 +914,7 @@ def accuracy_figure(errors: pd.DataFrame | None = None, n: int = 512) -> go.Figu
                     mode="markers", marker={"symbol": "line-ew-open", "size": 30, "color": "#000",
                                             "line": {"width": 2}})
     fig.update_yaxes(type="log", exponentformat="power")
-    return fig
+    return _room_for_caption(fig)
 
 
 @functools.cache
@@ -922,7 +931,7 @@ def _throughput_data() -> tuple[pd.DataFrame | None, str, tuple[str, str]]:
     if rec is None:
         return None, charts.source_caption(
             "none", "no GPU here and no recording of precision.matmul yet (run `make record` on a GPU); "
-                    f"the dotted lines are datasheet figures of an {DATASHEET_FALLBACK_DEVICE} (assumed), "
+                    f"the datasheet figures shown are those of an {DATASHEET_FALLBACK_DEVICE} (assumed), "
                     "not measurements"), _datasheet_device()
     return rec.data, charts.source_caption("recorded", rec.caption()), _datasheet_device(rec)
 
@@ -1001,7 +1010,7 @@ def ceiling_figure(data: pd.DataFrame | None = None, source: str | None = None,
     else:
         charts.no_data(fig, "No measured ceiling: no GPU here and no recording")
     fig.update_layout(barmode="group")
-    return fig
+    return _room_for_caption(fig)
 
 
 def vocab_result() -> tuple[pd.DataFrame | None, pd.DataFrame | None, str]:

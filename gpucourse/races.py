@@ -261,10 +261,14 @@ def _histogram_sweep() -> pd.DataFrame:
 
 def _subplots(title: str, left: str, right: str, source: str) -> go.Figure:
     fig = make_subplots(rows=1, cols=2, subplot_titles=(left, right), horizontal_spacing=0.14)
-    fig.update_layout(title={"text": title, "x": 0.02}, template="plotly_white", colorway=charts.PALETTE, height=440,
-                      margin={"l": 70, "r": 20, "t": 80, "b": 110}, font={"size": 13},
-                      legend={"orientation": "h", "y": -0.22, "x": 0}, barmode="group")
+    # legend and caption stacked in the bottom margin, in pixels (the legend overlapped the caption)
+    bottom_px, height_px = 175, 500
+    fig.update_layout(title={"text": title, "x": 0.02}, template="plotly_white", colorway=charts.PALETTE,
+                      height=height_px, margin={"l": 70, "r": 20, "t": 80, "b": bottom_px}, font={"size": 13},
+                      legend={"orientation": "h", "yref": "container", "y": (bottom_px - 50) / height_px,
+                              "yanchor": "top", "x": 0}, barmode="group")
     charts.set_source(fig, source)
+    fig.update_annotations(selector={"name": "source"}, yshift=-(bottom_px - 70))
     return fig
 
 
@@ -280,7 +284,8 @@ def histogram_figure(bins: int = 16, items: int = 1024, seed: int = 0) -> go.Fig
     left = "lost updates counted by the race scheduler" + (
         f" and measured on {runtime.device().name}" if runtime.is_gpu() else " and the plain simulator")
     source = charts.source_caption("counted", f"{left}. Time: {time_source}")
-    fig = _subplots(f"Histogram, {bins} bin(s): updates lost and time per variant", "updates lost",
+    bin_word = "bin" if bins == 1 else "bins"
+    fig = _subplots(f"Histogram, {bins} {bin_word}: updates lost and time per variant", "updates lost",
                     "time per launch", source)
     for n, (where, rows) in enumerate(lost.groupby("where", sort=False)):
         fig.add_bar(x=[VARIANT_LABELS[v] for v in rows.variant], y=list(rows.lost), name=f"lost: {where}",

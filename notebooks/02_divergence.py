@@ -45,6 +45,13 @@ runtime.banner()
 #
 # The picture: two warps, half of each warp's lanes on path A (blue), half on path B (orange),
 # each path 4 instructions long. Each row is a lane, each column one issue slot.
+#
+# *Picture (alt text): a grid with one row per lane of warps w0 and w1 (64 rows, a black line
+# between the warps) and one column per issue slot (time runs to the right). In each warp every
+# other lane is on path A: in the first four slots those lanes are blue and the rest grey (masked),
+# in the next four slots the other lanes are orange (path B) and the first ones grey. The title
+# gives the issue slots per warp and the share of lanes busy; the legend uses a square for path A,
+# a diamond for path B and a circle for a masked lane.*
 
 # %%
 from gpucourse import divergence
@@ -55,6 +62,10 @@ divergence.warp_timeline_figure(fraction=0.5, placement="interleaved", body_a=4,
 # %% [markdown]
 # The same number of A elements, but placed so that whole warps agree: every warp issues one
 # path, no lane waits, and the work takes half the issue slots.
+#
+# *Picture (alt text): the same grid of 64 lanes by issue slots, now with warp w0 entirely orange
+# (path B) and warp w1 entirely blue (path A) for four slots each, with no grey masked cells; the
+# title gives the issue slots per warp and the share of lanes busy.*
 
 # %%
 divergence.warp_timeline_figure(fraction=0.5, placement="clustered", body_a=4, body_b=4)
@@ -139,6 +150,11 @@ divergence.ptx_evidence()
 #
 # What does timing the trivial kernel show? On a GPU the chart measures it; without one it shows
 # a recording if there is one, and otherwise only what the PTX predicts.
+#
+# *Picture (alt text): a line chart of time (relative to every lane on path A) against the fraction
+# of lanes on path A. A dotted flat line at 1× is what the PTX predicts (no branch, no gap); on a GPU,
+# or from a recording, one line each for interleaved and clustered lanes lie on or near it. Without
+# either, the chart says "No GPU timing to show" and only the dotted line is drawn.*
 
 # %%
 divergence.predicated_figure()
@@ -280,6 +296,12 @@ divergence.sparse_table(n_threads=1024, density=1 / 32, body=8)
 # (warps paying path A before ÷ after), while the loads and stores are paid by every warp, so it
 # is approached only when path A dominates. The measured curves include `argsort` (or
 # `flatnonzero`), and fall below 1× where the fix costs more than it saves.
+#
+# *Picture (alt text): a log–log chart of the speed-up from sorting first (unsorted time ÷ time with
+# the fix) against the cost of path A in FMA iterations. Two flat lines: the dotted model upper bound
+# (branch bodies only) high up, and the dashed break-even line at 1×. On a GPU, or from a recording,
+# two more lines show sorting first and compacting first; without either, the chart says "No GPU
+# timing to show" and only the two flat lines are drawn.*
 
 # %%
 divergence.sort_pays_figure(density=1 / 32)

@@ -100,6 +100,12 @@ races.histogram_widget()
 # the racy histogram (4 bins, 256 values, random schedule): each loaded the same count, each added
 # one, and the later store erased the earlier one. The red arrow goes from the write that is gone
 # to the store that buried it.
+#
+# *Picture (alt text): a timeline with one row per thread (two threads from different blocks) and
+# the steps of the interleaving running left to right. Each step is a marker labelled with the
+# operation and its value: both threads load their input value, then both load the same bin's count
+# and get the same number, then each stores that number plus one. A red arrow points from the first
+# store to the later one that overwrote it; the title names the threads and the values.*
 
 # %%
 races.lost_update_timeline(bins=4, items=256, seed=0)
@@ -164,6 +170,11 @@ print(inspect.getsource(races.histogram_privatised.py_func))
 # * **Atomics are not fences.** Numba's `cuda.atomic.add` compiles to a relaxed `atom.global.add`:
 #   indivisible, but it orders no *other* access (Programming Guide, "Atomic Functions").
 # * A kernel boundary orders everything: the next kernel sees all of the previous one's writes.
+#
+# *Picture (alt text): nested boxes, from the outside in: system (threadfence_system), GPU
+# (threadfence, atomics), cluster, block (syncthreads, threadfence_block, shared memory) and a warp
+# (syncwarp) holding four threads. Beside the warp, inside the GPU box but outside the block box,
+# a separate box for another block notes that syncthreads and threadfence_block do not reach it.*
 
 # %%
 races.scopes_picture()
@@ -173,9 +184,21 @@ races.scopes_picture()
 # to different addresses, maybe different L2 slices, and the compiler may reorder them too), and
 # the reader's loads may be served from its own SM's cache or issued early. The picture shows what
 # the rules allow without fences, and what the two fences fix.
+#
+# *Picture (alt text): two boxes at the top, SM 0 with the producer block (writes data[0] = 1, then
+# flag[0] = 1) and SM 1 with the consumer block (reads flag[0], then data[0]), above a box for L2 /
+# global memory holding data[0] and flag[0]. Numbered red arrows: ① the flag reaches memory first,
+# ② the consumer sees the new flag while its data is still old, ③ the data arrives late. The
+# consumer's read of data[0] is marked 0 (stale!).*
 
 # %%
 races.memory_model_picture(fenced=False)
+
+# %% [markdown]
+# *Picture (alt text): the same two SMs above L2 / global memory, now with threadfence() between
+# the producer's two writes (publish) and between the consumer's two reads (catch up). Numbered
+# green arrows: ① the data is published, ② then the flag, ③ seeing the flag brings the data, and
+# the consumer reads data[0] as 1.*
 
 # %%
 races.memory_model_picture(fenced=True)
@@ -221,6 +244,12 @@ weakmemory.litmus_table()[["test", "programs", "weak outcome", "plain simulator 
 # sweep existed**: it is registered as `races.litmus_mp`, and `make record` on a GPU captures its
 # counts with provenance. Without a GPU and without a recording, the GPU side stays empty — nothing is
 # estimated — and the table under the chart says so; once a recording exists, both show it.
+#
+# *Picture (alt text): a bar chart of the percentage of runs with the weak outcome (flag seen, data
+# old) for four placements of threadfence: no fence, producer only, consumer only, both sides. Each
+# bar of the weak-memory model is labelled with its count out of the runs; the bar for both sides is
+# zero and labelled forbidden. Without a GPU or a recording there are no GPU bars, and a note on the
+# chart says so.*
 
 # %%
 races.litmus_figure(runs=50, seed=0)
@@ -272,6 +301,12 @@ races.handoff_table(seed=0).drop(columns=["memory", "producer block"])
 # `microscope.trace(kernel, grid, block, *args, schedule="random", seed=1,
 # memory=weakmemory.WeakMemoryHook("weak", seed=1))`. Here is the hand-off without fences, and the
 # stale read the model produced:
+#
+# *Picture (alt text): a timeline with one row for the producer thread and one for the consumer
+# thread, steps running left to right, each a marker labelled with its operation and value. The
+# producer stores data[0] and then raises flag[0]; the consumer polls the flag with atomics until it
+# reads 1, then loads data[0] and gets the old value 0. A red arrow links the producer's store of
+# data[0] with that stale load; the title says which block read which value.*
 
 # %%
 run = races.handoff(producer_block=1, spin_cap=200, fence=False, schedule="round-robin", memory="weak")
@@ -305,6 +340,11 @@ races.fence_reduction_table(runs=20, seed=0)
 # `cuda.atomic.add`, once with a plain `+=`, as the team in the story effectively did. Nothing
 # crashes. The racy loss curve simply drifts from the correct one, because some blocks'
 # contributions vanish in some steps.
+#
+# *Picture (alt text): a line chart of the loss (log axis) against the training step for three
+# runs: the NumPy reference, blocks merging with cuda.atomic.add, and blocks merging with a plain +=.
+# The first two lie on top of each other; the racy line falls more slowly and stays above them. The
+# title gives how far off the racy run ends.*
 
 # %%
 races.training_figure(steps=25, seed=0)

@@ -45,6 +45,12 @@ runtime.banner()
 # §3): value = (−1)^sign × 1.mantissa × 2^(exponent − bias). The exponent's bits buy **range** (how
 # large and how small), the mantissa's bits buy **precision** (how finely the numbers are spaced).
 # Each row below is one format, drawn bit by bit:
+#
+# *Picture (alt text): six rows of small boxes, one box per bit, one row per format: fp32, tf32,
+# bf16, fp16, fp8_e4m3 and fp8_e5m2, each row labelled with its total bits. In every row the sign bit
+# comes first, then the exponent bits, then the mantissa bits, each field in its own colour and
+# labelled with its width; tf32's 13 dropped bits are dotted boxes. A key under the rows names the
+# colours: sign, exponent (range), mantissa (precision), dropped bits.*
 
 # %%
 from gpucourse import formats
@@ -183,6 +189,12 @@ precision.accumulation_widget("uniform", 4096)
 # %%
 prediction_underflow = "..."
 
+# %% [markdown]
+# *Picture (alt text): a line chart of the training loss divided by its first value (log axis)
+# against the training step, one line each for fp32 (the reference), fp16 without a scaler, fp16
+# with a GradScaler and bf16 without a scaler. Three of the lines fall together and lie on top of
+# each other; the fp16 line without a scaler stays flat at 1: that run does not learn.*
+
 # %%
 runs = precision.train_all(steps=60)
 precision.loss_curves_figure(runs=runs)
@@ -233,6 +245,13 @@ prediction_speedups = {"bf16 / fp32": "...", "tf32 / fp32": "..."}
 # %%
 precision.throughput_widget()
 
+# %% [markdown]
+# *Picture (alt text): a bar chart of TFLOP/s by dtype (fp32, tf32, fp16, bf16, fp8_e4m3). Hatched
+# grey bars give the datasheet figure of each dtype, rising from fp32 to fp8; beside each, a blue bar
+# gives the measured ceiling (the best of the sweep) with its share of the datasheet. Without a GPU
+# or a recording only the datasheet bars are drawn, and the chart says there is no measured
+# ceiling.*
+
 # %%
 precision.ceiling_figure()
 
@@ -254,6 +273,11 @@ prediction_accuracy_rank = "..."
 # %% [markdown]
 # Computed now (on the CPU here: fp32, fp16, bf16 and fp8 through torch for real; tf32 emulated by
 # rounding the inputs to 10 mantissa bits, because CPUs have no TF32 mode):
+#
+# *Picture (alt text): a bar chart on a log axis of each dtype's matmul relative error against
+# fp64, one labelled bar per dtype (fp32, tf32, fp16, bf16, fp8_e4m3), with a short black dash per
+# dtype marking the unit roundoff of its input format. fp32's bar is the lowest and fp8's the
+# highest, and each bar lies near its own dash.*
 
 # %%
 errors = precision.relative_errors(256)

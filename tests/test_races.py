@@ -111,7 +111,7 @@ def test_privatised_counts_in_shared_memory():
 def test_histogram_figure_without_recording(monkeypatch):
     monkeypatch.setattr(reference, "load", lambda name, *a, **k: None)
     fig = races.histogram_figure(bins=4, items=256, seed=0)
-    assert fig.layout.title.text == "Histogram, 4 bin(s): updates lost and time per variant"
+    assert fig.layout.title.text == "Histogram, 4 bins: updates lost and time per variant"
     assert fig.layout.yaxis.title.text == "updates lost (count)"
     assert fig.layout.yaxis2.title.text == "time per launch (ms)"
     caption = charts.caption_of(fig)
@@ -136,7 +136,7 @@ def test_histogram_widget_updates_and_reports_errors():
     widget = races.histogram_widget(threaded=False)
     assert widget.runs == 1 and widget.errors == 0
     widget.controls["bins"].value = 1
-    assert widget.runs == 2 and "1 bin(s)" in widget.figure.layout.title.text
+    assert widget.runs == 2 and "1 bin:" in widget.figure.layout.title.text
     widget.compute = lambda **values: races.histogram_figure(bins=0)
     widget.controls["bins"].value = 2
     assert widget.errors == 1 and "bins must be an integer" in widget.status.value
