@@ -32,9 +32,6 @@ ALT_TEXT = re.compile(r"\*Picture \(alt text\):\s*\S.*\*", re.DOTALL)
 # Gaps in modules this test does not own, each named so that fixing it turns the xfail into a
 # failure to remove the entry (strict).
 KNOWN_GAPS = {
-    "microscope.picture_sectors": "microscope/pictures.py: the source is a subtitle, not a charts caption",
-    "microscope.picture_banks": "microscope/pictures.py: the source is a subtitle, not a charts caption",
-    "microscope.picture_lanes": "microscope/pictures.py: the source is a subtitle, not a charts caption",
 }
 
 

@@ -45,7 +45,8 @@ def _same(a, b):
 
 # --- the range/precision table against REFERENCE.md "Number formats" ---------------------------
 
-# Transcribed from /work/shared/REFERENCE.md: format: (exp bits, mantissa bits, max, smallest normal, eps)
+# Transcribed from the design notes (shared/REFERENCE.md):
+# format: (exp bits, mantissa bits, max, smallest normal, eps)
 REFERENCE_TABLE = {
     "fp32": (8, 23, 3.4e38, 1.18e-38, 1.19e-7),
     "tf32": (8, 10, 3.4e38, 1.18e-38, 9.77e-4),

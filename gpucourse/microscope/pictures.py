@@ -32,6 +32,15 @@ def _title(text: str, source: str) -> dict:
     return {"text": text + sub, "x": 0.01, "xanchor": "left"}
 
 
+def _caption(fig: go.Figure) -> go.Figure:
+    """The provenance line every course chart carries, under the x-axis title."""
+    from gpucourse.charts import set_source, source_caption
+
+    fig.update_layout(margin={"b": 120})
+    set_source(fig, source_caption("counted", "one launch traced in the simulator by gpucourse.microscope"))
+    return fig
+
+
 def _lane_axis(top: float = -1) -> dict:
     # Lane 0 at the top, like the rows of a table; the range is given reversed.
     return {"title": {"text": "lane (0–31)"}, "dtick": 4, "range": [WARP_SIZE, top]}
@@ -101,7 +110,7 @@ def sectors_figure(request: dict, line: tuple) -> go.Figure:
         yaxis=_lane_axis(top=-1.5),
         legend=_LEGEND,
     )
-    return fig
+    return _caption(fig)
 
 
 def banks_figure(request: dict, line: tuple) -> go.Figure:
@@ -160,7 +169,7 @@ def banks_figure(request: dict, line: tuple) -> go.Figure:
         yaxis=_lane_axis(),
         legend=_LEGEND,
     )
-    return fig
+    return _caption(fig)
 
 
 def lanes_figure(warp: dict, lines: dict) -> go.Figure:
@@ -224,4 +233,4 @@ def lanes_figure(warp: dict, lines: dict) -> go.Figure:
         },
         legend=_LEGEND,
     )
-    return fig
+    return _caption(fig)
