@@ -241,9 +241,9 @@ class WeakMemory:
 
 
 class ReleaseAcquireMemory(WeakMemory):
-    """The weak model with every GPU-scope fence weakened to ``fence.acq_rel``: what a kernel may rely
-    on if its fences only release and acquire (C++ ``cuda::atomic_thread_fence`` with acq_rel order
-    compiles to it). Code correct here does not lean on ``threadfence`` being ``fence.sc``."""
+    """The weak model with every GPU-scope fence weakened to ``fence.acq_rel`` (PTX ISA, "Memory
+    Consistency Model"): what a kernel may rely on if its fences only release and acquire. Code
+    correct here does not lean on ``threadfence`` being ``fence.sc``."""
 
     name = "weak-acqrel"
     label = ("the course's weak-memory model with every threadfence weakened to fence.acq_rel (release/acquire "

@@ -408,3 +408,15 @@ def test_every_kernel_compiles_for_sm90():
     assert len(result) == 11
     assert result["mp_kernel"] == "True False" and result["histogram_racy"] == "False False"
     assert result["histogram_atomic"] == "False True" and result["reduce_last_block"] == "True True"
+
+
+def test_last_block_reduction_needs_only_release_acquire_fences():
+    """Its ticket is an atomic (a strong access), so it stays correct when fences only release and acquire."""
+    values = np.arange(1, 65, dtype=np.float64)
+    total = float(values.sum())
+    assert races.fence_reduction(values, fence=True, schedule="round-robin", memory="weak-acqrel",
+                                 engine="standalone") == total
+    assert all(races.fence_reduction(values, fence=True, schedule="random", seed=s, memory="weak-acqrel",
+                                     engine="standalone") == total for s in range(5))
+    assert races.fence_reduction(values, fence=False, schedule="round-robin", memory="weak-acqrel",
+                                 engine="standalone") != total
