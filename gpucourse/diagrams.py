@@ -7,7 +7,21 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from gpucourse import runtime
 from gpucourse.charts import PALETTE, set_source, source_caption
+
+# NVIDIA's Hopper whitepaper ("NVIDIA H100 Tensor Core GPU Architecture", 2022): 50 MB of L2 on an
+# H100 SXM5 (the full GH100 die has 60 MB, of which the product enables 50).
+H100_L2_TEXT = "50 MB on an H100 SXM5 (Hopper whitepaper)"
+
+
+def l2_text() -> str:
+    """The L2 size: queried from the device on a GPU, else the H100 SXM5's from the whitepaper."""
+    if runtime.is_gpu():
+        info = runtime.device()
+        if info.l2_bytes:
+            return f"{info.l2_bytes / 2**20:.0f} MiB on this {info.name} (device query)"
+    return H100_L2_TEXT
 
 
 def _tint(colour: str, alpha: float) -> str:
@@ -72,15 +86,18 @@ def execution_hierarchy() -> go.Figure:
     return fig
 
 
-def memory_hierarchy(l2_text: str = "50 MiB (H100 datasheet) · ~60 MB as PyTorch reports on one H200",
+def memory_hierarchy(l2: str | None = None,
                      hbm_text: str = "80 GB · 3.35 TB/s (H100) · 141 GB · 4.8 TB/s (H200)") -> go.Figure:
-    """Registers → shared memory/L1 → L2 → HBM, from small and private to large and shared."""
+    """Registers → shared memory/L1 → L2 → HBM, from small and private to large and shared.
+
+    ``l2``: the text for the L2 box; by default ``l2_text()`` (a device query on a GPU)."""
+    l2 = l2_text() if l2 is None else l2
     fig = _canvas("Memory hierarchy: the further from the thread, the larger, more shared and slower", 100, 52)
     levels = [
         ("registers", "private to a thread · 64 K × 32-bit per SM", PALETTE[2]),
         ("shared memory / L1", "per SM · 256 KB store, up to 228 KB as shared memory for a block's threads",
          PALETTE[5]),
-        ("L2 cache", f"whole GPU · {l2_text}", PALETTE[1]),
+        ("L2 cache", f"whole GPU · {l2}", PALETTE[1]),
         ("HBM (global memory)", f"whole GPU · {hbm_text} (datasheet)", PALETTE[3]),
     ]
     for i, (name, detail, colour) in enumerate(levels):
@@ -89,6 +106,7 @@ def memory_hierarchy(l2_text: str = "50 MiB (H100 datasheet) · ~60 MB as PyTorc
         _box(fig, inset, y0, 100 - inset, y0 + 10, f"<b>{name}</b><br>{detail}", colour, font_size=11)
     fig.add_annotation(x=3, y=26, text="faster,<br>smaller", showarrow=False, font={"size": 11})
     fig.add_annotation(x=3, y=8, text="slower,<br>larger", showarrow=False, font={"size": 11})
-    set_source(fig, source_caption("model", "a drawing; capacities from NVIDIA's H100/H200 SXM datasheets and "
-                                            "one PyTorch reading of an H200's L2"))
+    set_source(fig, source_caption("model", "a drawing; HBM from NVIDIA's H100/H200 SXM datasheets, SM "
+                                            "storage and L2 from NVIDIA's Hopper whitepaper, or L2 from a "
+                                            "query of this device"))
     return fig

@@ -12,9 +12,10 @@ exact value of the Python float (a binary64). Overflow follows each format's rul
 * fp32, tf32, bf16, fp16 and fp8 E5M2 have infinities: a value that rounds beyond the largest
   finite number becomes ±inf (IEEE 754 §7.4). torch and NumPy do this.
 * fp8 E4M3 (the "fn" variant of the OCP FP8 specification: finite, one NaN pattern S.1111.111)
-  has no infinity. torch's ``float8_e4m3fn`` conversion and PTX's ``cvt.rn.satfinite`` saturate:
-  anything beyond ±448, ±inf included, becomes ±448. ``saturate=True`` gives the satfinite rule
-  to the other formats too (E5M2 → ±57344); ``saturate=False`` makes E4M3 overflow to NaN.
+  has no infinity. torch's ``float8_e4m3fn`` conversion (torch 2.13.0, the pinned version) and
+  PTX's ``cvt.rn.satfinite`` saturate: anything beyond ±448, ±inf included, becomes ±448.
+  ``saturate=True`` gives the satfinite rule to the other formats too (E5M2 → ±57344);
+  ``saturate=False`` makes E4M3 overflow to NaN.
 
 tf32 is fp32 with the low 13 mantissa bits rounded off (it travels in a 32-bit word). The
 PTX instruction ``cvt.rna.tf32.f32`` rounds ties away from zero (sm_80) and ``cvt.rn`` to even

@@ -368,6 +368,9 @@ def mp_kernel(data, flag, out, fence_producer, fence_consumer):
 def handoff_kernel(data, flag, out, producer_block, spin_cap, fence):
     """Block ``producer_block`` publishes data[0] = 42 and raises a flag; another block waits for it.
 
+    The flag is written and read with atomics: *strong* accesses in the PTX memory model, so fence +
+    flag write is a release pattern and flag read + fence an acquire pattern. A plain ``flag[0] = 1``
+    is a *weak* store; it would still work here only because ``threadfence`` is ``fence.sc``.
     The wait is capped at ``spin_cap`` polls: nothing guarantees the producer is resident."""
     if cuda.threadIdx.x != 0:
         return
@@ -375,9 +378,9 @@ def handoff_kernel(data, flag, out, producer_block, spin_cap, fence):
         data[0] = 42
         if fence:
             cuda.threadfence()  # release: the data is visible before the flag
-        flag[0] = 1
+        cuda.atomic.exch(flag, 0, 1)  # a strong write of the flag
     else:
-        seen = cuda.atomic.add(flag, 0, 0)  # an atomic read: Numba has no volatile load
+        seen = cuda.atomic.add(flag, 0, 0)  # a strong read: Numba has no volatile or ld.acquire load
         polls = 0
         while seen == 0 and polls < spin_cap:  # never wait without a cap
             seen = cuda.atomic.add(flag, 0, 0)
@@ -467,13 +470,16 @@ def handoff(producer_block: int = 1, spin_cap: int = 100, fence: bool = True, sc
 
 
 def handoff_table(seed: int = 0) -> pd.DataFrame:
-    """The hand-off in the situations the lesson discusses, one row each."""
+    """The hand-off in the situations the lesson discusses, one row each (the last: under fences that only
+    release and acquire, which is all the atomic flag needs)."""
     seed = _seed(seed)
     cases = [
         ("blocks run one after another (like the plain simulator); producer is block 1", 1, True, "sequential", "sc"),
         ("all blocks resident; sequentially consistent memory; no fences", 1, False, "random", "sc"),
         ("all blocks resident; weak-memory model; no fences", 1, False, "round-robin", "weak"),
         ("all blocks resident; weak-memory model; threadfence on both sides", 1, True, "round-robin", "weak"),
+        ("as row 4, fences weakened to release/acquire (fence.acq_rel): the atomic flag still carries the data",
+         1, True, "round-robin", "weak-acqrel"),
     ]
     rows = []
     for what, producer, fence, schedule, memory in cases:

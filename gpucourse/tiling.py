@@ -15,8 +15,10 @@ sizes, and the tests check that they agree), so FLOPs per byte place each rung o
 
 Transpose, one rung at a time: a tile-shaped ``copy`` (the ceiling), ``naive`` (reads rows,
 writes columns), ``shared`` (through a T×T shared tile: the column read is a 32-way bank
-conflict) and the same with the tile padded to T×(T+1). ``bank_ways`` is the exact rule for
-32 banks of 4 bytes; the microscope counts the same thing on the running kernel.
+conflict) and the same with the tile padded to T×(T+1). ``bank_ways`` is the rule for 4-byte
+words (32 banks of 4 bytes, one phase per warp); ``warp_bank_ways`` is the microscope's rule for
+any element size (8- and 16-byte elements are served in half- and quarter-warp phases), and the
+bank explorer uses it for float32 and float64 tiles.
 
 GPU sweeps (``make record``): ``tiling.matmul`` and ``tiling.transpose``. In simulator mode
 nothing is timed: the charts show recordings or say that there are none, and the microscope's
@@ -997,9 +999,9 @@ def bank_of(word: int) -> int:
 
 
 def bank_ways(words) -> int:
-    """Conflict ways of one warp-wide access: the most *distinct* words any bank must serve.
-
-    Lanes reading the same word share it (a broadcast), so only distinct words count.
+    """Conflict ways of one warp-wide access of 4-byte elements: the most *distinct* words any bank
+    must serve. Lanes reading the same word share it (a broadcast), so only distinct words count.
+    Only for elements of 4 bytes: wider ones are served in phases (``warp_bank_ways``).
     """
     per_bank: dict[int, set] = {}
     for w in words:
@@ -1008,8 +1010,26 @@ def bank_ways(words) -> int:
     return max((len(s) for s in per_bank.values()), default=0)
 
 
+ELEMENT_BYTES = {"float32": 4, "float64": 8}
+
+
+def warp_bank_ways(lanes, byte_addresses, itemsize: int) -> int:
+    """Conflict ways of one warp's shared-memory access of ``itemsize``-byte elements: the
+    microscope's rule (``gpucourse.microscope.analysis.bank_ways``). A request wider than 128 bytes
+    is split into 128-byte phases (16 lanes of 8 bytes, 8 lanes of 16 bytes); the ways are those of
+    the worst phase, so a contiguous float64 warp read is conflict-free."""
+    from gpucourse.microscope import analysis
+
+    return analysis.bank_ways(list(lanes), list(byte_addresses), int(itemsize))
+
+
+def _element_bytes(dtype: str) -> int:
+    return ELEMENT_BYTES[validate.choice("dtype", dtype, list(ELEMENT_BYTES))]
+
+
 def transpose_warp_words(tile: int, pad: int, block_rows: int, access: str, warp: int = 0, step: int = 0):
-    """Per lane of one warp: (lane, tile row, tile column, word) of the shared transpose's access.
+    """Per lane of one warp: (lane, tile row, tile column, element index) of the shared transpose's
+    access (for float32 the element index is the 4-byte word).
 
     ``access="row"``: the store ``buf[ty + j, tx]``; ``access="column"``: the load ``buf[tx, ty + j]``.
     """
@@ -1031,47 +1051,71 @@ def transpose_warp_words(tile: int, pad: int, block_rows: int, access: str, warp
     return out
 
 
-def transpose_bank_ways(tile: int = 32, pad: int = 0, block_rows: int | None = None) -> dict[str, int]:
+def transpose_bank_ways(tile: int = 32, pad: int = 0, block_rows: int | None = None,
+                        dtype: str = "float32") -> dict[str, int]:
     """The worst conflict ways of the shared transpose's row store and column load, over all warps."""
     block_rows = default_block_rows(tile) if block_rows is None else block_rows
     tile, block_rows, pad = check_transpose_shape(tile, block_rows, pad)
+    itemsize = _element_bytes(dtype)
     warps = -(-tile * block_rows // WARP_SIZE)
     result = {}
     for access in ("row", "column"):
-        result[access] = max(
-            bank_ways(w for *_, w in transpose_warp_words(tile, pad, block_rows, access, warp, step))
-            for warp in range(warps) for step in range(tile // block_rows)
-        )
+        ways = []
+        for warp in range(warps):
+            for step in range(tile // block_rows):
+                words = transpose_warp_words(tile, pad, block_rows, access, warp, step)
+                ways.append(bank_ways(w for *_, w in words) if itemsize == 4 else
+                            warp_bank_ways([x[0] for x in words], [x[3] * itemsize for x in words], itemsize))
+        result[access] = max(ways)
     return result
 
 
 def bank_picture(tile: int = 32, pad: int = 0, access: str = "column",
-                 block_rows: int | None = None) -> go.Figure:
-    """One warp's lanes placed in the 32 banks; a column of k lanes in one bank = a k-way conflict."""
+                 block_rows: int | None = None, dtype: str = "float32") -> go.Figure:
+    """One warp's lanes placed in the 32 banks; a column of k lanes in one bank = a k-way conflict.
+
+    For float64 each lane's element spans two banks (two squares with its number), and the warp is
+    served in two phases of 16 lanes (128 bytes each): squares are stacked per phase, and the
+    conflict ways are those of the worse phase."""
     block_rows = default_block_rows(tile) if block_rows is None else block_rows
+    itemsize = _element_bytes(dtype)
     words = transpose_warp_words(tile, pad, block_rows, access)
-    ways = bank_ways(w for *_, w in words)
+    lanes, addresses = [x[0] for x in words], [x[3] * itemsize for x in words]
+    ways = warp_bank_ways(lanes, addresses, itemsize)
+    per_phase = WARP_SIZE if itemsize <= 4 else WARP_SIZE * 4 // itemsize
     what = "reads a column" if access == "column" else "writes a row"
     verdict = "no conflict" if ways == 1 else f"{ways}-way conflict: {ways} passes"
+    phases = "" if per_phase == WARP_SIZE else f" (served in phases of {per_phase} lanes)"
     fig = charts.figure(
-        f"Warp 0 {what} of a {tile}×{tile + pad} float32 tile → {verdict}", "bank (word index mod 32)",
-        "pass (distinct words queued in the bank)",
-        charts.source_caption("model", "32 banks × 4 bytes; lanes reading one word share it (broadcast)"),
+        f"Warp 0 {what} of a {tile}×{tile + pad} {dtype} tile{phases} → {verdict}", "bank (4-byte word index mod 32)",
+        "pass (distinct words queued in the bank, per phase)",
+        charts.source_caption("model", "32 banks × 4 bytes; lanes reading one word share it (broadcast); "
+                                       "8-byte elements in half-warp phases"),
         height=470)
-    seen: dict[int, list[int]] = {}
-    xs, ys, text, hover = [], [], [], []
-    for lane, r, c, w in words:
-        queue = seen.setdefault(bank_of(w), [])
-        if w not in queue:
-            queue.append(w)
-        xs.append(bank_of(w))
-        ys.append(queue.index(w) + 1)
-        text.append(str(lane))
-        hover.append(f"lane {lane}: tile[{r}][{c}] = word {w}, bank {bank_of(w)}")
-    fig.add_scatter(x=xs, y=ys, mode="markers+text", text=text, hovertext=hover, hoverinfo="text",
-                    name="lane (number) in its bank", textfont={"size": 10, "color": "#000"},
-                    marker={"symbol": "square", "size": 20, "color": charts.PALETTE[5],
-                            "line": {"color": "#000", "width": 1}})
+    seen: dict[tuple, list[int]] = {}
+    series: dict[int, tuple] = {}
+    for lane, r, c, element in words:
+        phase = lane // per_phase
+        xs, ys, text, hover = series.setdefault(phase, ([], [], [], []))
+        first_word = element * itemsize // 4
+        for w in range(first_word, first_word + max(1, itemsize // 4)):
+            queue = seen.setdefault((phase, bank_of(w)), [])
+            if w not in queue:
+                queue.append(w)
+            xs.append(bank_of(w))
+            ys.append(queue.index(w) + 1)
+            text.append(str(lane))
+            hover.append(f"lane {lane} (phase {phase + 1}): tile[{r}][{c}] = word {w}, bank {bank_of(w)}")
+    for phase, (xs, ys, text, hover) in series.items():
+        name = "lane (number) in its bank" if len(series) == 1 else (
+            f"lanes {phase * per_phase}–{(phase + 1) * per_phase - 1} (phase {phase + 1})")
+        # later phases are drawn slightly to the right so both phases of a bank stay readable
+        offset = 0.0 if len(series) == 1 else (phase - (len(series) - 1) / 2) * 0.35
+        fig.add_scatter(x=[x + offset for x in xs], y=ys, mode="markers+text", text=text, hovertext=hover,
+                        hoverinfo="text", name=name, textfont={"size": 9 if len(series) > 1 else 10, "color": "#000"},
+                        marker={"symbol": charts.MARKERS[1 + 1 * phase % 2], "size": 20 if len(series) == 1 else 13,
+                                "color": charts.PALETTE[5 + phase % 2] if len(series) > 1 else charts.PALETTE[5],
+                                "line": {"color": "#000", "width": 1}})
     fig.update_xaxes(range=[-0.7, BANKS - 0.3], dtick=1, tickfont={"size": 9})
     fig.update_yaxes(range=[0.3, max(ways, 4) + 0.7], dtick=1 if ways <= 16 else 4)
     return _fit_bottom(fig)
@@ -1292,6 +1336,8 @@ def bank_explorer(*, threaded: bool = True):
         "pad": w.IntSlider(value=0, min=0, max=4, description="padding"),
         "access": w.ToggleButtons(options=[("read a column", "column"), ("write a row", "row")],
                                   value="column", description="access"),
+        "dtype": w.ToggleButtons(options=[("float32 (4 bytes)", "float32"), ("float64 (8 bytes)", "float64")],
+                                 value="float32", description="element"),
     }, compute=bank_picture, threaded=threaded,
         description="Banks under one warp of the shared-memory transpose.")
 

@@ -11,8 +11,9 @@ memory-system object decide the value every load reads:
 * ``schedule``: "sequential" (the lowest-numbered ready thread runs: like the plain simulator),
   "round-robin" (one memory operation per thread in turn: every read-modify-write overlaps) or
   "random" (a seeded random ready thread each step).
-* ``memory``: "sc" — ``SequentialMemory``, every load reads the newest store; or "weak" —
-  ``WeakMemory``, the course's operational model of a weakly ordered GPU (below).
+* ``memory``: "sc" — ``SequentialMemory``, every load reads the newest store; "weak" —
+  ``WeakMemory``, the course's operational model of a weakly ordered GPU (below); or "weak-acqrel"
+  — the same with every ``threadfence`` weakened to a release/acquire fence (``fence.acq_rel``).
 * ``resident_blocks``: how many blocks may run at once (default: all). Blocks start in index
   order; a block that spins on another block that is not resident can only give up.
 
@@ -22,22 +23,32 @@ memory-system object decide the value every load reads:
    older values of that location: writes reach other blocks late, and in any order.
 2. Loads never go back in time (coherence): once a block has read a value, it reads that value
    or a newer one. A block always sees its own writes; threads of one block share one view.
-3. ``cuda.threadfence()`` (PTX ``membar.gl`` = ``fence.sc.gpu``) by a thread of block B
-   *publishes* everything B has seen or written (release) and brings B's view up to everything
-   that was published to B (acquire). A value written after a fence carries what was published;
-   a block that reads it and then fences sees all of it. Fences are also ordered among
-   themselves (an SC fence: a later fence sees what every earlier fence published).
-4. Atomics act on the newest value (they happen at L2). They are *not* fences (CUDA Programming
+3. Plain loads and stores are *weak* (PTX ``ld``/``st`` with no ``.relaxed``/``.acquire``/``.release``
+   qualifier); atomics are *strong* (morally strong in the PTX ISA's words). Only strong accesses
+   synchronise: a strong write carries the view its block last published, and a strong read
+   collects it for the block's next fence (PTX "release pattern" / "acquire pattern"). A weak flag
+   carries nothing.
+4. Two kinds of GPU-scope fence. ``cuda.threadfence()`` is PTX ``membar.gl``, which the PTX ISA
+   defines as ``fence.sc.gpu``: it *publishes* everything its block has seen or written (release),
+   brings the block's view up to everything collected by strong reads (acquire) and — being
+   sequentially consistent — also up to everything that *any* earlier ``fence.sc`` published (all
+   ``fence.sc`` operations are totally ordered). That last part is what makes a hand-off with a
+   plain (weak) flag work. A ``fence.acq_rel`` (litmus statement ``fence_acq_rel()``; Numba has no
+   call for it) only releases and acquires: it needs a strong flag, and it does not forbid store
+   buffering.
+5. Atomics act on the newest value (they happen at L2). They are *not* fences (CUDA Programming
    Guide, "Atomic Functions"): they order nothing else, but a chain of atomics on one location
    passes on what each writer published (a release sequence).
-5. ``threadfence_block()`` and ``syncthreads()`` have block scope: they order nothing across
+6. ``threadfence_block()`` and ``syncthreads()`` have block scope: they order nothing across
    blocks. Shared memory is per block and sequentially consistent.
 
 Litmus tests (``LITMUS``, ``explore``, ``litmus_table``) list, by exhaustive search, which weak
 outcomes the model allows without fences and forbids with them, next to what the PTX memory
-model says. The model is deliberately *stronger* than PTX inside a block (it shows no weak
-behaviour between threads of one block) and for load buffering: passing under it is necessary,
-not sufficient.
+model says (PTX ISA, "Memory Consistency Model"). The model is deliberately *stronger* than PTX
+in three places: inside a block (it shows no weak behaviour between threads of one block), for
+load buffering (it never delays a load past a later store), and for coherence of plain loads
+(CoRR: PTX orders reads of one location only when they are morally strong; this model never lets
+any read go back). Passing under it is necessary, not sufficient.
 
 Under "random" the model's own choices (how stale a load may be) are random too; under
 "sequential" and "round-robin" each load reads the stalest value the model allows that its
@@ -77,7 +88,7 @@ except ImportError:  # pragma: no cover - the standalone scheduler below does th
     _MicroscopeMemory, _microscope_trace = object, None
 
 SCHEDULES = ("sequential", "round-robin", "random")
-MEMORIES = ("sc", "weak")
+MEMORIES = ("sc", "weak", "weak-acqrel")
 ENGINES = ("auto", "microscope", "standalone")
 FENCE_SCOPES = ("block", "gpu", "system")
 MAX_THREADS = 2048
@@ -146,7 +157,7 @@ class SequentialMemory:
             self.versions[loc] += 1
         return old, self.versions[loc]
 
-    def fence(self, block, scope) -> None:
+    def fence(self, block, scope, kind: str = "sc") -> None:
         pass
 
     def final(self) -> dict:
@@ -157,7 +168,8 @@ class WeakMemory:
     """The course's operational weak-memory model: per-block views, release/acquire by fences.
 
     See the module docstring for the rules. Every location keeps its history of writes (its
-    coherence order); each write carries the view its block had published when it was written.
+    coherence order); each strong write (an atomic) carries the view its block had published when
+    it was written; weak writes carry nothing.
     """
 
     name = "weak"
@@ -169,9 +181,9 @@ class WeakMemory:
         self.initial = initial or (lambda loc: 0)
         self.history: dict = {}  # loc -> [(value, published view, writer block)]
         self.cur: dict = {}  # block -> {loc: oldest version it may still read}
-        self.acq: dict = {}  # block -> view gathered from values read, applied at its next fence
+        self.acq: dict = {}  # block -> view gathered by strong reads, applied at its next fence
         self.rel: dict = {}  # block -> view published by its last fence
-        self.sc: dict = {}  # what every fence so far has published (fences are totally ordered)
+        self.sc: dict = {}  # what every fence.sc so far has published (they are totally ordered)
         self.last_read: dict = {}  # block -> {loc: version it read last} (for the stalest-first policy)
 
     def _hist(self, loc):
@@ -191,20 +203,17 @@ class WeakMemory:
         k = lo if lo == hi else self.chooser.read(lo, hi, self.last_read[block].get(loc, -1))
         cur[loc] = k
         self.last_read[block][loc] = k
-        value, view, _ = h[k]
-        if view:
-            self.acq[block] = _join(self.acq[block], view)
-        return value, k, hi
+        return h[k][0], k, hi  # a weak read: it synchronises with nothing
 
     def store(self, block, loc, value) -> int:
         h, cur = self._hist(loc), self._views(block)
-        h.append((value, self.rel[block], block))
+        h.append((value, {}, block))  # a weak write: it carries no release
         cur[loc] = len(h) - 1
         return cur[loc]
 
     def rmw(self, block, loc, fn):
         h, cur = self._hist(loc), self._views(block)
-        old, view, _ = h[-1]  # atomics read the newest value
+        old, view, _ = h[-1]  # atomics read the newest value; a strong read collects its release
         if view:
             self.acq[block] = _join(self.acq[block], view)
         new = fn(old)
@@ -213,14 +222,17 @@ class WeakMemory:
         cur[loc] = len(h) - 1
         return old, cur[loc]
 
-    def fence(self, block, scope) -> None:
+    def fence(self, block, scope, kind: str = "sc") -> None:
+        """``kind`` "sc" (``membar.gl`` = ``fence.sc``) or "acq_rel" (``fence.acq_rel``)."""
         if scope == "block":
             return  # block scope: nothing changes for other blocks
         self._views(block)
-        view = _join(self.cur[block], self.acq[block], self.sc)
+        view = _join(self.cur[block], self.acq[block])  # acquire what strong reads collected
+        if kind == "sc":
+            view = _join(view, self.sc)  # and what every earlier fence.sc published
+            self.sc = dict(view)
         self.cur[block] = view
         self.rel[block] = dict(view)  # published; never mutated afterwards (writes share it)
-        self.sc = dict(view)
         self.acq[block] = {}
 
     def final(self) -> dict:
@@ -228,7 +240,20 @@ class WeakMemory:
         return {loc: h[-1][0] for loc, h in self.history.items() if len(h) > 1}
 
 
-MEMORY_CLASSES = {"sc": SequentialMemory, "weak": WeakMemory}
+class ReleaseAcquireMemory(WeakMemory):
+    """The weak model with every GPU-scope fence weakened to ``fence.acq_rel`` (PTX ISA, "Memory
+    Consistency Model"): what a kernel may rely on if its fences only release and acquire. Code
+    correct here does not lean on ``threadfence`` being ``fence.sc``."""
+
+    name = "weak-acqrel"
+    label = ("the course's weak-memory model with every threadfence weakened to fence.acq_rel (release/acquire "
+             "only: a flag must be written and read with atomics to carry data)")
+
+    def fence(self, block, scope, kind: str = "sc") -> None:
+        super().fence(block, scope, "acq_rel")
+
+
+MEMORY_CLASSES = {"sc": SequentialMemory, "weak": WeakMemory, "weak-acqrel": ReleaseAcquireMemory}
 
 
 # Choosers: who decides the free choices (which thread runs, how stale a load is).
@@ -296,7 +321,9 @@ _ATOMIC = re.compile(r"^(?:(r\d+)\s*=\s*)?atomic_add\((\w+),\s*(-?\d+)\)$")
 def _parse(statement: str):
     s = statement.strip()
     if s in ("threadfence()", "threadfence_block()"):
-        return ("fence", "gpu" if s == "threadfence()" else "block")
+        return ("fence", "gpu" if s == "threadfence()" else "block", "sc")
+    if s == "fence_acq_rel()":  # PTX fence.acq_rel.gpu (no Numba call emits it)
+        return ("fence", "gpu", "acq_rel")
     if m := _ATOMIC.match(s):
         return ("atomic_add", m.group(1), m.group(2), int(m.group(3)))
     if m := _LOAD.match(s):
@@ -340,7 +367,18 @@ LITMUS: dict[str, Litmus] = {t.name: t for t in [
            "allowed: the writer has no release side (its writes may become visible in any order)"),
     Litmus("MP+fences", "The same, with a threadfence on both sides (release and acquire).",
            _MP_FENCED, (0, 1), (("r0", 1), ("r1", 0)), "forbidden",
-           "forbidden: fence.sc on both sides makes the flag carry the data (causality order)"),
+           "forbidden, but only because threadfence is fence.sc: the two fence.sc are totally ordered "
+           "(Fence-SC), so the flag, although a weak access, carries the data"),
+    Litmus("MP+acq_rel fences", "The same with the lighter fence.acq_rel on both sides; the flag is still "
+           "a plain (weak) store and load.", tuple(p.replace("threadfence()", "fence_acq_rel()") for p in _MP_FENCED),
+           (0, 1), (("r0", 1), ("r1", 0)), "allowed",
+           "allowed: a release or acquire pattern needs a strong (atomic, .relaxed or volatile) flag access; "
+           "a weak flag synchronises nothing"),
+    Litmus("MP+acq_rel fences+atomic flag", "fence.acq_rel on both sides and the flag set and read with atomics.",
+           ("data = 1; fence_acq_rel(); atomic_add(flag, 1)", "r0 = atomic_add(flag, 0); fence_acq_rel(); r1 = data"),
+           (0, 1), (("r0", 1), ("r1", 0)), "forbidden",
+           "forbidden: fence + strong write is a release pattern, strong read + fence an acquire pattern; "
+           "they synchronise"),
     Litmus("MP+threadfence_block", "The same, with threadfence_block (block scope) on both sides.",
            tuple(p.replace("threadfence()", "threadfence_block()") for p in _MP_FENCED), (0, 1),
            (("r0", 1), ("r1", 0)), "allowed",
@@ -362,13 +400,18 @@ LITMUS: dict[str, Litmus] = {t.name: t for t in [
     Litmus("SB+fences", "Store buffering with a threadfence between the write and the read on both sides.",
            ("x = 1; threadfence(); r0 = y", "y = 1; threadfence(); r1 = x"), (0, 1),
            (("r0", 0), ("r1", 0)), "forbidden", "forbidden: fence.sc operations are totally ordered (Fence-SC)"),
+    Litmus("SB+acq_rel fences", "Store buffering with fence.acq_rel instead: release/acquire is cheaper, and "
+           "weaker.", ("x = 1; fence_acq_rel(); r0 = y", "y = 1; fence_acq_rel(); r1 = x"), (0, 1),
+           (("r0", 0), ("r1", 0)), "allowed",
+           "allowed: only fence.sc takes part in the Fence-SC order; release/acquire orders nothing here"),
     Litmus("LB", "Load buffering: each block reads one location, then writes the other. Can both read the "
            "other's (later) write?", ("r0 = x; y = 1", "r1 = y; x = 1"), (0, 1), (("r0", 1), ("r1", 1)),
            "forbidden", "allowed when the writes do not depend on the reads (the No-Thin-Air axiom forbids "
            "only the dependent version); this model never delays a load past a later store"),
     Litmus("CoRR", "Coherence: block 0 writes x; block 1 reads x twice. Can the second read go back in time?",
            ("x = 1", "r0 = x; r1 = x"), (0, 1), (("r0", 1), ("r1", 0)), "forbidden",
-           "forbidden: reads of one location never go back in coherence order"),
+           "allowed for plain (weak) loads: PTX's coherence axiom covers only morally strong accesses (forbidden "
+           "when both reads are atomic, .relaxed or volatile); this model is stronger and never lets a read go back"),
 ]}
 
 
@@ -389,7 +432,7 @@ def _run_litmus_once(test: Litmus, memory_cls, chooser) -> tuple:
         elif op[0] == "ld":
             regs[op[1]] = memory.load(block, op[2])[0]
         elif op[0] == "fence":
-            memory.fence(block, op[1])
+            memory.fence(block, op[1], op[2])
         else:
             old = memory.rmw(block, op[2], lambda v, d=op[3]: v + d)[0]
             if op[1]:
@@ -1109,7 +1152,8 @@ class RaceReport:
 
     @property
     def caption(self) -> str:
-        memory = "weak-memory MODEL" if self.memory == "weak" else "sequentially consistent memory"
+        memory = {"weak": "weak-memory MODEL", "weak-acqrel": "weak-memory MODEL, fences release/acquire only"}.get(
+            self.memory, "sequentially consistent memory")
         return f"{self.kernel}, race scheduler ({self.schedule}, seed {self.seed}), {memory}"
 
     def lost_updates(self) -> pd.DataFrame:

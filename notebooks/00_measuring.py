@@ -39,8 +39,9 @@ runtime.banner()
 #
 # A kernel launch creates a **grid** of **blocks**; every block runs on one **SM**
 # (streaming multiprocessor), and the SM cuts each block into **warps** of 32 threads that
-# execute one instruction at a time for all 32 **lanes**. An H100 SXM or H200 has 132 SMs (NVIDIA
-# datasheet; the H100 PCIe has 114).
+# execute one instruction at a time for all 32 **lanes**. An H100 SXM5 has 132 SMs and the H100
+# PCIe 114 (NVIDIA's Hopper whitepaper, "NVIDIA H100 Tensor Core GPU Architecture"); on a GPU the
+# banner above shows the count the device reports (`runtime.device().sm_count`).
 #
 # *Picture (alt text): a 3 × 3 grid of blocks; one block expanded into four warps of 32
 # threads; one warp expanded into lanes 0–31; blocks flow to an SM with four warp
@@ -60,7 +61,8 @@ diagrams.execution_hierarchy()
 #
 # *Picture (alt text): nested boxes from registers (private to a thread) through shared
 # memory/L1 (a 256 KB store per SM, of which up to 228 KB can be shared memory) and L2 (whole
-# GPU, 50 MiB on an H100) to HBM (80–141 GB, 3.35–4.8 TB/s by the datasheet).*
+# GPU: 50 MB on an H100 SXM5 by the Hopper whitepaper, or the size this GPU reports) to HBM
+# (80–141 GB, 3.35–4.8 TB/s by the datasheet).*
 
 # %%
 diagrams.memory_hierarchy()

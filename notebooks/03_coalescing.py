@@ -22,7 +22,8 @@
 # By the end you can:
 # 1. list the 32-byte sectors one warp request touches, for any stride, offset and element size;
 # 2. predict a strided copy's effective bandwidth: useful bytes ÷ fetched bytes × the copy ceiling;
-# 3. explain why a float32 stride costs at most about 8×, not the "32×" that older texts quote;
+# 3. explain why the sector model charges a float32 stride at most 8×, not the "32×" that older
+#    texts quote — and why that is the model's figure, not a bound on the hardware;
 # 4. spot an array-of-structs layout and a column-wise traversal, and fix each one;
 # 5. read sectors per request from the microscope, and find the same number in a profiler.
 
@@ -203,8 +204,11 @@ coalescing.layout_bandwidth_figure()
 #   transactions: one 4-byte element per 128 bytes is 1/32. With 32-byte sectors a lane that
 #   is alone in its sector wastes at most 28 of 32 bytes: 1/8 for `float32`. Past stride 8 the
 #   count stays at 32 sectors per request (one per lane), so the model's curve goes flat at 1/8
-#   of the ceiling. The sector model charges random addresses the same as a large stride (32
-#   sectors per request); a GPU may do worse (DRAM row and TLB misses).
+#   of the ceiling. That 8× is the **sector model's** figure, not a hardware bound: the L2 may
+#   fetch more than the one 32-byte sector a lane needs from DRAM (up to a 128-byte line per
+#   miss), and DRAM page and TLB misses add cost at large strides, so a GPU can lose more than 8×.
+#   The model also charges random addresses the same as a large stride (32 sectors per
+#   request); a GPU may do worse there too.
 # * **Caches soften the loss.** The model treats each warp alone. At offset 1 the fifth sector
 #   a warp fetches is also the first sector of the next warp's request, and it is often still in
 #   the L2; the Best Practices Guide reports that its misaligned copy on a V100 kept about 9/10
@@ -233,8 +237,9 @@ coalescing.layout_bandwidth_figure()
 # ## Key points
 # * A warp request costs one 32-byte sector for each sector its lanes touch: 4 for 32
 #   neighbouring floats, 5 if misaligned, 32 when each lane is on its own.
-# * Effective bandwidth ≈ useful ÷ fetched bytes × the copy ceiling. For `float32` the loss
-#   levels off near 8× (16× for fp16, 4× for fp64), not 32×; caches can soften it.
+# * Effective bandwidth ≈ useful ÷ fetched bytes × the copy ceiling. For `float32` the sector
+#   model's loss levels off at 8× (16× for fp16, 4× for fp64), not 32×; caches can soften it, and
+#   DRAM fetch granularity, page and TLB misses can make a GPU's loss larger than the model's.
 # * Fix the layout, not the arithmetic: struct of arrays, and let `threadIdx.x` walk along the
 #   contiguous dimension. The microscope (and a profiler) tell you sectors per request.
 #

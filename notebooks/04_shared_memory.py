@@ -13,21 +13,14 @@
 # %% [markdown]
 # # 04 · Shared memory: tiling and bank conflicts
 #
-# **In 45 minutes you will count the bytes a tiled matrix multiply saves, see what each of its
-# two `syncthreads` protects, and remove a 32-way bank conflict with one extra column.**
+# **Shared memory in two halves: in part A you count the bytes a tiled matrix multiply saves and
+# see what each of its two `syncthreads` protects; in part B you find how shared memory's banks
+# serve a warp and remove a 32-way bank conflict with one extra column.**
 #
-# *Teaching 30 min · exercises 30 min (lab 04) · prerequisites: lessons 01–03 (warps, sectors,
+# *45 minutes in two halves — part A 25 min (teaching 17 · predictions and explorers 8), part B
+# 20 min (teaching 13 · predictions and explorers 7) — then lab 04 (30 min: its matmul exercises
+# belong to part A, its transpose to part B) · prerequisites: lessons 01–03 (warps, sectors,
 # coalescing).*
-#
-# ## Objectives
-# By the end you can:
-# 1. count the global-memory bytes of a naive and a T-tiled matmul and place both on a roofline
-#    (FLOP per byte);
-# 2. say what each of the two barriers in the tiled loop protects, and read the microscope's race
-#    report of a kernel that lacks one;
-# 3. predict the bank-conflict ways of a warp's shared-memory access from its word addresses
-#    (bank = word mod 32);
-# 4. fix the transpose's column-read conflict by padding, and say when "pad by one" is not enough.
 
 # %%
 from gpucourse import runtime
@@ -35,6 +28,16 @@ from gpucourse import runtime
 runtime.banner()
 
 # %% [markdown]
+# ## Part A · Tiling and barriers (25 min)
+#
+# ### Objectives of part A
+# By the end of part A you can:
+# 1. count the global-memory bytes of a naive and a T-tiled matmul and place both on a roofline
+#    (FLOP per byte);
+# 2. say what each of the two barriers in the tiled loop protects, and read the microscope's race
+#    report of a kernel that lacks one;
+# 3. name the limits that stop a tile from growing (threads per block, shared memory per block).
+#
 # ## Reuse: why a matmul wants shared memory
 #
 # `C = A·B` with N×N matrices does 2N³ floating-point operations on only 3N² numbers: each
@@ -168,79 +171,8 @@ lucky = tiling.barrier_experiment("no barrier after the compute", schedule="roun
 print(lucky.summary())
 
 # %% [markdown]
-# ## Banks: how shared memory serves a warp
+# ## Explain (part A)
 #
-# Shared memory is split into 32 **banks**; consecutive 4-byte words sit in consecutive banks
-# (bank = word index mod 32). A warp's access is served in one pass if its 32 lanes touch 32
-# different banks, or the *same* word (a broadcast). Lanes that touch *different* words in one
-# bank are served one after another: a k-way conflict costs k passes.
-#
-# The shared-memory transpose writes a 32×32 tile row by row (conflict-free) and reads it
-# column by column, so that both global accesses are coalesced. Reading a column of a 32-wide
-# tile means words 0, 32, 64, … — all in bank 0.
-#
-# ### Predict
-# How many ways is the column read of a 32×32 float32 tile? Of a 32×33 tile (one unused column
-# of padding)? Of a 16×17 tile, read the same way by a block of 16 × 8 threads (so one warp
-# spans two rows of threads)? Write your three answers.
-
-# %%
-predict_ways_32x32 = ...
-predict_ways_32x33 = ...
-predict_ways_16x17 = ...
-
-# %% [markdown]
-# Each square is one lane, placed in the bank its word falls in; a column of k squares is a
-# k-way conflict. Move the sliders: tile width, padding, and whether the warp reads a column
-# or writes a row.
-
-# %%
-tiling.bank_explorer()
-
-# %% [markdown]
-# ## The transpose ladder
-#
-# Four kernels with the same arithmetic (none) and the same bytes: a tile-shaped **copy** (the
-# ceiling), the **naive** transpose (reads rows, writes columns: each lane's store lands in a
-# different row), the **shared**-tile transpose, and the same with the tile **padded**. The
-# left panel is bandwidth (measured now on a GPU, else recorded, else absent); the right panel
-# is the bank-conflict ways the microscope counts on the very same kernels.
-
-# %%
-tiling.transpose_explorer()
-
-# %% [markdown]
-# The microscope's full account of each rung (global sectors per warp request, 4 = ideal for
-# 32 float32 values; shared-memory ways per access):
-
-# %%
-tiling.transpose_counts(tile=32, pad=1)
-
-# %% [markdown]
-# ### A claim to test: "two transposes with equal arithmetic can differ ~20× in bandwidth"
-#
-# One of the source texts says so, without a GPU, a size or a kernel. The sector model gives
-# an upper bound for the naive transpose: a warp's read touches 4 sectors and its write 32,
-# against 4 + 4 for a copy, so at most 4.5× more sector traffic — and the L2 cache merges much
-# of it, because the neighbouring warps write the other parts of those sectors moments later.
-# So the model does not predict 20×. The table shows what was measured (on a GPU, or in a
-# recording); the course's GPU-tier test measures it on every GPU it runs on.
-
-# %%
-tiling.folklore_table()
-
-# %% [markdown]
-# ## Explain
-#
-# * **Banks.** The CUDA C++ Programming Guide (§ "Shared Memory", compute capability 5.x and
-#   later): shared memory has 32 banks; successive 32-bit words map to successive banks; a
-#   request whose addresses fall in n distinct banks is served at once; addresses in the same
-#   bank but different words are a bank conflict and the hardware splits the request into as
-#   many conflict-free requests as needed; lanes reading the same word get it by broadcast.
-#   Column k of a tile W words wide is at words k, W + k, 2W + k, …: with W = 32 all in one
-#   bank (32-way); with W = 33 the bank advances by one per row (conflict-free). With a 16-wide
-#   tile a warp covers two rows of threads, and W = 17 leaves a 2-way conflict: padding by one
-#   is tuned to 32-wide tiles — count, don't guess.
 # * **Barriers.** `__syncthreads()` (Numba: `cuda.syncthreads()`) waits until every thread of
 #   the block has reached it *and* makes their earlier shared- and global-memory writes visible
 #   to the whole block (Programming Guide, § "Synchronization Functions"). It must be reached
@@ -268,31 +200,146 @@ for bad in (lambda: tiling.check_tile(33), lambda: tiling.check_register_blockin
         print("refused:", error)
 
 # %% [markdown]
-# ## From the field
-# The course's source texts give two pieces of advice that this lesson lets you check rather
-# than believe. The HPC book shows this very tiled kernel — zero fill at the edges, both
-# barriers — and then advises reaching for a library (cuBLAS) before writing your own GEMM:
-# the `fraction_figure` above is that advice measured, rung by rung. (The same book lists
-# "~60 TFLOPS" for an fp32 cuBLAS GEMM on an H100; an fp32 GEMM with TF32 off cannot exceed
-# the 67 TFLOP/s of the CUDA cores, so a figure near it means either an excellent kernel or
-# tensor cores quietly in use — the ladder turns TF32 off to compare like with like.) The
-# cheat sheet's one-liner "pad shared arrays to avoid bank conflicts" is true for the 32-wide
-# transpose and not automatically for other shapes, as the bank picture shows.
+# ### From the field
+# The HPC book among the course's source texts shows this very tiled kernel — zero fill at the
+# edges, both barriers — and then advises reaching for a library (cuBLAS) before writing your own
+# GEMM: the `fraction_figure` above is that advice measured, rung by rung. (The same book lists
+# "~60 TFLOPS" for an fp32 cuBLAS GEMM on an H100; an fp32 GEMM with TF32 off cannot exceed the
+# 67 TFLOP/s of the CUDA cores, so a figure near it means either an excellent kernel or tensor
+# cores quietly in use — the ladder turns TF32 off to compare like with like.)
 #
-# How a profiler shows it: Nsight Compute's *Memory Workload Analysis* reports shared-memory
-# bank conflicts per kernel (the metrics `l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld`
-# and `..._op_st`), and shared-memory *wavefronts* per request: a 32-way conflict is 32
-# wavefronts where one would do. For the matmul, its roofline chart places the kernel by the
-# bytes it really moved at each level (L1, L2, DRAM) — the caches make the DRAM intensity higher
-# than the "requested bytes" counted here.
+# How a profiler shows it: Nsight Compute's roofline chart places the kernel by the bytes it
+# really moved at each level (L1, L2, DRAM) — the caches make the DRAM intensity higher than the
+# "requested bytes" counted here.
 #
-# ## Key points
+# ### Key points of part A
 # * A tile in shared memory turns T global reads into one: about T/4 FLOP per byte for a
 #   T-tiled fp32 matmul; register blocking multiplies the reuse again.
 # * Barrier 1 (after the load) and barrier 2 (before the next overwrite) are both required; a
 #   missing one is a race even when the answer happens to come out right.
-# * Bank = word mod 32. Count the distinct words per bank under one warp; pad the tile so a
-#   column walks across the banks — and check the padding with the microscope.
+# * A tile stops growing at 1,024 threads and 48 KB of static shared memory per block.
+
+# %% [markdown]
+# ## Part B · Banks and the transpose (20 min)
+#
+# ### Objectives of part B
+# By the end of part B you can:
+# 1. predict the bank-conflict ways of a warp's shared-memory access from its byte addresses:
+#    4-byte words, bank = word mod 32, distinct words per bank counted within each *phase* of the
+#    request (the whole warp for elements of up to 4 bytes, half a warp for 8-byte elements,
+#    a quarter for 16-byte ones);
+# 2. fix the transpose's column-read conflict by padding, and say when "pad by one" is not enough;
+# 3. tell a model's bound from a measurement when a source claims a speed-up.
+
+# %% [markdown]
+# ## Banks: how shared memory serves a warp
+#
+# Shared memory is split into 32 **banks**; consecutive 4-byte words sit in consecutive banks
+# (bank = word index mod 32), so one pass delivers at most 32 words = 128 bytes. A warp's access
+# of 4-byte elements is served in one pass if its 32 lanes touch 32 different banks, or the
+# *same* word (a broadcast). Lanes that touch *different* words in one bank are served one after
+# another: a k-way conflict costs k passes.
+#
+# Wider elements do not fit in one pass: 32 lanes × 8 bytes is 256 bytes. A float64 access is
+# served in two **phases** of 16 lanes (128 bytes each), and only lanes of the same phase can
+# conflict; 16-byte elements go in four phases of 8 lanes. So a warp reading 32 consecutive
+# float64 values is **conflict-free** — although it touches 64 words, two in every bank — and the
+# rule "count distinct words per bank over the whole warp" would wrongly call it 2-way.
+#
+# The shared-memory transpose writes a 32×32 tile row by row (conflict-free) and reads it
+# column by column, so that both global accesses are coalesced. Reading a column of a 32-wide
+# tile means words 0, 32, 64, … — all in bank 0.
+#
+# ### Predict
+# How many ways is the column read of a 32×32 float32 tile? Of a 32×33 tile (one unused column
+# of padding)? Of a 16×17 tile, read the same way by a block of 16 × 8 threads (so one warp
+# spans two rows of threads)? And the column read of a 32×32 **float64** tile (each element two
+# words, half-warp phases)? Write your four answers.
+
+# %%
+predict_ways_32x32 = ...
+predict_ways_32x33 = ...
+predict_ways_16x17 = ...
+predict_ways_32x32_float64 = ...
+
+# %% [markdown]
+# Each square is one lane, placed in the bank its word falls in; a column of k squares is a
+# k-way conflict. Move the sliders: tile width, padding, whether the warp reads a column or
+# writes a row, and the element type. With float64 each lane fills two banks (two squares with
+# its number) and the two phases are drawn side by side: the ways are those of the worse phase.
+
+# %%
+tiling.bank_explorer()
+
+# %% [markdown]
+# ## The transpose ladder
+#
+# Four kernels with the same arithmetic (none) and the same bytes: a tile-shaped **copy** (the
+# ceiling), the **naive** transpose (reads rows, writes columns: each lane's store lands in a
+# different row), the **shared**-tile transpose, and the same with the tile **padded**. The
+# left panel is bandwidth (measured now on a GPU, else recorded, else absent); the right panel
+# is the bank-conflict ways the microscope counts on the very same kernels.
+
+# %%
+tiling.transpose_explorer()
+
+# %% [markdown]
+# The microscope's full account of each rung (global sectors per warp request, 4 = ideal for
+# 32 float32 values; shared-memory ways per access):
+
+# %%
+tiling.transpose_counts(tile=32, pad=1)
+
+# %% [markdown]
+# ### A claim to test: "two transposes with equal arithmetic can differ ~20× in bandwidth"
+#
+# One of the source texts says so, without a GPU, a size or a kernel. The sector model (lesson
+# 03) counts a warp's read as 4 sectors and its write as 32, against 4 + 4 for a copy: 4.5× more
+# sector traffic. That is the **model's** figure, not a hardware bound. The L2 cache can merge
+# much of it (the neighbouring warps write the other parts of those sectors moments later), which
+# makes the real cost smaller; and it can also be larger than the model: an L2 miss may fetch up
+# to 128 bytes from DRAM rather than one 32-byte sector, partial-sector writes may cost DRAM
+# read-modify-writes, and a column walk touches many pages (TLB misses). The model alone does
+# not predict 20×, nor rule it out. The table shows what was measured (on a GPU, or in a
+# recording); the course's GPU-tier test measures it on every GPU it runs on.
+
+# %%
+tiling.folklore_table()
+
+# %% [markdown]
+# ## Explain (part B)
+#
+# * **Banks.** The CUDA C++ Programming Guide (§ "Shared Memory", compute capability 5.x and
+#   later): shared memory has 32 banks; successive 32-bit words map to successive banks; a
+#   request whose addresses fall in n distinct banks is served at once; addresses in the same
+#   bank but different words are a bank conflict and the hardware splits the request into as
+#   many conflict-free requests as needed; lanes reading the same word get it by broadcast.
+#   Column k of a tile W words wide is at words k, W + k, 2W + k, …: with W = 32 all in one
+#   bank (32-way); with W = 33 the bank advances by one per row (conflict-free). With a 16-wide
+#   tile a warp covers two rows of threads, and W = 17 leaves a 2-way conflict: padding by one
+#   is tuned to 32-wide tiles — count, don't guess.
+# * **Wider elements.** A warp reading 8-byte elements asks for 256 bytes, more than the 32 banks
+#   deliver in one pass (128 bytes); the request is served in two phases of 16 lanes, and the
+#   conflict ways are those of the worse phase (16-byte elements: four phases of 8 lanes). This is
+#   the rule the course's microscope counts with (`gpucourse/microscope/analysis.py`), and
+#   Nsight Compute's shared-memory wavefronts let you check it on a GPU.
+#
+# ### From the field
+# The cheat sheet's one-liner "pad shared arrays to avoid bank conflicts" is true for the 32-wide
+# float32 transpose and not automatically for other shapes, as the bank picture shows.
+#
+# How a profiler shows it: Nsight Compute's *Memory Workload Analysis* reports shared-memory
+# bank conflicts per kernel (the metrics `l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld`
+# and `..._op_st`), and shared-memory *wavefronts* per request: a 32-way conflict is 32
+# wavefronts where one would do.
+#
+# ### Key points of part B
+# * Bank = 4-byte word index mod 32; count the distinct words per bank *within each phase* of a
+#   warp's request (whole warp for ≤ 4-byte elements, half-warps for 8-byte ones): a contiguous
+#   float64 warp read is conflict-free.
+# * Pad the tile so a column walks across the banks — and check the padding with the microscope.
+# * A bound from a model is not a measurement: the transpose's sector-model figure is a guide,
+#   not a ceiling.
 #
 # **Next:** [lab 04](../labs/lab04_shared_memory/lab04_shared_memory.ipynb) — write the tiled
 # matmul (correct for any N) and a conflict-free transpose; then lesson 05, occupancy.

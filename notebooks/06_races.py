@@ -13,24 +13,13 @@
 # %% [markdown]
 # # 06 · Races and the memory consistency model
 #
-# **In 45 minutes you will find, draw and fix the two races that break GPU programs: updates
-# that get lost, and writes that another block sees late or out of order.**
+# **Two different races break GPU programs, and this lesson takes them one at a time: in part A,
+# updates that get lost (two threads' read-modify-writes overlap); in part B, writes that another
+# block sees late or out of order (visibility and ordering, the memory model).**
 #
-# *Teaching 30 min · exercises 15 min · prerequisites: lesson 01 (warps), lesson 04 (shared memory
-# and `syncthreads`).*
-#
-# ## Objectives
-# By the end you can:
-# 1. predict how many counts a histogram built with a plain `+=` loses, and how the number of
-#    bins changes it; fix it with atomics and with per-block (privatised) shared-memory atomics;
-# 2. read a lost update off an interleaving timeline of two threads;
-# 3. say what `syncthreads`, `threadfence_block`, `threadfence` and atomics order, and for whom
-#    (their *scope*);
-# 4. predict which outcomes of the message-passing litmus test the PTX memory model allows with
-#    no fence, a fence on one side, and fences on both sides;
-# 5. write a hand-off between blocks (data, then a flag) with fences on both sides and a capped
-#    wait, and explain why the wait needs a cap;
-# 6. explain why the last-block reduction (an atomic ticket and `threadfence`) is correct.
+# *45 minutes in two halves — part A 20 min (teaching 13 · exercises 7), part B 25 min (teaching
+# 17 · exercises 8); a break between them, or a day, works well · prerequisites: lesson 01
+# (warps), lesson 04 (shared memory and `syncthreads`).*
 
 # %%
 from gpucourse import runtime
@@ -38,6 +27,15 @@ from gpucourse import runtime
 runtime.banner()
 
 # %% [markdown]
+# ## Part A · Lost updates (20 min)
+#
+# ### Objectives of part A
+# By the end of part A you can:
+# 1. predict how many counts a histogram built with a plain `+=` loses, and how the number of
+#    bins changes it; fix it with atomics and with per-block (privatised) shared-memory atomics;
+# 2. read a lost update off an interleaving timeline of two threads;
+# 3. tell a lost update by its symptom: counts or sums come out *too small*, and nothing crashes.
+#
 # ## 1 · Lost updates
 #
 # `counts[b] += 1` looks like one step. A GPU runs it as three: **load** `counts[b]` into a
@@ -141,6 +139,53 @@ report.microscope.races()[["line_a", "source_a", "kind", "scope", "count"]]
 print(inspect.getsource(races.histogram_privatised.py_func))
 
 # %% [markdown]
+# ### A lost update in a training loop
+# A small least-squares model trained by gradient descent. Each block sums its examples' gradients
+# in shared memory (atomics, correct), then merges them into the global gradient: once with
+# `cuda.atomic.add`, once with a plain `+=`. Nothing crashes. The racy loss curve simply drifts
+# from the correct one, because some blocks' contributions vanish in some steps: **lost updates**,
+# the race of this part. (Part B's story has the same symptom — a loss that is slightly wrong —
+# from a different race: there no update is lost, a reader sees writes late or out of order.)
+#
+# *Picture (alt text): a line chart of the loss (log axis) against the training step for three
+# runs: the NumPy reference, blocks merging with cuda.atomic.add, and blocks merging with a plain +=.
+# The first two lie on top of each other; the racy line falls more slowly and stays above them. The
+# title gives how far off the racy run ends.*
+
+# %%
+races.training_figure(steps=25, seed=0)
+
+# %% [markdown]
+# ### How a profiler shows it
+# * A lost update is silent: no tool flags a wrong count on global memory at run time. Check results
+#   against a reference (the harness does, before it times anything), and test under adversarial
+#   schedules, as this lesson does.
+# * `compute-sanitizer --tool racecheck` finds hazards on **shared** memory (for example a missing
+#   `syncthreads` in the privatised histogram); it does not check global memory across blocks.
+# * Nsight Compute's memory workload analysis shows atomic traffic at the L2: global atomics on a few
+#   bins show up as many atomic requests on few addresses, and privatisation moves them to shared
+#   memory.
+#
+# ### Key points of part A
+# * `+=` on shared data is load, add, store: concurrent ones lose updates. Use atomics, and
+#   privatise to shared memory when many threads hit few addresses.
+# * The simulator runs one thread at a time and hides races; the race scheduler shows them.
+# * A lost update is silent: results come out slightly too small. Check against a reference.
+
+# %% [markdown]
+# ## Part B · Visibility and ordering: the memory model (25 min)
+#
+# ### Objectives of part B
+# By the end of part B you can:
+# 1. say what `syncthreads`, `threadfence_block`, `threadfence` and atomics order, and for whom
+#    (their *scope*), and tell a *strong* access (an atomic) from a *weak* one (a plain load or
+#    store);
+# 2. predict which outcomes of the message-passing litmus test the PTX memory model allows with
+#    no fence, a fence on one side, and fences on both sides;
+# 3. write a hand-off between blocks (data, a fence, then an atomic flag; an atomic read of the
+#    flag, a fence, then the data) with a capped wait, and explain why the wait needs a cap;
+# 4. explain why the last-block reduction (an atomic ticket and `threadfence`) is correct.
+#
 # ## 2 · The bug that shouldn't exist
 #
 # A team's training loop produced loss curves that were *slightly* wrong — reproducibly, but only
@@ -149,7 +194,12 @@ print(inspect.getsource(races.histogram_privatised.py_func))
 # made the writes visible to the reader in order. Sometimes the reader got fresh gradients,
 # sometimes stale ones, and the model learnt from the mixture. Nobody on the team had assumed
 # anything exotic; they had assumed a GPU's memory behaves like a CPU's. (Retold from one of the
-# course's source articles; section 4 rebuilds a small version of that loop.)
+# course's source articles.)
+#
+# This is **not** a lost update: every write landed. It is a **visibility and ordering** bug: the
+# reader saw the writes late, or in a different order from the one they were made in. Part A's
+# training loop lost updates; this part rebuilds the story's race at its smallest — message passing
+# and the hand-off below — and shows the stale read in the race scheduler's timeline (section 3).
 #
 # The pattern underneath is *message passing*: **block 0 writes data, then sets a flag; block 1
 # waits for the flag, then reads the data.** On a sequentially consistent machine, seeing the flag
@@ -162,13 +212,23 @@ print(inspect.getsource(races.histogram_privatised.py_func))
 # * **Scope** — every synchronising operation names *who* it orders memory for: a block (CTA), a
 #   cluster, the GPU, or the whole system. `syncthreads()` and `threadfence_block()` have **block
 #   scope**: they order memory among the block's own threads and promise nothing to any other block.
-# * **`cuda.threadfence()`** compiles to `membar.gl` (the same as `fence.sc.gpu`): a sequentially
-#   consistent fence at GPU scope. Placed *between* two writes it makes them a **release**: anyone who
-#   sees the second sees the first. Placed between two reads it makes an **acquire**: once the first
-#   read has seen a value, the second sees everything published with it. The message needs both
-#   halves.
+# * **Strong and weak accesses.** A plain load or store (`flag[0] = 1`, PTX `ld`/`st`) is *weak*.
+#   Atomics (`cuda.atomic.*`, PTX `atom`) are *strong* — "morally strong" in the PTX ISA's words
+#   (section "Morally strong operations") — as are `volatile` accesses and PTX's `ld.relaxed`,
+#   `ld.acquire`, `st.relaxed` and `st.release`. Only strong accesses
+#   can carry a message from one thread to another; on weak ones PTX promises almost nothing, not
+#   even that two reads of one location come back in order.
+# * **Fences.** PTX has a light fence, `fence.acq_rel`, and a heavy one, `fence.sc`.
+#   A fence followed by a strong write of the flag is a **release**: anyone who sees the flag sees
+#   what came before the fence. A strong read of the flag followed by a fence is an **acquire**:
+#   what comes after it sees everything that was released. The message needs both halves.
+# * **`cuda.threadfence()`** compiles to `membar.gl`, which the PTX ISA defines as `fence.sc.gpu`:
+#   the heavy, sequentially consistent kind. All `fence.sc` are ordered with one another, and that
+#   alone makes a hand-off work even with a *weak* (plain) flag between two of them. Do not lean on
+#   it: write the flag with an atomic (`cuda.atomic.exch`) and read it with one
+#   (`cuda.atomic.add(flag, 0, 0)`), and the hand-off is correct under the light fences too.
 # * **Atomics are not fences.** Numba's `cuda.atomic.add` compiles to a relaxed `atom.global.add`:
-#   indivisible, but it orders no *other* access (Programming Guide, "Atomic Functions").
+#   indivisible and strong, but it orders no *other* access (Programming Guide, "Atomic Functions").
 # * A kernel boundary orders everything: the next kernel sees all of the previous one's writes.
 #
 # *Picture (alt text): nested boxes, from the outside in: system (threadfence_system), GPU
@@ -218,9 +278,12 @@ prediction_gpu_weak_per_million = ...
 # A *litmus test* is a tiny program with a question: can this outcome happen? The table answers
 # each one three ways, by **exhaustive search** over every interleaving: the plain simulator
 # (sequentially consistent), **the course's weak-memory model** (section 3), and what the PTX model
-# says (from its specification). The model is deliberately a little *stronger* than PTX in two
-# places — inside one block, and load buffering — so code that passes under it still needs the
-# fences the PTX model asks for.
+# says (PTX ISA, "Memory Consistency Model"). The rows with `fence_acq_rel()` use the light fence:
+# with a plain flag it no longer carries the data, and it does not forbid store buffering (SB) —
+# that is what the heavier `fence.sc` buys. The model is deliberately a little *stronger* than PTX
+# in three places — inside one block, load buffering (LB) and two plain reads of one location
+# (CoRR) — so code that passes under it is not yet proven correct: it still needs the fences and
+# strong accesses the PTX model asks for.
 
 # %%
 from gpucourse import weakmemory
@@ -265,17 +328,20 @@ races.litmus_recording_table()
 # first, the writer never gets an SM and the kernel hangs forever.
 #
 # So **every cross-block wait gets an iteration cap**, and the code handles "gave up". The kernel
-# below polls the flag with an atomic read (Numba has no volatile load, and a plain load in a loop
-# may be hoisted out of it by the compiler) at most `spin_cap` times.
+# below writes the flag with an atomic exchange and polls it with an atomic read (strong accesses;
+# Numba has no volatile load, and a plain load in a loop may be hoisted out of it by the compiler),
+# at most `spin_cap` times. (The litmus kernels above keep a plain flag on purpose: that is the
+# pattern their question is about.)
 
 # %%
 print(inspect.getsource(races.handoff_kernel.py_func))
 
 # %% [markdown]
-# Four situations, run by the race scheduler. Row 1 runs blocks one after another, as the plain
+# Five situations, run by the race scheduler. Row 1 runs blocks one after another, as the plain
 # simulator does: the producer is block 1, block 0 waits first, and only the cap lets it finish.
-# Rows 3 and 4 use the weak-memory model with `round-robin`, where every load reads the stalest
-# value the model allows (values arrive late, but they arrive).
+# Rows 3–5 use the weak-memory model with `round-robin`, where every load reads the stalest
+# value the model allows (values arrive late, but they arrive). Row 5 weakens every `threadfence`
+# to the light `fence.acq_rel` (memory `"weak-acqrel"`): the atomic flag still carries the data.
 
 # %%
 races.handoff_table(seed=0).drop(columns=["memory", "producer block"])
@@ -290,23 +356,27 @@ races.handoff_table(seed=0).drop(columns=["memory", "producer block"])
 # 1. A store is placed in its location's order at once, but *other* blocks may keep reading older
 #    values of that location: writes reach other blocks late, and in any order.
 # 2. Reads never go back in time, and a block always sees its own writes.
-# 3. `threadfence()` *publishes* everything the block has written or seen and *catches up* with
-#    everything that was published to it. A value written after a fence carries what was
-#    published; a block that reads it and then fences sees all of it.
-# 4. Atomics act on the newest value; they are not fences, but a chain of atomics passes on what
+# 3. A fence *publishes* everything the block has written or seen. A strong (atomic) write after a
+#    fence carries what was published; a block that reads it with a strong access and then fences
+#    *catches up* with all of it. A plain (weak) flag carries nothing.
+# 4. `threadfence()` is `fence.sc`: besides that, it catches up with everything *any* earlier
+#    `threadfence` published (all `fence.sc` are ordered). That is why even a plain flag works
+#    between two of them — and why the model has a variant, `"weak-acqrel"`, where it does not.
+# 5. Atomics act on the newest value; they are not fences, but a chain of atomics passes on what
 #    each writer published (so the ticket in section 4 works).
-# 5. `syncthreads` and `threadfence_block` change nothing for other blocks.
+# 6. `syncthreads` and `threadfence_block` change nothing for other blocks.
 #
-# It plugs into the microscope's memory hook, so you can run **your own kernel** against it:
+# It is stronger than PTX where the litmus table says so (inside a block, LB, CoRR). It plugs into
+# the microscope's memory hook, so you can run **your own kernel** against it:
 # `microscope.trace(kernel, grid, block, *args, schedule="random", seed=1,
 # memory=weakmemory.WeakMemoryHook("weak", seed=1))`. Here is the hand-off without fences, and the
 # stale read the model produced:
 #
 # *Picture (alt text): a timeline with one row for the producer thread and one for the consumer
 # thread, steps running left to right, each a marker labelled with its operation and value. The
-# producer stores data[0] and then raises flag[0]; the consumer polls the flag with atomics until it
-# reads 1, then loads data[0] and gets the old value 0. A red arrow links the producer's store of
-# data[0] with that stale load; the title says which block read which value.*
+# producer stores data[0] and then raises flag[0] with an atomic; the consumer polls the flag with
+# atomics until it reads 1, then loads data[0] and gets the old value 0. A red arrow links the
+# producer's store of data[0] with that stale load; the title says which block read which value.*
 
 # %%
 run = races.handoff(producer_block=1, spin_cap=200, fence=False, schedule="round-robin", memory="weak")
@@ -334,42 +404,23 @@ print(inspect.getsource(races.reduce_last_block.py_func))
 races.fence_reduction_table(runs=20, seed=0)
 
 # %% [markdown]
-# ### The three-week bug, made visible
-# A small least-squares model trained by gradient descent. Each block sums its examples' gradients
-# in shared memory (atomics, correct), then merges them into the global gradient: once with
-# `cuda.atomic.add`, once with a plain `+=`, as the team in the story effectively did. Nothing
-# crashes. The racy loss curve simply drifts from the correct one, because some blocks'
-# contributions vanish in some steps.
+# ### How a tool shows it
+# * Nothing flags a missing fence at run time: a stale read looks like a correct one. Reason with
+#   litmus tests, test under adversarial schedules of a weak model (as this lesson does), and
+#   compare results against a reference.
+# * `compute-sanitizer --tool racecheck` checks **shared** memory only; it does not see two blocks
+#   racing on global memory.
 #
-# *Picture (alt text): a line chart of the loss (log axis) against the training step for three
-# runs: the NumPy reference, blocks merging with cuda.atomic.add, and blocks merging with a plain +=.
-# The first two lie on top of each other; the racy line falls more slowly and stays above them. The
-# title gives how far off the racy run ends.*
-
-# %%
-races.training_figure(steps=25, seed=0)
-
-# %% [markdown]
-# ## How a profiler shows it
-# * A lost update is silent: no tool flags a wrong count on global memory at run time. Check results
-#   against a reference (the harness does, before it times anything), and test under adversarial
-#   schedules, as this lesson does.
-# * `compute-sanitizer --tool racecheck` finds hazards on **shared** memory (for example a missing
-#   `syncthreads` in the privatised histogram); it does not check global memory across blocks.
-# * Nsight Compute's memory workload analysis shows atomic traffic at the L2: global atomics on a few
-#   bins show up as many atomic requests on few addresses, and privatisation moves them to shared
-#   memory.
-#
-# ## Key points
-# * `+=` on shared data is load, add, store: concurrent ones lose updates. Use atomics, and
-#   privatise to shared memory when many threads hit few addresses.
-# * The simulator runs one thread at a time and hides races; the race scheduler shows them.
+# ### Key points of part B
 # * `syncthreads` and `threadfence_block` order nothing across blocks. Handing data to another block
-#   needs a fence on **both** sides (release before the flag, acquire after it), and any wait for
-#   another block needs an iteration cap.
+#   needs a fence on **both** sides (release before the flag, acquire after it), a flag written and
+#   read with atomics (strong accesses), and an iteration cap on any wait for another block.
+# * Plain loads and stores are *weak*: only strong accesses (atomics) carry a release to an acquire.
+#   A plain flag between two `threadfence` calls works only because `threadfence` is the
+#   sequentially consistent `fence.sc`.
 # * A weak outcome that a chip never showed is still allowed by the model: zero observations is a
 #   measurement, not a proof.
 #
 # **Next:** [lab 06](../labs/lab06_races/lab06_races.ipynb) — fix a racy histogram (atomics, then
-# privatisation) and a flag/data hand-off (fences), graded under adversarial schedules of the race
-# scheduler and the weak-memory model.
+# privatisation; part A) and a flag/data hand-off (fences; part B), graded under adversarial
+# schedules of the race scheduler and the weak-memory model.

@@ -60,13 +60,15 @@ formats.layout_figure()
 # %% [markdown]
 # * **fp32**: the IEEE single format, 8 + 23 bits.
 # * **tf32**: not a storage format. Tensor cores in "TF32 mode" read fp32 numbers but use only the
-#   top 10 mantissa bits: fp32's range with fp16's precision.
+#   top 10 mantissa bits: fp32's range with fp16's precision. Whether the 13 low bits are rounded
+#   or simply dropped depends on the path (see *Explain*).
 # * **bf16** ("brain float"): fp32 with the mantissa cut to 7 bits — the same range, coarse steps.
 # * **fp16**: IEEE half, 5 + 10 bits: fine steps, narrow range.
 # * **fp8 E4M3 and E5M2** (OCP 8-bit floating-point specification, 2023; Hopper and Ada tensor
-#   cores): E4M3 has no infinity; out-of-range conversions saturate to ±448 (PTX `.satfinite`,
-#   torch's cast) or give NaN (the OCP spec's non-saturating mode). E5M2 is a tiny IEEE-style
-#   format.
+#   cores): E4M3 has no infinity; out-of-range conversions saturate to ±448 (PTX `.satfinite`;
+#   torch's cast in torch 2.13.0, the version the course pins, checked on its CPU build — other
+#   versions and devices may differ, so check yours with `torch.tensor([500.0]).to(torch.float8_e4m3fn)`)
+#   or give NaN (the OCP spec's non-saturating mode). E5M2 is a tiny IEEE-style format.
 #
 # The table is computed from the bit counts (and a test compares it with torch's and NumPy's own
 # `finfo`):
@@ -129,7 +131,9 @@ precision.classic_demos()
 print(precision.kernel_source("fp16"))
 
 # %% [markdown]
-# The second keeps it in fp32 (`total += float32(x[row, j])`), the way tensor cores accumulate.
+# The second keeps it in fp32 (`total += float32(x[row, j])`) — sequential IEEE fp32, one
+# rounding per addition. Tensor cores also accumulate at about fp32 width, but not as a
+# sequence of IEEE fp32 additions (see *Explain*).
 # The third and fourth add **Kahan's compensation** (Kahan, 1965): a second variable remembers
 # the low-order part that each addition rounded away and feeds it back into the next one:
 
@@ -165,9 +169,9 @@ precision.accumulation_widget("uniform", 4096)
 # outright (choose "up to n = 16384" to watch the fp16 sum stall near 2048, where fp16's spacing
 # is 2). An fp32 total keeps the error near 10^-7. Kahan's error bound is about 2u·Σ|x|,
 # **independent of n**: in fp16 it brings the sum to the best an fp16 result can be (one rounding,
-# ≈ u), in fp32 to ≈ 10^-8 here. That is why tensor cores accumulate fp16 and bf16 products in
-# fp32, why PyTorch asks cuBLAS for fp32 accumulation in its fp16/bf16 matmuls (although by
-# default it still allows reduced-precision reductions inside fp16 GEMMs:
+# ≈ u), in fp32 to ≈ 10^-8 here. That is why tensor cores accumulate fp16 and bf16 products at
+# about fp32 width, why PyTorch asks cuBLAS for fp32 accumulation in its fp16/bf16 matmuls
+# (although by default it still allows reduced-precision reductions inside fp16 GEMMs:
 # `torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction`), and why the cheat
 # sheet among the sources says "reductions should accumulate in FP32 even when inputs are BF16".
 
@@ -236,8 +240,8 @@ prediction_speedups = {"bf16 / fp32": "...", "tf32 / fp32": "..."}
 
 # %% [markdown]
 # Each point is a `torch.matmul` of random normal n × n matrices (never zeros: on zeros the GPU
-# draws less power and can hold higher clocks; the course's reference notes ~13 % faster on an
-# H200), timed by the course's harness, TFLOP/s from the counted 2n³. On a GPU it is measured
+# draws less power and may hold higher clocks, which would flatter the rate), timed by the
+# course's harness, TFLOP/s from the counted 2n³. On a GPU it is measured
 # now; without one it comes from a recording made on a real GPU, or the chart says none exists.
 # The dotted lines are the datasheet figures of the GPU the numbers come from (of an H200,
 # labelled as assumed, when there are none).
@@ -320,19 +324,32 @@ if vocab_ratios is not None:
 # * **Formats.** IEEE 754-2019 defines binary32 and binary16, rounding to nearest with ties to
 #   even and overflow to ±∞; the OCP FP8 specification (2023) defines E4M3 (no ∞, one NaN pattern,
 #   largest 448) and E5M2. PTX converts to fp8 only with `.satfinite` (`cvt.rn.satfinite.e4m3x2.f32`):
-#   out-of-range values clamp to the largest finite value, as torch's `float8_e4m3fn` conversion does.
+#   out-of-range values clamp to the largest finite value, as torch 2.13.0's `float8_e4m3fn`
+#   conversion does (checked on its CPU build).
 #   TF32 is produced by `cvt.rna.tf32.f32` (ties away from zero, sm_80) or `cvt.rn` (sm_90): fp32
-#   with its low 13 mantissa bits rounded off.
+#   with its low 13 mantissa bits rounded off — when a kernel converts. PyTorch's
+#   numerical-accuracy notes say TF32 tensor cores read "only the first 10 bits of the input
+#   mantissa" (a kernel that passes fp32 straight in drops the rest: truncation), while
+#   TensorFlow's documentation says fp32 inputs are rounded to 10 bits "in most cases". So two
+#   libraries' TF32 results can differ in the last bit; this lesson's CPU emulation rounds to
+#   nearest.
 # * **Accumulation.** Higham (*Accuracy and Stability of Numerical Algorithms*, ch. 4): recursive
 #   summation (n − 1)u·Σ|x|, Kahan ≈ 2u·Σ|x|. The PTX matrix instructions (`mma`, Hopper's
 #   `wgmma`) take fp16/bf16/fp8 inputs with an fp32 accumulator (fp16 and fp8 inputs may also
-#   accumulate in fp16): exactly lab 07's first exercise.
+#   accumulate in fp16). That accumulator is about fp32 wide, but the hardware does not add the
+#   products one at a time with IEEE rounding: Fasi, Higham, Mikaitis and Pranesh ("Numerical
+#   behavior of NVIDIA tensor cores", *PeerJ Computer Science* 7:e330, 2021) found that the V100,
+#   T4 and A100 add a block of products at once, aligning them to the largest and truncating
+#   rather than rounding; DeepSeek-AI's DeepSeek-V3 technical report (arXiv:2412.19437, 2024)
+#   reports that FP8 GEMMs on Hopper (H800) keep only about 14 bits in the accumulation, and
+#   promotes partial sums to CUDA-core fp32 every 128 elements. Lab 07's first exercise is the
+#   sequential IEEE fp32 version — the one a tensor core approximates, not reproduces.
 # * **Loss scaling.** Micikevicius et al. (2018) introduced fp32 master weights, fp32
 #   accumulation and loss scaling for fp16 training; bf16 (Kalamkar et al., 2019) keeps fp32's
 #   exponent and trains without a scaler.
 # * **Throughput.** Datasheet dense rates as above. The measured ceiling is the best the library
-#   reaches on random data (the course's REFERENCE notes 769–798 TFLOP/s for an 8192³ bf16 matmul
-#   measured on an H200, about 80 % of the datasheet).
+#   reaches on random data; it sits below the datasheet, and only a measurement (the chart above,
+#   on a GPU or from a recording) says by how much on a given machine.
 #
 # ## A story from the field
 # The cheat sheet among the course's sources sorts almost every slow GPU job into three
@@ -351,10 +368,13 @@ if vocab_ratios is not None:
 # ## Key points
 # * Exponent bits buy range, mantissa bits buy precision: bf16 = fp32's range with 8 significant
 #   bits; fp16 = 11 significant bits but only up to 65504 and down to 6 × 10^-8; fp8 needs scaling.
-# * Accumulate in fp32 (tensor cores do); when even fp32 is not enough, Kahan's compensation makes
-#   the error independent of n. Never let a compiler reassociate it away.
-# * fp16 training needs a loss scaler because small gradients underflow; bf16 does not. Tensor
-#   cores are ~15× the CUDA-core rate at bf16 on paper: measure yours, and mind the shapes.
+# * Accumulate in fp32 (tensor cores accumulate at about fp32 width, though not as sequential IEEE
+#   fp32); when even fp32 is not enough, Kahan's compensation makes the error independent of n.
+#   Never let a compiler reassociate it away.
+# * fp16 training needs a loss scaler because small gradients underflow; bf16 does not. On paper
+#   (H100 SXM) bf16 tensor cores are ~15× the *fp32* CUDA-core rate (989.4 vs 67 TFLOP/s) and
+#   ~7.4× the *bf16* CUDA-core rate (133.8 TFLOP/s, NVIDIA's Hopper whitepaper): measure yours,
+#   and mind the shapes.
 #
 # **Next:** [lab 07](../labs/lab07_precision/lab07_precision.ipynb) — an fp16-input dot product
 # with fp32 accumulation, a Kahan version, and the cheapest format for an error budget.

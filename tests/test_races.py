@@ -1,6 +1,7 @@
 """Lesson 06 (gpucourse.races): kernels, counts under the race scheduler, figures, widget, pictures,
 patterns, lab helpers, sweep registration, bad input — and every kernel compiled for sm_90."""
 
+import inspect
 import subprocess
 import sys
 import textwrap
@@ -162,8 +163,43 @@ def test_mp_kernel_outcomes_under_the_model():
 def test_handoff_table_tells_the_four_stories():
     table = races.handoff_table(seed=0)
     assert list(table.outcome) == ["gave up: the flag never came", "correct: saw the flag and the data",
-                                   "WRONG: saw the flag but stale data", "correct: saw the flag and the data"]
+                                   "WRONG: saw the flag but stale data", "correct: saw the flag and the data",
+                                   "correct: saw the flag and the data"]
     assert table.polls.iloc[0] == 200, "the cap ended the wait"
+    assert list(table.memory) == ["sc", "sc", "weak", "weak", "weak-acqrel"]
+
+
+@cuda.jit
+def handoff_weak_flag(data, flag, out):
+    """The hand-off with a plain (weak) flag store and load: correct only if threadfence is fence.sc."""
+    if cuda.blockIdx.x == 1:
+        data[0] = 42
+        cuda.threadfence()
+        flag[0] = 1
+    else:
+        seen, polls = flag[0], 0
+        while seen == 0 and polls < 200:
+            seen = flag[0]
+            polls += 1
+        cuda.threadfence()
+        out[0] = seen
+        out[1] = data[0]
+
+
+def test_handoff_needs_a_strong_flag_when_fences_only_release_and_acquire():
+    def weak_flag(memory):
+        data, flag, out = np.zeros(1, np.int32), np.zeros(1, np.int32), np.full(2, -1, np.int32)
+        weakmemory.run_kernel(handoff_weak_flag, 2, 1, data, flag, out, schedule="round-robin", memory=memory,
+                              engine="standalone")
+        return tuple(int(v) for v in out)
+
+    assert weak_flag("weak") == (1, 42), "fence.sc on both sides: even a weak flag carries the data"
+    assert weak_flag("weak-acqrel") == (1, 0), "fence.acq_rel and a weak flag: stale data"
+    for seed in range(5):  # the lesson's kernel, with its atomic flag, is correct under release/acquire fences
+        run = races.handoff(1, 200, True, "random", seed, "weak-acqrel", engine="standalone")
+        assert run["outcome"] == "correct: saw the flag and the data", seed
+    source = inspect.getsource(races.handoff_kernel.py_func)
+    assert "cuda.atomic.exch(flag" in source and "        flag[0] = 1" not in source
 
 
 def test_gpu_harness_kernel_logic_under_the_model():
@@ -372,3 +408,15 @@ def test_every_kernel_compiles_for_sm90():
     assert len(result) == 11
     assert result["mp_kernel"] == "True False" and result["histogram_racy"] == "False False"
     assert result["histogram_atomic"] == "False True" and result["reduce_last_block"] == "True True"
+
+
+def test_last_block_reduction_needs_only_release_acquire_fences():
+    """Its ticket is an atomic (a strong access), so it stays correct when fences only release and acquire."""
+    values = np.arange(1, 65, dtype=np.float64)
+    total = float(values.sum())
+    assert races.fence_reduction(values, fence=True, schedule="round-robin", memory="weak-acqrel",
+                                 engine="standalone") == total
+    assert all(races.fence_reduction(values, fence=True, schedule="random", seed=s, memory="weak-acqrel",
+                                     engine="standalone") == total for s in range(5))
+    assert races.fence_reduction(values, fence=False, schedule="round-robin", memory="weak-acqrel",
+                                 engine="standalone") != total
