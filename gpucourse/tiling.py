@@ -646,8 +646,8 @@ def ceilings_for_roofline() -> dict:
         out["datasheet_gflops"] = sheet * 1e3 if sheet else None
         return out
     out = {"copy_gbps": None, "library_gflops": None, "device": f"NVIDIA {REFERENCE_GPU}",
-           "datasheet_gbps": runtime.DATASHEET_BANDWIDTH_GBPS[REFERENCE_GPU],
-           "datasheet_gflops": runtime.datasheet_tflops(REFERENCE_GPU)["fp32"] * 1e3}
+           "datasheet_gbps": runtime.DATASHEET_BANDWIDTH_GBPS[f"NVIDIA {REFERENCE_GPU}"],
+           "datasheet_gflops": runtime.datasheet_tflops(f"NVIDIA {REFERENCE_GPU}")["fp32"] * 1e3}
     rec = reference.load("measuring.ceilings")  # lesson 00's recorded ceilings, when a GPU has made them
     if rec is not None:
         measured = rec.data.set_index("quantity").measured
