@@ -40,8 +40,9 @@ class Datasheet:
 
 
 # Memory bandwidth in GB/s, keyed by the exact name the driver reports (cuDeviceGetName). Exact,
-# because names share prefixes across very different cards ("NVIDIA L4" / "NVIDIA L40S") and a
-# MIG slice or a GH200 is not the GPU its name starts with; a name not listed has no datasheet line.
+# because names share prefixes across very different cards ("NVIDIA L4" / "NVIDIA L40S"), a GH200
+# is not an H200, and a MIG slice ("NVIDIA A100-SXM4-40GB MIG 1g.5gb") has only a share of its
+# GPU's bandwidth; a name not listed gets no datasheet line.
 DATASHEETS = {
     "Tesla T4": Datasheet(320.0, "NVIDIA T4 Tensor Core GPU datasheet: 320+ GB/s GDDR6"),
     "Tesla V100-SXM2-16GB": Datasheet(900.0, "NVIDIA V100 Tensor Core GPU datasheet: 900 GB/s (SXM2)"),
@@ -70,24 +71,15 @@ _HOPPER_SXM_TFLOPS = {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4,
 DATASHEET_TFLOPS = {"NVIDIA H200": _HOPPER_SXM_TFLOPS, "NVIDIA H100 80GB HBM3": _HOPPER_SXM_TFLOPS}
 
 
-def _datasheet_key(name: str) -> str | None:
-    """The table key for a device name: exact match; a MIG slice (a share of one GPU) gets none."""
-    name = name.strip()
-    if "MIG" in name.split():
-        return None
-    return name if name in DATASHEETS or name in DATASHEET_TFLOPS else None
-
-
 def datasheet_bandwidth_gbps(name: str) -> float | None:
     """The datasheet's memory bandwidth for a device name as the driver reports it (None: not listed)."""
-    key = _datasheet_key(name)
-    return DATASHEETS[key].bandwidth_gbps if key in DATASHEETS else None
+    sheet = DATASHEETS.get(name.strip())
+    return sheet.bandwidth_gbps if sheet else None
 
 
 def datasheet_tflops(name: str) -> dict[str, float]:
     """The datasheet's dense TFLOP/s per format for a device name ({} when not listed)."""
-    key = _datasheet_key(name)
-    return dict(DATASHEET_TFLOPS[key]) if key in DATASHEET_TFLOPS else {}
+    return dict(DATASHEET_TFLOPS.get(name.strip(), {}))
 
 
 _datasheet_gbps = datasheet_bandwidth_gbps  # the name older callers use
