@@ -40,14 +40,13 @@ from numba import cuda, float32
 
 from gpucourse import charts, reference, runtime, validate
 from gpucourse.errors import InvalidConfig, NoGPU
+from gpucourse.hardware import MAX_THREADS_PER_BLOCK, WARP_SIZE
 from gpucourse.harness import measure, poison
 
 TILES = (8, 16, 32)
-WARP_SIZE = 32
 BANKS = 32
 BANK_BYTES = 4
 FLOAT_BYTES = 4
-MAX_THREADS_PER_BLOCK = 1024
 STATIC_SHARED_BYTES = 48 * 1024  # cuda.shared.array is static shared memory: 48 KB per block on every cc
 SIM_MAX_N = 64  # the simulator runs a few hundred threads per second: keep it small
 NAIVE_BLOCK = (16, 16)
