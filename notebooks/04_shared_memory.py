@@ -285,7 +285,23 @@ for bad in (lambda: tiling.check_tile(33), lambda: tiling.check_register_blockin
 # wavefronts where one would do. For the matmul, its roofline chart places the kernel by the
 # bytes it really moved at each level (L1, L2, DRAM) — the caches make the DRAM intensity higher
 # than the "requested bytes" counted here.
-#
+
+# %% [markdown]
+# ## On other GPUs
+# The figures in this lesson are those of an H100/H200 (cc 9.0: up to 227 KB of shared memory per
+# block, 50 MB or more of L2). What changes elsewhere:
+# * **T4 (Turing, cc 7.5)**: 40 SMs, 64 KB of shared memory per SM (and at most 64 KB per block),
+#   a 4 MB L2 and 320 GB/s of GDDR6 (NVIDIA T4 datasheet). The tiles here fit (a 32×32 float tile
+#   is 4 KB), but fewer blocks share an SM, and with so little DRAM bandwidth the memory-bound
+#   rungs and transposes are DRAM-limited sooner, and when DRAM is the limit, removing bank
+#   conflicts (padding the transpose tile) gains less.
+# * **GeForce cards (RTX 30xx/40xx/50xx)**: 100 KB of shared memory per SM; their fp32 CUDA-core
+#   rate is high but fp64 runs at 1/64 of it (NVIDIA's Ampere GA102 and Ada architecture
+#   whitepapers), which matters for the float64 check against which every rung is verified.
+# * The bank rules do not change: 32 banks of 4 bytes on every compute capability this course
+#   models (7.0 to 12.0).
+
+# %% [markdown]
 # ## Key points
 # * A tile in shared memory turns T global reads into one: about T/4 FLOP per byte for a
 #   T-tiled fp32 matmul; register blocking multiplies the reuse again.

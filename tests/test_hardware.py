@@ -42,3 +42,22 @@ def test_hardware_facts_are_defined_once():
               if line.split("=")[0].strip() in facts and "=" in line and "==" not in line]
     assert [copy.split(":")[0] for copy in copies] == ["gpucourse/hardware.py"] * len(facts), copies
     assert hardware.WARP_SIZE == 32
+
+
+def other_gpus_note(lesson: str) -> str:
+    text = (ROOT / "notebooks" / f"{lesson}.py").read_text()
+    start = text.index("# ## On other GPUs")
+    return text[start:text.index("# %%", start)]
+
+
+def test_the_lessons_say_what_changes_on_a_t4_and_on_geforce_cards():
+    t4 = hardware.COMPUTE_CAPABILITIES[(7, 5)]
+    note = other_gpus_note("05_occupancy")
+    assert f"{t4.max_threads_per_sm:,} threads ({t4.max_warps_per_sm} warps) and {t4.max_blocks_per_sm} blocks" in note
+    assert f"{t4.shared_per_sm_bytes // 1024} KB of shared memory per SM" in note
+    ada = hardware.COMPUTE_CAPABILITIES[(8, 9)]
+    assert f"{ada.max_threads_per_sm:,} threads ({ada.max_warps_per_sm} warps)" in note
+    assert f"{t4.shared_per_sm_bytes // 1024} KB of shared memory per SM" in other_gpus_note("04_shared_memory")
+    precision_note = other_gpus_note("07_precision")
+    assert "no bf16 and no TF32 tensor cores" in precision_note and "1/64 of fp32" in precision_note
+    assert "1/64" in other_gpus_note("04_shared_memory")
