@@ -156,6 +156,8 @@ def test_doctor_on_a_mismatched_driver(stand_in):
     assert auto.returncode == 0, auto.stdout + auto.stderr
     mode_line = next(line for line in auto.stdout.splitlines() if line.startswith("mode:"))
     assert "CUDA 12.4" in mode_line and "make setup CUDA=12" in mode_line
+    assert "CUDA stack: CUDA 13 (cuda-bindings 13." in auto.stdout
+    assert "driver of the R580 branch or newer" in auto.stdout
     env["GPUCOURSE_MODE"] = "gpu"
     forced = subprocess.run([sys.executable, "-m", "gpucourse", "doctor"], capture_output=True, text=True,
                             env=env, timeout=300)
