@@ -66,7 +66,8 @@ def check_gpu_libraries() -> list[Check]:
         checks.append(Check("numba-cuda sees the GPU", bool(cuda.is_available()), str(cuda.is_available()),
                             f"check the NVIDIA driver and that numba-cuda[cu{major}] matches its CUDA version"))
     except Exception as exc:
-        checks.append(Check("numba-cuda sees the GPU", False, str(exc), f"reinstall numba-cuda[cu{major}] (`make setup CUDA={major}`)"))
+        checks.append(Check("numba-cuda sees the GPU", False, str(exc),
+                            f"reinstall numba-cuda[cu{major}] (`make setup CUDA={major}`)"))
     try:
         import cupy
 
