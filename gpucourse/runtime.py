@@ -192,7 +192,8 @@ def _stack_for(driver: Driver) -> int | None:
 def _driver_update_hint(cc: tuple[int, int], stack: Stack) -> str:
     """The driver update that lets a stack run on this GPU: the installed one if it can, else the newest."""
     if cc >= stack.min_cc:
-        return f"update the NVIDIA driver to the {DRIVER_BRANCH_BY_CUDA_MAJOR.get(stack.cuda_major)} branch or newer"
+        branch = DRIVER_BRANCH_BY_CUDA_MAJOR.get(stack.cuda_major, f"CUDA {stack.cuda_major}")
+        return f"update the NVIDIA driver to the {branch} branch or newer"
     newest = max((m for m, low in MIN_CC_BY_CUDA_MAJOR.items() if cc >= low), default=None)
     if newest is None:
         return "no CUDA stack of the course supports this GPU, so simulator mode is the way here"
