@@ -218,6 +218,11 @@ def stack_problem(driver: Driver, stack: Stack | None) -> str:
                f"({stack.evidence})")
     else:
         return ""
+    usable = [i for i, d in enumerate(driver.devices) if d.cc >= stack.min_cc]
+    if usable and driver.cuda_version[0] >= stack.cuda_major:  # another GPU here can: point at it
+        other_device = driver.devices[usable[0]]
+        return (f"{why}: GPU {usable[0]} ({other_device.name}) can run it: set CUDA_VISIBLE_DEVICES={usable[0]} "
+                "before starting Python")
     other = _stack_for(driver)
     if other is not None and other != stack.cuda_major:
         return f"{why}: run `make setup CUDA={other}` for the CUDA {other} stack, which this driver and GPU support"

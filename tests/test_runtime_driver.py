@@ -21,6 +21,7 @@ pytestmark = pytest.mark.skipif(GCC is None or not sys.platform.startswith("linu
 
 # The Driver API signatures the probe calls (cuda.h); values come from STANDIN_* variables.
 STAND_IN = r"""
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 static int env_int(const char *name, int fallback) {
@@ -34,9 +35,13 @@ int cuDeviceGetName(char *name, int len, int device) {
   const char *v = getenv("STANDIN_DEVICE_NAME");
   strncpy(name, v ? v : "Stand-in GPU", len - 1); name[len - 1] = 0; return 0;
 }
+static int per_device(const char *name, int device, int fallback) {  /* STANDIN_CC_MAJOR_1 for GPU 1 */
+  char key[64]; snprintf(key, sizeof key, "%s_%d", name, device);
+  return env_int(key, env_int(name, fallback));
+}
 int cuDeviceGetAttribute(int *value, int attribute, int device) {
-  if (attribute == 75) { *value = env_int("STANDIN_CC_MAJOR", 9); return 0; }
-  if (attribute == 76) { *value = env_int("STANDIN_CC_MINOR", 0); return 0; }
+  if (attribute == 75) { *value = per_device("STANDIN_CC_MAJOR", device, 9); return 0; }
+  if (attribute == 76) { *value = per_device("STANDIN_CC_MINOR", device, 0); return 0; }
   return 1;  /* CUDA_ERROR_INVALID_VALUE: the probe asks for nothing else */
 }
 """
@@ -164,6 +169,14 @@ def test_doctor_on_a_mismatched_driver(stand_in):
     assert forced.returncode != 0
     assert forced.stdout == ""
     assert len(forced.stderr.strip().splitlines()) == 1 and "CUDA 12.4" in forced.stderr
+
+
+def test_a_second_gpu_the_stack_can_use_is_pointed_at(stand_in):
+    # GPU 0 a V100 (cc 7.0), GPU 1 an H100 (cc 9.0), a CUDA 13 driver and stack: use GPU 1.
+    env = child_env(stand_in, "13.0", "7.0", STANDIN_DEVICE_COUNT="2", STANDIN_CC_MAJOR_1="9", STANDIN_CC_MINOR_1="0")
+    line = run_child(env).stdout.splitlines()[0]
+    assert line.startswith("sim | the GPU (Stand-in GPU) has compute capability 7.0")
+    assert line.endswith("set CUDA_VISIBLE_DEVICES=1 before starting Python"), line
 
 
 def test_native_windows_says_to_use_wsl2():
