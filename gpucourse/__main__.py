@@ -24,6 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--jobs", type=int, default=None, help="students graded in parallel")
     sub.add_parser("feedback", help="generate feedback for every graded submission")
     sub.add_parser("book", help="build the static website into build/book/_build/html")
+    compile_check = sub.add_parser("compile-check", help="compile every kernel to SASS for each architecture")
+    compile_check.add_argument("--arch", default=None, help="e.g. 75,80,86,89,90,100,120 (the default)")
+    compile_check.add_argument("--only", default=None, help="only kernels whose label contains this text")
     args = parser.parse_args(argv)
     try:
         return _run(args)
@@ -33,6 +36,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args) -> int:
+    if args.command == "compile-check":
+        from gpucourse.compilecheck import main as compile_check
+
+        return compile_check(args.arch, args.only)
     if args.command == "doctor":
         from gpucourse.doctor import run_doctor
 

@@ -32,10 +32,10 @@ from numba import cuda
 
 from gpucourse import charts, reference, runtime, validate
 from gpucourse.errors import CourseError, InvalidConfig, WrongResult
+from gpucourse.hardware import WARP_SIZE
 from gpucourse.harness import Measurement, measure
 
 LESSON = "03_coalescing"
-WARP_SIZE = 32
 SECTOR_BYTES = 32  # since compute capability 6.0 global memory is served in 32-byte sectors
 LINE_BYTES = 128  # a cache line = 4 sectors (what older GPUs fetched as one "transaction")
 DTYPES = {"float16": np.float16, "float32": np.float32, "float64": np.float64}

@@ -40,9 +40,9 @@ from numba import cuda  # importing gpucourse has already chosen the mode (simul
 
 from gpucourse import charts, reference, runtime, validate
 from gpucourse.errors import InvalidConfig, NoGPU, WrongResult
+from gpucourse.hardware import WARP_SIZE
 from gpucourse.harness import measure
 
-WARP_SIZE = 32
 PLACEMENTS = ("interleaved", "clustered", "sorted", "random")
 PLACEMENT_TEXT = {
     "interleaved": "the same share of lanes in every warp, spread across it",

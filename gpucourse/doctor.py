@@ -58,13 +58,16 @@ def check_packages() -> list[Check]:
 def check_gpu_libraries() -> list[Check]:
     """Does each library see the GPU? Only meaningful in GPU mode."""
     checks = []
+    stack = runtime.installed_stack()
+    major = stack.cuda_major if stack else 13
     try:
         from numba import cuda
 
         checks.append(Check("numba-cuda sees the GPU", bool(cuda.is_available()), str(cuda.is_available()),
-                            "check the NVIDIA driver and that numba-cuda[cu13] matches its CUDA version"))
+                            f"check the NVIDIA driver and that numba-cuda[cu{major}] matches its CUDA version"))
     except Exception as exc:
-        checks.append(Check("numba-cuda sees the GPU", False, str(exc), "reinstall numba-cuda[cu13]"))
+        checks.append(Check("numba-cuda sees the GPU", False, str(exc),
+                            f"reinstall numba-cuda[cu{major}] (`make setup CUDA={major}`)"))
     try:
         import cupy
 
@@ -73,7 +76,7 @@ def check_gpu_libraries() -> list[Check]:
                             "install the cupy wheel for your CUDA"))
     except Exception as exc:
         checks.append(Check("CuPy sees the GPU", False, f"{type(exc).__name__}: {exc}",
-                            "install cupy-cuda13x matching the driver's CUDA (lessons 00, 03, 04 need it)"))
+                            f"install cupy-cuda{major}x matching the driver's CUDA (lessons 00, 03, 04 need it)"))
     try:
         import torch
 
@@ -120,8 +123,19 @@ def sanity_benchmark() -> Check:
                  "below 50 %: is another job using the GPU, or is it throttled? check `nvidia-smi`")
 
 
+def stack_line() -> str:
+    """Which CUDA stack is installed and what it needs from the driver and the GPU."""
+    stack = runtime.installed_stack()
+    if stack is None:
+        return "CUDA stack: none installed (no cuda-bindings or CuPy): simulator mode only"
+    branch = runtime.DRIVER_BRANCH_BY_CUDA_MAJOR.get(stack.cuda_major, "a matching")
+    return (f"CUDA stack: CUDA {stack.cuda_major} ({stack.evidence}): needs a driver of the {branch} branch or "
+            f"newer and compute capability {stack.min_cc[0]}.{stack.min_cc[1]} or newer")
+
+
 def run_doctor(out=print) -> int:
     out("gpucourse doctor — pre-flight check")
+    out(stack_line())
     checks = check_packages()
     info = runtime.device()
     if runtime.is_gpu():

@@ -162,7 +162,8 @@ def roofline_figure(precision: str = "bf16") -> go.Figure:
         sheet_bw = data.loc[data.quantity == "copy bandwidth", "datasheet"].iloc[0]
         sheet_peak = data.loc[data.quantity == quantity, "datasheet"].iloc[0]
     else:
-        sheet_bw, sheet_peak = runtime.DATASHEET_BANDWIDTH_GBPS["H200"], runtime.datasheet_tflops("H200")[precision]
+        sheet_bw = runtime.DATASHEET_BANDWIDTH_GBPS["NVIDIA H200"]
+        sheet_peak = runtime.datasheet_tflops("NVIDIA H200")[precision]
     if pd.notna(sheet_bw) and pd.notna(sheet_peak):
         curves.append(("datasheet", float(sheet_bw), float(sheet_peak), 1, "dot"))
     for name, bw_gbps, peak_tflops, index, dash in curves:

@@ -20,7 +20,7 @@ Four things cap the number of blocks resident on one SM (a streaming multiproces
 Active blocks = the smallest of the four; the ones that reach it are the *limiter* (ties are
 named together, as NVIDIA's calculator does). Occupancy = active warps / the SM's warp slots.
 The block-barrier limit of cc ≥ 9.0 (2 barriers per resident block, 1 per kernel) and
-partitioned global caching (cc 5.2/6.x) never bind on the six parts modelled here.
+partitioned global caching (cc 5.2/6.x) never bind on the parts modelled here (gpucourse.hardware).
 """
 
 from __future__ import annotations
@@ -30,57 +30,23 @@ import numbers
 from dataclasses import dataclass, field
 
 from gpucourse.errors import InvalidConfig
+from gpucourse.hardware import (  # noqa: F401  (re-exported: lessons and tests read them from here)
+    COMPUTE_CAPABILITIES,
+    MAX_REGISTERS_PER_THREAD,
+    MAX_STATIC_SHARED_PER_BLOCK_BYTES,
+    MAX_THREADS_PER_BLOCK,
+    REGISTER_ALLOCATION_UNIT,
+    SUB_PARTITIONS,
+    WARP_SIZE,
+)
+from gpucourse.hardware import ComputeCapability as Architecture
 
-WARP_SIZE = 32
-MAX_THREADS_PER_BLOCK = 1024
-MAX_REGISTERS_PER_THREAD = 255  # ptxas never allocates more (the header's 256 is not reachable)
-REGISTER_ALLOCATION_UNIT = 256  # registers per warp are allocated in units of 256
-SUB_PARTITIONS = 4  # an SM is four sub-partitions, each with its own register file quarter
-DEFAULT_SHARED_PER_BLOCK_BYTES = 48 * 1024  # above this a kernel must opt in
+DEFAULT_SHARED_PER_BLOCK_BYTES = MAX_STATIC_SHARED_PER_BLOCK_BYTES  # above this a kernel must opt in
 
 LIMITERS = ("registers", "shared memory", "warps", "blocks")
 KB = 1024
 
-
-@dataclass(frozen=True)
-class Architecture:
-    """One compute capability's limits (CUDA C Programming Guide, 'Compute capabilities')."""
-
-    cc: tuple[int, int]
-    example: str
-    max_threads_per_sm: int
-    max_blocks_per_sm: int
-    shared_per_sm_bytes: int  # the largest carve-out
-    shared_per_block_optin_bytes: int  # the most one block may have, after opting in
-    reserved_shared_per_block_bytes: int  # the driver's per-block reservation (cc ≥ 8.0)
-    shared_granularity_bytes: int
-    carveouts_kb: tuple[int, ...]  # the shared-memory sizes an SM can be configured with
-    registers_per_sm: int = 65536
-    registers_per_block: int = 65536
-
-    @property
-    def max_warps_per_sm(self) -> int:
-        return self.max_threads_per_sm // WARP_SIZE
-
-    @property
-    def name(self) -> str:
-        return f"{self.cc[0]}.{self.cc[1]}"
-
-
-ARCHITECTURES: dict[tuple[int, int], Architecture] = {
-    a.cc: a
-    for a in (
-        Architecture((7, 0), "V100", 2048, 32, 96 * KB, 96 * KB, 0, 256, (0, 8, 16, 32, 64, 96)),
-        Architecture((7, 5), "T4, RTX 20xx", 1024, 16, 64 * KB, 64 * KB, 0, 256, (32, 64)),
-        Architecture((8, 0), "A100", 2048, 32, 164 * KB, 163 * KB, KB, 128,
-                     (0, 8, 16, 32, 64, 100, 132, 164)),
-        Architecture((8, 6), "A10, RTX 30xx", 1536, 16, 100 * KB, 99 * KB, KB, 128, (0, 8, 16, 32, 64, 100)),
-        Architecture((8, 9), "L4, L40S, RTX 40xx", 1536, 24, 100 * KB, 99 * KB, KB, 128,
-                     (0, 8, 16, 32, 64, 100)),
-        Architecture((9, 0), "H100, H200", 2048, 32, 228 * KB, 227 * KB, KB, 128,
-                     (0, 8, 16, 32, 64, 100, 132, 164, 196, 228)),
-    )
-}
+ARCHITECTURES: dict[tuple[int, int], Architecture] = COMPUTE_CAPABILITIES
 SUPPORTED_CCS = tuple(ARCHITECTURES)
 
 
@@ -270,7 +236,7 @@ def occupancy(
     ``threads_per_block``: 1–1024 (an int or a block shape such as (16, 16)).
     ``registers_per_thread``: 0–255, as ptxas or ``kernel.get_regs_per_thread()`` reports it.
     ``shared_bytes_per_block``: static + dynamic shared memory of one block, in bytes.
-    ``cc``: one of the six modelled compute capabilities (7.0, 7.5, 8.0, 8.6, 8.9, 9.0).
+    ``cc``: one of the modelled compute capabilities (``SUPPORTED_CCS``: 7.0 to 12.0).
     ``carveout_percent``: the kernel's preferred shared-memory carve-out (None: driver default).
     """
     if isinstance(threads_per_block, (tuple, list)):

@@ -1086,7 +1086,7 @@ def _model_device(rec=None) -> tuple[str, float | None, int | None, tuple[int, i
     if rec is not None:
         facts = rec.provenance.get("device", {})
         name = rec.device
-        gbps = next((v for k, v in runtime.DATASHEET_BANDWIDTH_GBPS.items() if k.lower() in name.lower()), None)
+        gbps = runtime.datasheet_bandwidth_gbps(name)
         cc = tuple(int(v) for v in str(facts.get("compute_capability", "9.0")).split("."))
         sm_count = facts.get("sm_count")
         if gbps and sm_count:

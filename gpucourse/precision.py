@@ -971,7 +971,7 @@ def throughput_figure(dtypes=MATMUL_DTYPES, datasheet: bool = True, data: pd.Dat
     return fig
 
 
-def ceiling_table(data: pd.DataFrame, device_name: str = "H200") -> pd.DataFrame:
+def ceiling_table(data: pd.DataFrame, device_name: str = "NVIDIA H200") -> pd.DataFrame:
     """Per dtype: the best measured TFLOP/s (the measured ceiling), the datasheet, and the ratio."""
     table = datasheet_tflops(device_name) or {}
     rows = []

@@ -97,7 +97,9 @@ class ResourceUsage:
 def _wheel_ptxas_candidates() -> list[Path]:
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     roots = {Path(sysconfig.get_paths()["purelib"]), Path(sys.prefix) / "lib" / version / "site-packages"}
-    return [root / "nvidia" / cuda / "bin" / "ptxas" for root in sorted(roots) for cuda in ("cu13", "cu12")]
+    # CUDA 13 wheels install under nvidia/cu13; CUDA 12's nvidia-cuda-nvcc-cu12 under nvidia/cuda_nvcc.
+    return [root / "nvidia" / folder / "bin" / "ptxas" for root in sorted(roots)
+            for folder in ("cu13", "cu12", "cuda_nvcc")]
 
 
 def find_ptxas() -> Path | None:

@@ -1,12 +1,15 @@
 """GPU or simulator: decided once, at import, before numba is imported.
 
-``GPUCOURSE_MODE=gpu|sim`` forces a mode; otherwise a ctypes probe of ``libcuda.so.1``
-(``cuInit`` + ``cuDeviceGetCount``, well under a millisecond) decides. In simulator mode
-``NUMBA_ENABLE_CUDASIM=1`` is set so that ``from numba import cuda`` gives Numba's CUDA
-simulator. Everything that needs the mode reads it from here.
+``GPUCOURSE_MODE=gpu|sim`` forces a mode; otherwise a ctypes probe of ``libcuda.so.1`` decides
+(well under a millisecond): the driver's CUDA version (``cuDriverGetVersion``) and each device's
+name and compute capability, checked against what the installed CUDA stack can use (read from
+package metadata, without importing numba). In simulator mode ``NUMBA_ENABLE_CUDASIM=1`` is set
+so that ``from numba import cuda`` gives Numba's CUDA simulator. Everything that needs the mode
+reads it from here.
 
     from gpucourse import runtime
     runtime.MODE          # "gpu" or "sim"
+    runtime.SIM_REASON    # one line: why simulator mode, and what to do about it
     runtime.device()      # DeviceInfo: name, compute capability, SMs, memory, L2, datasheet GB/s
     runtime.xp            # CuPy on a GPU, NumPy in the simulator
     runtime.cuda          # numba.cuda (the real target or the simulator)
@@ -21,73 +24,260 @@ import html
 import os
 import sys
 from dataclasses import dataclass
+from importlib import metadata
 
-from gpucourse.errors import InvalidConfig, NoGPU
+from gpucourse.errors import CourseError, InvalidConfig, NoGPU
 
 MODES = ("gpu", "sim")
 
-# Vendor datasheet HBM/GDDR bandwidths in GB/s (NVIDIA product pages). Matched on the device
-# name that the driver reports; a device not listed has no datasheet line on the charts.
-DATASHEET_BANDWIDTH_GBPS = {
-    "H200": 4800.0,
-    "H100 80GB HBM3": 3350.0,
-    "H100 SXM": 3350.0,
-    "H100 PCIe": 2000.0,
-    "A100-SXM4-80GB": 2039.0,
-    "A100-SXM4-40GB": 1555.0,
-    "A100-PCIE-40GB": 1555.0,
-    "Tesla V100-SXM2": 900.0,
-    "Tesla T4": 320.0,
-    "L4": 300.0,
-}
+
+@dataclass(frozen=True)
+class Datasheet:
+    """A vendor figure for one device name, with where it was published."""
+
+    bandwidth_gbps: float
+    source: str
 
 
-# Dense datasheet TFLOP/s by format (NVIDIA H100/H200 SXM product pages; see REFERENCE.md).
-DATASHEET_TFLOPS = {
-    "H200": {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9},
-    "H100 80GB HBM3": {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9},
-    "H100 SXM": {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9},
+# Memory bandwidth in GB/s, keyed by the exact name the driver reports (cuDeviceGetName). Exact,
+# because names share prefixes across very different cards ("NVIDIA L4" / "NVIDIA L40S"), a GH200
+# is not an H200, and a MIG slice ("NVIDIA A100-SXM4-40GB MIG 1g.5gb") has only a share of its
+# GPU's bandwidth; a name not listed gets no datasheet line.
+DATASHEETS = {
+    "Tesla T4": Datasheet(320.0, "NVIDIA T4 Tensor Core GPU datasheet: 320+ GB/s GDDR6"),
+    "Tesla V100-SXM2-16GB": Datasheet(900.0, "NVIDIA V100 Tensor Core GPU datasheet: 900 GB/s (SXM2)"),
+    "Tesla V100-SXM2-32GB": Datasheet(900.0, "NVIDIA V100 Tensor Core GPU datasheet: 900 GB/s (SXM2)"),
+    "NVIDIA A10": Datasheet(600.0, "NVIDIA A10 Tensor Core GPU datasheet: 600 GB/s GDDR6"),
+    "NVIDIA L4": Datasheet(300.0, "NVIDIA L4 Tensor Core GPU datasheet: 300 GB/s GDDR6"),
+    "NVIDIA L40S": Datasheet(864.0, "NVIDIA L40S GPU datasheet: 864 GB/s GDDR6"),
+    "NVIDIA A100-PCIE-40GB": Datasheet(1555.0, "NVIDIA A100 Tensor Core GPU datasheet: 1,555 GB/s (40GB PCIe)"),
+    "NVIDIA A100 80GB PCIe": Datasheet(1935.0, "NVIDIA A100 Tensor Core GPU datasheet: 1,935 GB/s (80GB PCIe)"),
+    "NVIDIA A100-SXM4-40GB": Datasheet(1555.0, "NVIDIA A100 Tensor Core GPU datasheet: 1,555 GB/s (40GB SXM)"),
+    "NVIDIA A100-SXM4-80GB": Datasheet(2039.0, "NVIDIA A100 Tensor Core GPU datasheet: 2,039 GB/s (80GB SXM)"),
+    "NVIDIA H100 PCIe": Datasheet(2000.0, "NVIDIA H100 Tensor Core GPU datasheet: 2 TB/s (H100 PCIe)"),
+    "NVIDIA H100 80GB HBM3": Datasheet(3350.0, "NVIDIA H100 Tensor Core GPU datasheet: 3.35 TB/s (H100 SXM)"),
+    "NVIDIA H100 NVL": Datasheet(3900.0, "NVIDIA H100 Tensor Core GPU datasheet: 3.9 TB/s (H100 NVL)"),
+    "NVIDIA H200": Datasheet(4800.0, "NVIDIA H200 Tensor Core GPU product page: 4.8 TB/s (H200 SXM)"),
+    "NVIDIA H200 NVL": Datasheet(4800.0, "NVIDIA H200 Tensor Core GPU product page: 4.8 TB/s (H200 NVL)"),
+    "NVIDIA B200": Datasheet(8000.0, "NVIDIA HGX B200 product page: 8 TB/s per GPU"),
+    "NVIDIA GeForce RTX 4090": Datasheet(1008.0, "NVIDIA Ada GPU Architecture whitepaper, appendix: 1,008 GB/s"),
+    "NVIDIA GeForce RTX 5090": Datasheet(1792.0, "NVIDIA RTX Blackwell GPU Architecture whitepaper: 1,792 GB/s"),
 }
+DATASHEET_BANDWIDTH_GBPS = {name: sheet.bandwidth_gbps for name, sheet in DATASHEETS.items()}
+
+# Dense datasheet TFLOP/s by format (NVIDIA H100 and H200 Tensor Core GPU datasheets, SXM columns).
+# Only the SXM parts are listed: PCIe and NVL variants share the chip but not its clocks and power.
+_HOPPER_SXM_TFLOPS = {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9}
+DATASHEET_TFLOPS = {"NVIDIA H200": _HOPPER_SXM_TFLOPS, "NVIDIA H100 80GB HBM3": _HOPPER_SXM_TFLOPS}
+
+
+def datasheet_bandwidth_gbps(name: str) -> float | None:
+    """The datasheet's memory bandwidth for a device name as the driver reports it (None: not listed)."""
+    sheet = DATASHEETS.get(name.strip())
+    return sheet.bandwidth_gbps if sheet else None
 
 
 def datasheet_tflops(name: str) -> dict[str, float]:
-    """The datasheet's dense TFLOP/s per format for a device name ({} when not listed).
-
-    Only the SXM parts are listed: the PCIe and NVL variants share the chip's name but not its
-    clocks and power, so they get no datasheet line rather than the wrong one."""
-    if any(variant in name.lower() for variant in ("pcie", "nvl")):
-        return {}
-    for key, rates in DATASHEET_TFLOPS.items():
-        if key.lower() in name.lower():
-            return dict(rates)
-    return {}
+    """The datasheet's dense TFLOP/s per format for a device name ({} when not listed)."""
+    return dict(DATASHEET_TFLOPS.get(name.strip(), {}))
 
 
-def _probe_gpu() -> tuple[bool, str]:
-    """(True, "") when the driver initialises and sees at least one device, else (False, why)."""
+_datasheet_gbps = datasheet_bandwidth_gbps  # the name older callers use
+
+
+# --- What the installed CUDA stack can use (from package metadata: numba is not imported yet) ---
+
+# The oldest compute capability each CUDA major's compiler targets (CUDA 13.0 release notes:
+# Maxwell, Pascal and Volta removed; CUDA 12.0 release notes: Kepler removed), and the oldest
+# driver branch for it (CUDA Toolkit release notes, "CUDA Toolkit and Corresponding Driver Versions").
+MIN_CC_BY_CUDA_MAJOR = {12: (5, 0), 13: (7, 5)}
+DRIVER_BRANCH_BY_CUDA_MAJOR = {12: "R525", 13: "R580"}
+
+
+@dataclass(frozen=True)
+class Stack:
+    """The CUDA major version the installed GPU packages were built for."""
+
+    cuda_major: int
+    evidence: str  # the package that says so, e.g. "cuda-bindings 13.5.0"
+
+    @property
+    def min_cc(self) -> tuple[int, int]:
+        return MIN_CC_BY_CUDA_MAJOR.get(self.cuda_major, (5, 0))
+
+
+def _installed_version(dist: str) -> str | None:
     try:
-        libcuda = ctypes.CDLL("libcuda.so.1")
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def installed_stack() -> Stack | None:
+    """The CUDA major of the installed stack, or None when no CUDA package is installed.
+
+    numba-cuda compiles through cuda-bindings (its [cu12]/[cu13] extras pull 12.x or 13.x), so
+    that decides; otherwise CuPy's wheel name (cupy-cuda12x / cupy-cuda13x) does."""
+    bindings = _installed_version("cuda-bindings")
+    if bindings and bindings.split(".")[0].isdigit():
+        return Stack(int(bindings.split(".")[0]), f"cuda-bindings {bindings}")
+    for major in (13, 12):
+        cupy = _installed_version(f"cupy-cuda{major}x")
+        if cupy:
+            return Stack(major, f"cupy-cuda{major}x {cupy}")
+    return None
+
+
+# --- What the driver reports (ctypes, CUDA Driver API) ---
+
+CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
+CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+
+
+@dataclass(frozen=True)
+class ProbedDevice:
+    name: str
+    cc: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Driver:
+    """What libcuda reports: the newest CUDA version the driver supports, and its devices."""
+
+    cuda_version: tuple[int, int]
+    devices: tuple[ProbedDevice, ...]
+
+    @property
+    def cuda_text(self) -> str:
+        return f"{self.cuda_version[0]}.{self.cuda_version[1]}"
+
+
+def _probe_device(libcuda, ordinal: int) -> ProbedDevice:
+    handle, major, minor = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(0)
+    name = ctypes.create_string_buffer(256)
+    libcuda.cuDeviceGet(ctypes.byref(handle), ordinal)
+    libcuda.cuDeviceGetName(name, len(name), handle)
+    libcuda.cuDeviceGetAttribute(ctypes.byref(major), CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, handle)
+    libcuda.cuDeviceGetAttribute(ctypes.byref(minor), CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, handle)
+    return ProbedDevice(name.value.decode(errors="replace").strip(), (major.value, minor.value))
+
+
+def probe_driver(library: str = "libcuda.so.1") -> tuple[Driver | None, str]:
+    """(Driver, "") when the driver initialises and sees at least one device, else (None, why)."""
+    try:
+        libcuda = ctypes.CDLL(library)
     except OSError:
-        return False, "no NVIDIA driver found (libcuda.so.1 is not installed)"
+        return None, "no NVIDIA driver found (libcuda.so.1 is not installed)"
     status = libcuda.cuInit(0)
     if status != 0:
-        return False, f"the NVIDIA driver did not initialise (cuInit returned {status})"
-    count = ctypes.c_int(0)
+        return None, f"the NVIDIA driver did not initialise (cuInit returned {status})"
+    count, version = ctypes.c_int(0), ctypes.c_int(0)
     if libcuda.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
-        return False, "the NVIDIA driver sees no GPU"
-    return True, ""
+        return None, "the NVIDIA driver sees no GPU"
+    libcuda.cuDriverGetVersion(ctypes.byref(version))  # 12040 means CUDA 12.4
+    devices = tuple(_probe_device(libcuda, i) for i in range(count.value))
+    return Driver((version.value // 1000, version.value % 1000 // 10), devices), ""
 
 
-def _decide() -> tuple[str, str]:
-    forced = os.environ.get("GPUCOURSE_MODE", "").strip().lower()
+# --- The decision ---
+
+
+def _stack_for(driver: Driver) -> int | None:
+    """The newest course stack (CUDA major) that this driver and device 0 can both use."""
+    major, cc = driver.cuda_version[0], driver.devices[0].cc
+    fits = [m for m, low in MIN_CC_BY_CUDA_MAJOR.items() if m <= major and cc >= low]
+    return max(fits, default=None)
+
+
+def _driver_update_hint(cc: tuple[int, int], stack: Stack) -> str:
+    """The driver update that lets a stack run on this GPU: the installed one if it can, else the newest."""
+    if cc >= stack.min_cc:
+        branch = DRIVER_BRANCH_BY_CUDA_MAJOR.get(stack.cuda_major, f"CUDA {stack.cuda_major}")
+        return f"update the NVIDIA driver to the {branch} branch or newer"
+    newest = max((m for m, low in MIN_CC_BY_CUDA_MAJOR.items() if cc >= low), default=None)
+    if newest is None:
+        return "no CUDA stack of the course supports this GPU, so simulator mode is the way here"
+    return (f"update the NVIDIA driver to the {DRIVER_BRANCH_BY_CUDA_MAJOR[newest]} branch or newer and run "
+            f"`make setup CUDA={newest}`")
+
+
+def stack_problem(driver: Driver, stack: Stack | None) -> str:
+    """Why the installed stack cannot use device 0, and what to do ("" when it can).
+
+    The course runs on device 0 (CUDA_VISIBLE_DEVICES picks which GPU that is)."""
+    if stack is None:
+        return ""  # no CUDA package to judge by; `make doctor` reports what is missing
+    device0 = driver.devices[0]
+    if driver.cuda_version[0] < stack.cuda_major:
+        branch = DRIVER_BRANCH_BY_CUDA_MAJOR.get(stack.cuda_major, "a newer")
+        why = (f"the NVIDIA driver supports CUDA {driver.cuda_text}, older than the CUDA {stack.cuda_major} "
+               f"the installed stack needs ({stack.evidence}; driver {branch} or newer)")
+    elif device0.cc < stack.min_cc:
+        why = (f"the GPU ({device0.name}) has compute capability {device0.cc[0]}.{device0.cc[1]}, below the "
+               f"{stack.min_cc[0]}.{stack.min_cc[1]} that the installed CUDA {stack.cuda_major} stack compiles for "
+               f"({stack.evidence})")
+    else:
+        return ""
+    usable = [i for i, d in enumerate(driver.devices) if d.cc >= stack.min_cc]
+    if usable and driver.cuda_version[0] >= stack.cuda_major:  # another GPU here can: point at it
+        other_device = driver.devices[usable[0]]
+        return (f"{why}: GPU {usable[0]} ({other_device.name}) can run it: set CUDA_VISIBLE_DEVICES={usable[0]} "
+                "before starting Python")
+    other = _stack_for(driver)
+    if other is not None and other != stack.cuda_major:
+        return f"{why}: run `make setup CUDA={other}` for the CUDA {other} stack, which this driver and GPU support"
+    return f"{why}: {_driver_update_hint(device0.cc, stack)}"
+
+
+WINDOWS_REASON = ("native Windows runs the simulator only: for GPU mode, run the course inside WSL2 "
+                  "(Ubuntu in WSL2 uses the NVIDIA Windows driver)")
+
+
+def decide(forced: str = "", platform: str = sys.platform, probe=probe_driver,
+           stack=installed_stack) -> tuple[str, str]:
+    """("gpu", "") or ("sim", one-line reason). Raises when ``forced == "gpu"`` cannot be honoured.
+
+    ``probe`` and ``stack`` (callables) are the seams the tests use: a stand-in driver, another
+    stack, e.g. ``decide(stack=lambda: Stack(12, "cuda-bindings 12.9.0"))``."""
+    forced = forced.strip().lower()
     if forced and forced not in MODES:
         raise InvalidConfig(f"GPUCOURSE_MODE must be 'gpu', 'sim' or unset (automatic); got {forced!r}")
     if forced == "sim":
         return "sim", "GPUCOURSE_MODE=sim was set"
-    has_gpu, why = _probe_gpu()
-    if forced == "gpu" and not has_gpu:
-        raise NoGPU(f"GPUCOURSE_MODE=gpu was set but {why}; use GPUCOURSE_MODE=sim or leave it unset")
-    return ("gpu", "") if has_gpu else ("sim", why)
+    if platform == "win32":
+        why = WINDOWS_REASON
+    else:
+        driver, why = probe()
+        if driver is not None:
+            why = stack_problem(driver, stack())
+    if not why:
+        return "gpu", ""
+    if forced == "gpu":
+        raise NoGPU(f"GPUCOURSE_MODE=gpu was set but {why}; otherwise use GPUCOURSE_MODE=sim or leave it unset")
+    return "sim", why
+
+
+def _fail_at_import(error: CourseError):
+    """Raise ``error``; an uncaught CourseError then prints as one line in plain Python too.
+
+    (IPython already shows one line: CourseError._render_traceback_.)"""
+    previous = sys.excepthook
+
+    def one_line(kind, value, traceback):
+        if isinstance(value, CourseError):
+            print(f"{type(value).__name__}: {value}", file=sys.stderr)
+        else:
+            previous(kind, value, traceback)
+
+    sys.excepthook = one_line
+    raise error
+
+
+def _decide() -> tuple[str, str]:
+    try:
+        return decide(os.environ.get("GPUCOURSE_MODE", ""))
+    except CourseError as error:
+        _fail_at_import(error)
 
 
 MODE, SIM_REASON = _decide()
@@ -122,13 +312,6 @@ class DeviceInfo:
         return "nvidia-" + "".join(c if c.isalnum() else "-" for c in text).strip("-").replace("--", "-")
 
 
-def _datasheet_gbps(name: str) -> float | None:
-    for key, gbps in DATASHEET_BANDWIDTH_GBPS.items():
-        if key.lower() in name.lower():
-            return gbps
-    return None
-
-
 def _version_text(version) -> str:
     major, minor = version if isinstance(version, tuple) else divmod(int(version) // 10, 100)
     return f"{major}.{minor}"
@@ -152,7 +335,7 @@ def device() -> DeviceInfo:
         sm_count=int(dev.MULTIPROCESSOR_COUNT),
         memory_bytes=int(total_bytes),
         l2_bytes=int(dev.L2_CACHE_SIZE),
-        datasheet_bandwidth_gbps=_datasheet_gbps(name),
+        datasheet_bandwidth_gbps=datasheet_bandwidth_gbps(name),
         driver_version=_version_text(driver.driver.get_version()),
         cuda_version=_version_text(cudart.runtime.get_version()),
     )

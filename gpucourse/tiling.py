@@ -42,14 +42,13 @@ from numba import cuda, float32
 
 from gpucourse import charts, reference, runtime, validate
 from gpucourse.errors import InvalidConfig, NoGPU
+from gpucourse.hardware import MAX_THREADS_PER_BLOCK, WARP_SIZE
 from gpucourse.harness import measure, poison
 
 TILES = (8, 16, 32)
-WARP_SIZE = 32
 BANKS = 32
 BANK_BYTES = 4
 FLOAT_BYTES = 4
-MAX_THREADS_PER_BLOCK = 1024
 STATIC_SHARED_BYTES = 48 * 1024  # cuda.shared.array is static shared memory: 48 KB per block on every cc
 SIM_MAX_N = 64  # the simulator runs a few hundred threads per second: keep it small
 NAIVE_BLOCK = (16, 16)
@@ -648,8 +647,8 @@ def ceilings_for_roofline() -> dict:
         out["datasheet_gflops"] = sheet * 1e3 if sheet else None
         return out
     out = {"copy_gbps": None, "library_gflops": None, "device": f"NVIDIA {REFERENCE_GPU}",
-           "datasheet_gbps": runtime.DATASHEET_BANDWIDTH_GBPS[REFERENCE_GPU],
-           "datasheet_gflops": runtime.datasheet_tflops(REFERENCE_GPU)["fp32"] * 1e3}
+           "datasheet_gbps": runtime.DATASHEET_BANDWIDTH_GBPS[f"NVIDIA {REFERENCE_GPU}"],
+           "datasheet_gflops": runtime.datasheet_tflops(f"NVIDIA {REFERENCE_GPU}")["fp32"] * 1e3}
     rec = reference.load("measuring.ceilings")  # lesson 00's recorded ceilings, when a GPU has made them
     if rec is not None:
         measured = rec.data.set_index("quantity").measured

@@ -6,10 +6,7 @@ import numbers
 from collections.abc import Iterable
 
 from gpucourse.errors import InvalidConfig
-
-MAX_THREADS_PER_BLOCK = 1024
-MAX_BLOCK_DIM = (1024, 1024, 64)
-MAX_GRID_DIM = (2**31 - 1, 65535, 65535)
+from gpucourse.hardware import MAX_BLOCK_DIM, MAX_GRID_DIM, MAX_THREADS_PER_BLOCK  # noqa: F401  (re-exported)
 
 
 def integer(name: str, value, *, minimum: int | None = None, maximum: int | None = None) -> int:

@@ -17,9 +17,9 @@ import plotly.graph_objects as go
 from numba import cuda  # after gpucourse.runtime (imported by the package) chose the mode
 
 from gpucourse import charts, reference, runtime, validate
+from gpucourse.hardware import WARP_SIZE
 from gpucourse.harness import measure
 
-WARP_SIZE = 32
 STAIRCASE_THREADS = (1, 8, 16, 31, 32, 33, 48, 63, 64, 65, 96, 97, 128)
 FMA_ITERATIONS = 4096
 

@@ -332,7 +332,23 @@ tiling.folklore_table()
 # bank conflicts per kernel (the metrics `l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld`
 # and `..._op_st`), and shared-memory *wavefronts* per request: a 32-way conflict is 32
 # wavefronts where one would do.
-#
+
+# %% [markdown]
+# ## On other GPUs
+# The figures in this lesson are those of an H100/H200 (cc 9.0: up to 227 KB of shared memory per
+# block, 50 MB or more of L2). What changes elsewhere:
+# * **T4 (Turing, cc 7.5)**: 40 SMs, 64 KB of shared memory per SM (and at most 64 KB per block),
+#   a 4 MB L2 and 320 GB/s of GDDR6 (NVIDIA T4 datasheet). The tiles here fit (a 32×32 float tile
+#   is 4 KB), but fewer blocks share an SM, and with so little DRAM bandwidth the memory-bound
+#   rungs and transposes are DRAM-limited sooner, and when DRAM is the limit, removing bank
+#   conflicts (padding the transpose tile) gains less.
+# * **GeForce cards (RTX 30xx/40xx/50xx)**: 100 KB of shared memory per SM; their fp32 CUDA-core
+#   rate is high but fp64 runs at 1/64 of it (NVIDIA's Ampere GA102 and Ada architecture
+#   whitepapers), which matters for the float64 check against which every rung is verified.
+# * The bank rules do not change: 32 banks of 4 bytes on every compute capability this course
+#   models (7.0 to 12.0).
+
+# %% [markdown]
 # ### Key points of part B
 # * Bank = 4-byte word index mod 32; count the distinct words per bank *within each phase* of a
 #   warp's request (whole warp for ≤ 4-byte elements, half-warps for 8-byte ones): a contiguous

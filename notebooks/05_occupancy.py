@@ -234,7 +234,22 @@ lesson.driver_comparison_figure()
 # of spill stores and 1,644 bytes of spill loads, where the uncapped kernel has none. Before
 # capping registers, check whether the kernel is latency-bound at all (memory throughput far
 # below the copy ceiling while warps sit waiting), and compare spills before and after.
-#
+
+# %% [markdown]
+# ## On other GPUs
+# The calculator knows every compute capability from 7.0 (V100) to 12.0 (RTX 50xx): Volta,
+# Turing, Ampere (8.0, 8.6, 8.7), Ada (8.9), Hopper (9.0) and Blackwell (10.0 B200, 10.3 B300,
+# 12.0), with NVIDIA's own limits (`cuda_occupancy.h`; pass `cc=(7, 5)`, `"8.9"` or `"sm_120"`).
+# The same kernel can be limited by something else on another GPU:
+# * **T4 (cc 7.5)**: 1,024 threads (32 warps) and 16 blocks per SM, 64 KB of shared memory per SM,
+#   40 SMs. One block of 1,024 threads fills a whole SM, and the occupancy percentages differ from
+#   an H100's for the same launch: try `occupancy(320, 37, cc=(7, 5))` against `cc=(9, 0)`.
+# * **cc 8.6, 8.9 and 12.0** (A10, L4, L40S, GeForce RTX 30xx/40xx/50xx): 1,536 threads (48 warps)
+#   per SM and about 100 KB of shared memory, so 1,024-thread blocks leave a third of the warp
+#   slots empty.
+# * **cc 10.0 and 10.3** (B200, B300) have Hopper's limits: 2,048 threads, 32 blocks, 228 KB.
+
+# %% [markdown]
 # ## Key points
 # * Resident blocks = the smallest of four limits: registers (per warp, rounded to 256, per
 #   sub-partition), shared memory (+ 1 KB per block from cc 8.0), warp slots, block slots.

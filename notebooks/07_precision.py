@@ -364,7 +364,22 @@ if vocab_ratios is not None:
 # CUDA-core and tensor-core paths; Nsight Compute reports the utilisation of the tensor pipe,
 # which is near zero for an fp32 matmul with TF32 off. Then check the shapes: a dimension that is
 # not a multiple of 8 or 16 may pick a slower kernel.
-#
+
+# %% [markdown]
+# ## On other GPUs
+# The tensor-core rates in this lesson are an H100/H200's. Elsewhere:
+# * **T4 (Turing, cc 7.5)** has fp16 tensor cores only: no bf16 and no TF32 tensor cores (they
+#   arrived with cc 8.0) and no fp8 (cc 8.9). On a T4, "tf32" runs as plain fp32, and a bf16 matmul,
+#   if the library runs it at all, runs without tensor cores: expect fp16 to be the fast format.
+# * **GeForce cards (RTX 30xx/40xx/50xx)** have bf16 and TF32 tensor cores, but run fp16/bf16 with
+#   fp32 accumulation at half the rate of fp16 accumulation, TF32 at about their fp32 rate, and
+#   fp64 at 1/64 of fp32 (NVIDIA's Ampere GA102, Ada and RTX Blackwell architecture whitepapers):
+#   the ratios between formats are much smaller than on a data-centre GPU, and the float64
+#   reference is slow.
+# * Which formats a GPU has is a question of its compute capability; `precision.fp8_supported()`
+#   asks the device this lesson runs on.
+
+# %% [markdown]
 # ## Key points
 # * Exponent bits buy range, mantissa bits buy precision: bf16 = fp32's range with 8 significant
 #   bits; fp16 = 11 significant bits but only up to 65504 and down to 6 × 10^-8; fp8 needs scaling.

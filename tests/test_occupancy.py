@@ -106,6 +106,16 @@ CASES = [
     ((9, 0), 64, 32, 8 * KB, None, 25, 50, 78.125, "shared memory"),
     # Carve-out 0 %: smaller than one block, so the driver takes one block's 9216 B rounded up to 16 KB → 1.
     ((9, 0), 64, 32, 8 * KB, 0, 1, 2, 3.125, "shared memory"),
+    # cc 8.7: 32 warps of 48 slots → 1 block; registers allow 64 warps = 2 blocks → 32/48 warps.
+    ((8, 7), 1024, 32, 0, None, 1, 32, 200 / 3, "warps"),
+    # cc 10.0: rpw 2048 → 8 warps/SP = 32 warps = 4 blocks of 8 warps; warps allow 8, blocks 32 → 50 %.
+    ((10, 0), 256, 64, 0, None, 4, 32, 50.0, "registers"),
+    # cc 10.3: 40 KB + 1 KB reserved = 41984 B; 233472 / 41984 = 5.6 → 5 blocks × 4 warps = 20 of 64.
+    ((10, 3), 128, 32, 40 * KB, None, 5, 20, 31.25, "shared memory"),
+    # cc 12.0: 48 warp slots and 24 blocks: 2-warp blocks reach both at 24 blocks = 48 warps.
+    ((12, 0), 64, 32, 0, None, 24, 48, 100.0, "warps + blocks"),
+    # cc 12.0: 1-warp blocks stop at the 24-block limit: 24 of 48 warps.
+    ((12, 0), 32, 16, 0, None, 24, 24, 50.0, "blocks"),
 ]
 
 
@@ -187,7 +197,7 @@ def test_bad_shared_memory_raises():
         occupancy(128, 32, -1)
 
 
-@pytest.mark.parametrize("bad", [(6, 1), (10, 0), "8.7", (9,), "hopper", 12])
+@pytest.mark.parametrize("bad", [(6, 1), (11, 0), "8.8", (9,), "hopper", 12])
 def test_unknown_compute_capability_raises(bad):
     with pytest.raises(InvalidConfig, match="compute capability"):
         occupancy(128, 32, 0, bad)
@@ -202,7 +212,7 @@ def test_bad_carveout_raises(bad):
 def test_errors_are_value_errors_with_allowed_values():
     with pytest.raises(ValueError, match="1 to 1024"):
         occupancy(0, 32)
-    with pytest.raises(ValueError, match="7.0, 7.5, 8.0, 8.6, 8.9, 9.0"):
+    with pytest.raises(ValueError, match="7.0, 7.5, 8.0, 8.6, 8.7, 8.9, 9.0, 10.0, 10.3, 12.0"):
         occupancy(128, 32, 0, (6, 0))
 
 
@@ -211,22 +221,34 @@ def test_cc_spellings(spelling):
     assert architecture(spelling).cc == (9, 0)
 
 
+@pytest.mark.parametrize(("spelling", "cc"),
+                         [("sm_100", (10, 0)), ("10.3", (10, 3)), ("sm_120", (12, 0)), (12.0, (12, 0))])
+def test_blackwell_cc_spellings(spelling, cc):
+    assert architecture(spelling).cc == cc
+
+
 def test_block_shape_tuple_counts_threads():
     assert occupancy((16, 16), 32).threads_per_block == 256
     assert occupancy((16, 16), 32).active_blocks == occupancy(256, 32).active_blocks
 
 
 def test_architecture_table_matches_reference():
-    # REFERENCE.md: threads/SM, blocks/SM, smem/SM, reserved/block.
+    # threads/SM, blocks/SM, smem/SM, reserved/block: CUDA C++ Programming Guide ("Technical Specifications
+    # per Compute Capability") and cuda_occupancy.h (blocks per SM, carve-outs, reservation from cc 8.0).
     expected = {
         (7, 0): (2048, 32, 96, 0), (7, 5): (1024, 16, 64, 0), (8, 0): (2048, 32, 164, 1),
-        (8, 6): (1536, 16, 100, 1), (8, 9): (1536, 24, 100, 1), (9, 0): (2048, 32, 228, 1),
+        (8, 6): (1536, 16, 100, 1), (8, 7): (1536, 16, 164, 1), (8, 9): (1536, 24, 100, 1),
+        (9, 0): (2048, 32, 228, 1), (10, 0): (2048, 32, 228, 1), (10, 3): (2048, 32, 228, 1),
+        (12, 0): (1536, 24, 100, 1),
     }
     for cc, (threads, blocks, smem_kb, reserved_kb) in expected.items():
         a = ARCHITECTURES[cc]
         assert (a.max_threads_per_sm, a.max_blocks_per_sm) == (threads, blocks)
         assert (a.shared_per_sm_bytes, a.reserved_shared_per_block_bytes) == (smem_kb * KB, reserved_kb * KB)
     assert ARCHITECTURES[(9, 0)].carveouts_kb == (0, 8, 16, 32, 64, 100, 132, 164, 196, 228)
+    assert ARCHITECTURES[(10, 0)].carveouts_kb == ARCHITECTURES[(9, 0)].carveouts_kb
+    assert ARCHITECTURES[(12, 0)].carveouts_kb == (0, 8, 16, 32, 64, 100)
+    assert set(expected) == set(ARCHITECTURES)
 
 
 def test_helpers():

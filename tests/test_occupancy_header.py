@@ -1,8 +1,8 @@
 """The calculator against NVIDIA's own cuda_occupancy.h (from the CUDA toolkit wheel), compiled here.
 
-Skipped where there is no C++ compiler or no header. 3,000 random configurations across the six
-compute capabilities, every carve-out preference: blocks per SM and the set of limiting factors
-must be identical.
+Skipped where there is no C++ compiler or no header. 3,000 random configurations across every
+modelled compute capability (7.0 to 12.0, Blackwell's 10.0, 10.3 and 12.0 included), every carve-out
+preference: blocks per SM and the set of limiting factors must be identical.
 """
 
 import random
@@ -33,9 +33,10 @@ int main() {
     cudaOccDeviceProp p; memset(&p, 0, sizeof p);
     p.computeMajor = maj; p.computeMinor = min; p.maxThreadsPerBlock = 1024; p.warpSize = 32;
     p.regsPerBlock = 65536; p.regsPerMultiprocessor = 65536; p.numSms = 1; p.sharedMemPerBlock = 48 * 1024;
-    p.maxThreadsPerMultiprocessor = k == 75 ? 1024 : (k == 86 || k == 89) ? 1536 : 2048;
-    p.sharedMemPerMultiprocessor = (k == 70 ? 96 : k == 75 ? 64 : k == 80 ? 164 : k == 90 ? 228 : 100) * 1024;
-    p.sharedMemPerBlockOptin = (k == 70 ? 96 : k == 75 ? 64 : k == 80 ? 163 : k == 90 ? 227 : 99) * 1024;
+    int big = k == 80 || k == 87, hopper = k == 90 || k == 100 || k == 103;
+    p.maxThreadsPerMultiprocessor = k == 75 ? 1024 : (k == 86 || k == 87 || k == 89 || k == 120) ? 1536 : 2048;
+    p.sharedMemPerMultiprocessor = (k == 70 ? 96 : k == 75 ? 64 : big ? 164 : hopper ? 228 : 100) * 1024;
+    p.sharedMemPerBlockOptin = (k == 70 ? 96 : k == 75 ? 64 : big ? 163 : hopper ? 227 : 99) * 1024;
     p.reservedSharedMemPerBlock = maj >= 8 ? 1024 : 0;
     cudaOccFuncAttributes a; memset(&a, 0, sizeof a);
     a.maxThreadsPerBlock = 1024; a.numRegs = regs; a.partitionedGCConfig = PARTITIONED_GC_OFF;
@@ -83,6 +84,7 @@ def test_calculator_equals_nvidia_header(tmp_path):
         if error or ours.active_blocks != blocks or set(ours.limiters) != theirs:
             mismatches.append(((cc, threads, regs, shared, carveout), blocks, theirs, ours.active_blocks))
     assert not mismatches, mismatches[:10]
+    assert {(8, 7), (10, 0), (10, 3), (12, 0)} <= {config[0] for config in configs}
     # The sample exercises every outcome: each limiter alone, ties and configurations that cannot launch.
     outcomes = {
         occupancy(t, r, s, c, carveout_percent=None if v == -1 else v).limiter for c, t, r, s, v in configs

@@ -17,10 +17,12 @@ def run_python(code: str, **env) -> subprocess.CompletedProcess:
 def test_simulator_mode_here_sets_the_simulator_before_numba():
     assert runtime.MODE == "sim"
     assert os.environ["NUMBA_ENABLE_CUDASIM"] == "1"
+    import numba
     from numba import cuda
 
-    assert cuda.simulator_init if hasattr(cuda, "simulator_init") else True
-    assert runtime.cuda.is_available() in (True, False)
+    assert numba.config.ENABLE_CUDASIM == 1  # numba read the flag: it was set before numba's import
+    assert runtime.cuda is cuda
+    assert type(cuda.get_current_device()).__name__ == "FakeCUDADevice"  # the simulator's device, no driver
     assert runtime.xp.__name__ == "numpy"
 
 
@@ -72,11 +74,42 @@ def test_gpu_banner_lists_the_device_facts():
 
 
 def test_datasheet_lookup_by_device_name():
-    assert runtime._datasheet_gbps("NVIDIA H200") == 4800.0
-    assert runtime._datasheet_gbps("NVIDIA H100 80GB HBM3") == 3350.0
-    assert runtime._datasheet_gbps("Some Future GPU") is None
+    # Names as the driver reports them; figures from each row's cited datasheet.
+    assert runtime.datasheet_bandwidth_gbps("NVIDIA H200") == 4800.0
+    assert runtime.datasheet_bandwidth_gbps("NVIDIA H100 80GB HBM3") == 3350.0
+    assert runtime.datasheet_bandwidth_gbps("Tesla T4") == 320.0
+    assert runtime.datasheet_bandwidth_gbps("NVIDIA A100-SXM4-80GB") == 2039.0
+    assert runtime.datasheet_bandwidth_gbps("Some Future GPU") is None
     assert runtime.datasheet_tflops("NVIDIA H200")["bf16"] == 989.4
     assert runtime.datasheet_tflops("NVIDIA H200 NVL") == {} and runtime.datasheet_tflops("NVIDIA H100 PCIe") == {}
+
+
+def test_datasheet_names_match_exactly():
+    # A prefix is a different card: an L4 is not an L40S, a GH200 is not an H200.
+    assert runtime.datasheet_bandwidth_gbps("NVIDIA L4") == 300.0
+    assert runtime.datasheet_bandwidth_gbps("NVIDIA L40S") == 864.0
+    assert runtime.datasheet_bandwidth_gbps("NVIDIA GH200 480GB") is None
+    assert runtime.datasheet_tflops("NVIDIA GH200 480GB") == {}
+    assert runtime.datasheet_bandwidth_gbps("NVIDIA A10") == 600.0
+    assert runtime.datasheet_bandwidth_gbps("NVIDIA A100 80GB PCIe") == 1935.0
+
+
+def test_a_mig_slice_gets_no_datasheet_figure():
+    # A MIG instance has a share of the GPU's memory bandwidth, not all of it.
+    assert runtime.datasheet_bandwidth_gbps("NVIDIA A100-SXM4-40GB MIG 1g.5gb") is None
+    assert runtime.datasheet_bandwidth_gbps("NVIDIA H100 80GB HBM3 MIG 3g.40gb") is None
+    assert runtime.datasheet_tflops("NVIDIA H100 80GB HBM3 MIG 3g.40gb") == {}
+
+
+def test_every_datasheet_row_cites_its_source():
+    for name, sheet in runtime.DATASHEETS.items():
+        assert sheet.source.startswith("NVIDIA "), name
+        assert sheet.bandwidth_gbps > 0
+    required = ("Tesla T4", "NVIDIA L4", "NVIDIA L40S", "NVIDIA A10", "NVIDIA A100-PCIE-40GB",
+                "NVIDIA A100 80GB PCIe", "NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-80GB", "NVIDIA H100 PCIe",
+                "NVIDIA H100 80GB HBM3", "NVIDIA H100 NVL", "NVIDIA H200", "NVIDIA B200",
+                "NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 5090")
+    assert set(required) <= set(runtime.DATASHEETS)
 
 
 def test_simulated_device_is_a_modelled_cc90():

@@ -17,11 +17,12 @@ issue of that line; its active mask has one bit per such lane.
 
 from __future__ import annotations
 
+from gpucourse.hardware import WARP_SIZE
+
 SECTOR_BYTES = 32
 CACHE_LINE_BYTES = 128
 BANKS = 32
 BANK_WORD_BYTES = 4
-WARP_SIZE = 32
 EXIT = "exit"
 
 

@@ -11,38 +11,28 @@ from __future__ import annotations
 import numbers
 from dataclasses import dataclass
 
+from gpucourse import hardware
 from gpucourse.microscope.errors import LaunchConfigError
 
-KIB = 1024
+KIB = hardware.KIB
 
 
 @dataclass(frozen=True)
 class Arch:
     cc: tuple[int, int]
     max_shared_bytes_opt_in: int
-    max_threads_per_block: int = 1024
-    max_block_dim: tuple[int, int, int] = (1024, 1024, 64)
-    max_grid_dim: tuple[int, int, int] = (2**31 - 1, 65535, 65535)
-    max_static_shared_bytes: int = 48 * KIB
+    max_threads_per_block: int = hardware.MAX_THREADS_PER_BLOCK
+    max_block_dim: tuple[int, int, int] = hardware.MAX_BLOCK_DIM
+    max_grid_dim: tuple[int, int, int] = hardware.MAX_GRID_DIM
+    max_static_shared_bytes: int = hardware.MAX_STATIC_SHARED_PER_BLOCK_BYTES
 
     @property
     def name(self) -> str:
         return f"cc {self.cc[0]}.{self.cc[1]}"
 
 
-# Maximum shared memory per block with the opt-in, by compute capability.
-ARCHS = {
-    cc: Arch(cc, kib * KIB)
-    for cc, kib in {
-        (7, 0): 96,
-        (7, 5): 64,
-        (8, 0): 163,
-        (8, 6): 99,
-        (8, 7): 163,
-        (8, 9): 99,
-        (9, 0): 227,
-    }.items()
-}
+# Every compute capability the course models, with its opt-in shared-memory maximum per block.
+ARCHS = {cc: Arch(cc, facts.shared_per_block_optin_bytes) for cc, facts in hardware.COMPUTE_CAPABILITIES.items()}
 DEFAULT_CC = (9, 0)
 
 

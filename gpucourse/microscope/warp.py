@@ -27,9 +27,9 @@ import threading
 
 import numpy as np
 
+from gpucourse.hardware import WARP_SIZE
 from gpucourse.microscope.errors import WarpSyncError
 
-WARP_SIZE = 32
 FULL_MASK = 0xFFFFFFFF
 
 SHUFFLES = ("shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync")

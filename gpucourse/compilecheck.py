@@ -1,0 +1,283 @@
+"""Every kernel the course launches compiles for every architecture, without a GPU.
+
+    python -m gpucourse compile-check --arch 75,80,86,89,90,100,120
+
+numba-cuda's ``compile_ptx`` writes each kernel's PTX (once per architecture family, in one child
+process with numba's real CUDA target: no GPU needed), and the ``ptxas`` of the installed CUDA
+toolkit assembles it to SASS for each architecture, reporting registers, shared memory and spills
+(``gpucourse.ptxinfo``). A kernel that does not compile for an architecture is a failure.
+
+The kernels and the argument types they are launched with are listed in ``KERNELS`` below (the
+types as each lesson module's launch code creates its arrays). Lab solutions are notebooks and are
+not imported here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpucourse import ptxinfo
+from gpucourse.errors import InvalidConfig
+
+CUDA13_ARCHS = (75, 80, 86, 89, 90, 100, 120)
+CUDA12_ARCHS = (75, 80, 86, 89, 90)
+
+
+@dataclass(frozen=True)
+class CheckedKernel:
+    lesson: str
+    module: str
+    getter: str  # an attribute of ``module`` or a call of one of its factories, e.g. "tiled_matmul_kernel(32)"
+    signature: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.module.removeprefix('gpucourse.')}.{self.getter}"
+
+
+F1, F2 = "float32[::1]", "float32[:, ::1]"
+I1 = "int32[::1]"
+KERNELS = (
+    CheckedKernel("00", "gpucourse.measuring", "_spin_kernel()", f"void({F1}, int64)"),
+    CheckedKernel("00", "gpucourse.doctor", "_add_one()", f"void({F1})"),
+    CheckedKernel("01", "gpucourse.warps", "_fma_kernel()", f"void({F1}, int64)"),
+    CheckedKernel("02", "gpucourse.divergence", "two_paths", f"void(uint8[::1], {F1}, {F1}, int64, int64)"),
+    CheckedKernel("02", "gpucourse.divergence", "two_paths_remapped",
+                  f"void(int64[::1], uint8[::1], {F1}, {F1}, int64, int64)"),
+    CheckedKernel("02", "gpucourse.divergence", "predicated", f"void(uint8[::1], {F1}, {F1})"),
+    CheckedKernel("03", "gpucourse.coalescing", "strided_copy", f"void({F1}, {F1}, int64, int64, int64)"),
+    CheckedKernel("03", "gpucourse.coalescing", "drift_aos", f"void({F2}, float64)"),
+    CheckedKernel("03", "gpucourse.coalescing", "drift_soa", f"void({', '.join([F1] * 6)}, float64)"),
+    CheckedKernel("03", "gpucourse.coalescing", "copy_rows", f"void({F2}, {F2})"),
+    CheckedKernel("03", "gpucourse.coalescing", "copy_columns", f"void({F2}, {F2})"),
+    CheckedKernel("04", "gpucourse.tiling", "naive_matmul_kernel()", f"void({F2}, {F2}, {F2})"),
+    CheckedKernel("04", "gpucourse.tiling", "tiled_matmul_kernel(16)", f"void({F2}, {F2}, {F2})"),
+    CheckedKernel("04", "gpucourse.tiling", "tiled_matmul_kernel(32)", f"void({F2}, {F2}, {F2})"),
+    CheckedKernel("04", "gpucourse.tiling", "register_blocked_kernel()", f"void({F2}, {F2}, {F2})"),
+    CheckedKernel("04", "gpucourse.tiling", "copy_kernel()", f"void({F2}, {F2})"),
+    CheckedKernel("04", "gpucourse.tiling", "naive_transpose_kernel()", f"void({F2}, {F2})"),
+    CheckedKernel("04", "gpucourse.tiling", "shared_transpose_kernel(pad=0)", f"void({F2}, {F2})"),
+    CheckedKernel("04", "gpucourse.tiling", "shared_transpose_kernel(pad=1)", f"void({F2}, {F2})"),
+    CheckedKernel("05", "gpucourse.occupancy_lesson", "copy_kernel", f"void({F1}, {F1})"),
+    CheckedKernel("05", "gpucourse.occupancy_lesson", "copy_ilp4_kernel", f"void({F1}, {F1})"),
+    CheckedKernel("05", "gpucourse.occupancy_lesson", "fma_kernel", f"void({F1}, int32)"),
+    CheckedKernel("05", "gpucourse.occupancy_lesson", "fma_ilp4_kernel", f"void({F1}, int32)"),
+    CheckedKernel("05", "gpucourse.occupancy_lesson", "accumulators_kernel", f"void({F1}, {F1}, int32)"),
+    CheckedKernel("05", "gpucourse.occupancy_lesson", "block_sum_kernel", f"void({F1}, {F1})"),
+    CheckedKernel("06", "gpucourse.races", "histogram_racy", f"void({F1}, {I1})"),
+    CheckedKernel("06", "gpucourse.races", "histogram_atomic", f"void({F1}, {I1})"),
+    CheckedKernel("06", "gpucourse.races", "histogram_privatised", f"void({F1}, {I1})"),
+    CheckedKernel("06", "gpucourse.races", "_zero_int32", f"void({I1})"),
+    CheckedKernel("06", "gpucourse.races", "racing_counter", f"void({I1})"),
+    CheckedKernel("06", "gpucourse.races", "mp_kernel", f"void({I1}, {I1}, {I1}, int64, int64)"),
+    CheckedKernel("06", "gpucourse.races", "handoff_kernel", f"void({I1}, {I1}, {I1}, int64, int64, int64)"),
+    CheckedKernel("06", "gpucourse.races", "mp_harness",
+                  f"void({I1}, {I1}, int64[::1], {I1}, int64, int64, int64, int64, int64)"),
+    CheckedKernel("06", "gpucourse.races", "_reset_litmus", f"void({I1}, {I1})"),
+    CheckedKernel("06", "gpucourse.races", "reduce_last_block",
+                  "void(float64[::1], float64[::1], uint32[::1], float64[::1], int64)"),
+    CheckedKernel("06", "gpucourse.races", "gradient_kernel", f"void({F2}, {F1}, {F1}, {F1}, int64)"),
+    CheckedKernel("07", "gpucourse.precision", "sum_fp16_kernel", "void(float16[:, ::1], int64[::1], float32[:, ::1])"),
+    CheckedKernel("07", "gpucourse.precision", "sum_fp32_kernel", "void(float16[:, ::1], int64[::1], float32[:, ::1])"),
+    CheckedKernel("07", "gpucourse.precision", "sum_kahan_fp16_kernel",
+                  "void(float16[:, ::1], int64[::1], float32[:, ::1])"),
+    CheckedKernel("07", "gpucourse.precision", "sum_kahan_fp32_kernel",
+                  "void(float16[:, ::1], int64[::1], float32[:, ::1])"),
+)
+
+
+def parse_archs(text: str) -> tuple[int, ...]:
+    """'75,80,sm_90' → (75, 80, 90)."""
+    archs = []
+    for part in str(text).split(","):
+        part = part.strip().lower().removeprefix("sm_")
+        if not part.isdigit() or len(part) < 2:
+            raise InvalidConfig(f"--arch takes architectures such as 75,80,90 or sm_120; got {text!r}")
+        archs.append(int(part))
+    return tuple(archs)
+
+
+def family(arch: int) -> tuple[int, int]:
+    """The compute capability the PTX is written for: one per major family from cc 8.0 on (sm_86 and
+    sm_89 assemble sm_80's PTX, sm_103 sm_100's); PTX for an older target assembles for newer ones."""
+    major, minor = divmod(arch, 10)
+    return (major, 0) if major >= 8 else (major, minor)
+
+
+# The child: numba's real CUDA target (never the simulator), then the lesson modules. gpucourse is told
+# it is in simulator mode (it needs no GPU) only after numba.cuda is loaded for real (as in ptxinfo).
+# A kernel whose PTX calls code numba-cuda links in (the fp16 operators, compiled from CUDA C++) cannot
+# go through ptxas alone: it is compiled to LTO-IR with that code and linked by nvJitLink, whose log
+# carries the same ptxas report. Neither step needs a GPU or a driver.
+_CHILD = r"""
+import importlib, json, os, sys
+request = json.loads(sys.stdin.read())
+os.environ.pop("NUMBA_ENABLE_CUDASIM", None)
+from numba import cuda
+from numba.cuda.compiler import compile_all
+os.environ["GPUCOURSE_MODE"] = "sim"
+os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+import gpucourse
+os.environ.pop("NUMBA_ENABLE_CUDASIM", None)
+
+def first_line(exc):
+    return (type(exc).__name__ + ": " + str(exc)).splitlines()[0][:300]
+
+def nvjitlink_report(fn, signature, cc, archs):
+    from cuda.bindings import nvjitlink
+    codes, _ = compile_all(fn, signature, device=False, abi="numba", cc=cc, output="ltoir")
+    out = {}
+    for arch in archs:
+        handle = nvjitlink.create(3, ["-arch=sm_%d" % arch, "-lto", "-verbose"])
+        try:
+            for i, code in enumerate(codes):
+                data = code if isinstance(code, bytes) else bytes(code.code)
+                nvjitlink.add_data(handle, nvjitlink.InputType.LTOIR, data, len(data), "part%d" % i)
+            nvjitlink.complete(handle)
+            log = bytearray(nvjitlink.get_info_log_size(handle))
+            nvjitlink.get_info_log(handle, log)
+            out[str(arch)] = {"log": log.decode(errors="replace"), "tool": "nvJitLink -lto -arch=sm_%d" % arch}
+        except Exception as exc:
+            out[str(arch)] = {"error": "nvJitLink: " + first_line(exc)}
+        finally:
+            nvjitlink.destroy(handle)
+    return out
+
+results = []
+for job in request["jobs"]:
+    row = {}
+    try:
+        module = importlib.import_module(job["module"])
+        kernel = eval(job["getter"], vars(module))
+        fn = getattr(kernel, "py_func", kernel)
+    except Exception as exc:
+        results.append({"error": first_line(exc)})
+        continue
+    for family in request["families"]:
+        cc, archs = tuple(family["cc"]), family["archs"]
+        try:
+            ptx = cuda.compile_ptx(fn, job["signature"], cc=cc)[0]
+            if ".extern .func" in ptx:  # calls into code that numba-cuda links in
+                row.update(nvjitlink_report(fn, job["signature"], cc, archs))
+            else:
+                row.update({str(arch): {"ptx": ptx} for arch in archs})
+        except Exception as exc:
+            row.update({str(arch): {"error": "PTX: " + first_line(exc)} for arch in archs})
+    results.append(row)
+print("@@RESULT@@" + json.dumps(results))
+"""
+
+
+def _compile(kernels, archs) -> list[dict]:
+    """Per kernel: {arch: {"ptx": text} | {"log": nvJitLink's ptxas report, "tool": ...} | {"error": why}}."""
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "GPUCOURSE_MODE")}
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    families: dict[tuple[int, int], list[int]] = {}
+    for arch in archs:
+        families.setdefault(family(arch), []).append(arch)
+    request = {"jobs": [{"module": k.module, "getter": k.getter, "signature": k.signature} for k in kernels],
+               "families": [{"cc": list(cc), "archs": a} for cc, a in sorted(families.items())]}
+    done = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps(request), capture_output=True,
+                          text=True, env=env, timeout=1800)
+    line = next((x for x in done.stdout.splitlines() if x.startswith("@@RESULT@@")), None)
+    if line is None:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
+        raise RuntimeError(f"the PTX compiler process failed: {tail}")
+    return json.loads(line.removeprefix("@@RESULT@@"))
+
+
+@dataclass(frozen=True)
+class Result:
+    kernel: str
+    arch: int
+    registers: int | None = None
+    shared_bytes: int | None = None
+    spill_store_bytes: int | None = None
+    spill_load_bytes: int | None = None
+    tool: str = ""
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.error
+
+
+def check(archs=CUDA13_ARCHS, kernels=KERNELS) -> list[Result]:
+    """Compile every kernel for every architecture; one Result per (kernel, arch)."""
+    if ptxinfo.find_ptxas() is None:
+        raise InvalidConfig("ptxas was not found: install the CUDA toolkit wheel (cuda-toolkit[nvcc]) "
+                            "or set GPUCOURSE_PTXAS")
+    compiled = _compile(kernels, archs)
+    results = []
+    for kernel, row in zip(kernels, compiled, strict=True):
+        for arch in archs:
+            results.append(_assemble(kernel.label, arch, row.get(str(arch), {"error": row.get("error", "?")})))
+    return results
+
+
+def _assemble(label: str, arch: int, compiled: dict) -> Result:
+    """ptxas on the PTX (or the report nvJitLink already wrote): registers, shared memory, spills."""
+    if "error" in compiled:
+        return Result(label, arch, error=compiled["error"])
+    try:
+        if "log" in compiled:
+            report = dict(ptxinfo.parse_ptxas(compiled["log"]), tool=compiled["tool"])
+        else:
+            report = ptxinfo.ptxas(compiled["ptx"], divmod(arch, 10))
+    except (OSError, RuntimeError, ValueError, subprocess.SubprocessError) as exc:
+        return Result(label, arch, error=f"ptxas: {exc}")
+    return Result(label, arch, report["registers"], report["shared_bytes"], report["spill_store_bytes"],
+                  report["spill_load_bytes"], tool=report.get("tool", ""))
+
+
+def table_text(results: list[Result], archs) -> str:
+    """Registers per kernel per architecture (spills marked '+s', failures 'FAIL')."""
+    width = max(len(r.kernel) for r in results)
+    lines = [f"{'kernel':<{width}}  " + "".join(f"{'sm_' + str(a):<8}" for a in archs)]
+    by_kernel: dict[str, dict[int, Result]] = {}
+    for r in results:
+        by_kernel.setdefault(r.kernel, {})[r.arch] = r
+    for name, row in by_kernel.items():
+        cells = []
+        for a in archs:
+            r = row[a]
+            spill = "+s" if (r.spill_store_bytes or r.spill_load_bytes) else ""
+            cells.append(f"{'FAIL' if not r.ok else str(r.registers) + spill:<8}")
+        lines.append(f"{name:<{width}}  " + "".join(cells))
+    return "\n".join(lines)
+
+
+def select(only: str | None = None) -> tuple[CheckedKernel, ...]:
+    """The kernels whose label contains ``only`` (all when None)."""
+    chosen = tuple(k for k in KERNELS if not only or only in k.label)
+    if not chosen:
+        raise InvalidConfig(f"no kernel matches {only!r}; labels look like 'tiling.naive_matmul_kernel()'")
+    return chosen
+
+
+def main(arch_text: str | None = None, only: str | None = None, out=print) -> int:
+    archs = parse_archs(arch_text) if arch_text else CUDA13_ARCHS
+    kernels = select(only)
+    started = time.perf_counter()
+    results = check(archs, kernels)
+    out(f"registers per thread ('+s': spills), ptxas {ptxinfo.ptxas_version()}, "
+        f"{len(kernels)} kernels × {len(archs)} architectures")
+    out(table_text(results, archs))
+    failures = [r for r in results if not r.ok]
+    for r in failures:
+        out(f"FAIL {r.kernel} sm_{r.arch}: {r.error}")
+    linked = sorted({r.kernel for r in results if r.tool.startswith("nvJitLink")})
+    if linked:
+        out(f"linked with numba-cuda's CUDA C++ helpers by nvJitLink (LTO): {', '.join(linked)}")
+    spills = sorted({f"{r.kernel} (sm_{r.arch}: {r.spill_store_bytes} B stored)" for r in results
+                     if r.ok and (r.spill_store_bytes or r.spill_load_bytes)})
+    out(f"spills: {', '.join(spills) if spills else 'none'}")
+    out(f"{len(results) - len(failures)} of {len(results)} compiled in {time.perf_counter() - started:.0f} s")
+    return 1 if failures else 0

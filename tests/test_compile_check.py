@@ -1,0 +1,92 @@
+"""Every kernel the course launches compiles to SASS for Turing to Blackwell (no GPU needed).
+
+numba-cuda writes the PTX, the CUDA toolkit wheel's ptxas (or nvJitLink, for kernels that call
+numba-cuda's CUDA C++ helpers) assembles it; the register and spill facts the lessons state are
+checked on every architecture.
+"""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpucourse import compilecheck, ptxinfo
+from gpucourse.errors import InvalidConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+needs_ptxas = pytest.mark.skipif(ptxinfo.find_ptxas() is None, reason="needs ptxas (the cuda-toolkit[nvcc] wheel)")
+
+
+def jit_kernels_in_the_package() -> set[str]:
+    """Names of every function decorated with @cuda.jit in gpucourse/ (docstring examples excluded)."""
+    names = set()
+    for path in (ROOT / "gpucourse").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and any(
+                "cuda.jit" in ast.unparse(d) and "device=True" not in ast.unparse(d) for d in node.decorator_list
+            ):
+                names.add(node.name)
+    return names
+
+
+def test_the_registry_lists_every_kernel_of_the_package():
+    registered = set()
+    for kernel in compilecheck.KERNELS:
+        module = __import__(kernel.module, fromlist=["_"])
+        registered.add(ptxinfo.python_function(eval(kernel.getter, vars(module))).__name__)
+    assert jit_kernels_in_the_package() - registered == set()
+
+
+def test_architecture_families_and_parsing():
+    assert [compilecheck.family(a) for a in (75, 80, 86, 89, 90, 100, 103, 120)] == [
+        (7, 5), (8, 0), (8, 0), (8, 0), (9, 0), (10, 0), (10, 0), (12, 0)]
+    assert compilecheck.parse_archs("75, sm_90,120") == (75, 90, 120)
+    with pytest.raises(InvalidConfig, match="--arch"):
+        compilecheck.parse_archs("hopper")
+
+
+def lesson_facts(results):
+    """The facts lessons 04 and 05 state, on each architecture of ``results``."""
+    by = {(r.kernel, r.arch): r for r in results}
+    for (kernel, arch), r in by.items():
+        assert r.ok, (kernel, arch, r.error)
+        # No lesson kernel spills without a register cap (lesson 05 shows spills only under max_registers).
+        assert not r.spill_store_bytes and not r.spill_load_bytes, (kernel, arch)
+        if kernel == "occupancy_lesson.accumulators_kernel":
+            # Lesson 05: 48 running values, all kept in registers.
+            assert r.registers >= 48, (arch, r.registers)
+
+
+@needs_ptxas
+def test_the_register_hungry_kernel_on_turing_and_blackwell():
+    results = compilecheck.check((75, 120), compilecheck.select("accumulators_kernel"))
+    assert [r.arch for r in results] == [75, 120]
+    lesson_facts(results)
+
+
+@needs_ptxas
+def test_fp16_kernels_link_numba_cudas_helpers_through_nvjitlink():
+    results = compilecheck.check((90,), compilecheck.select("precision.sum_fp16_kernel"))
+    assert results[0].ok and results[0].tool.startswith("nvJitLink") and results[0].registers > 0
+
+
+@pytest.mark.slow
+@needs_ptxas
+def test_the_command_prints_a_table_and_fails_on_a_kernel_that_does_not_compile():
+    done = subprocess.run([sys.executable, "-m", "gpucourse", "compile-check", "--arch", "80",
+                           "--only", "occupancy_lesson.copy_kernel"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "occupancy_lesson.copy_kernel" in done.stdout and "1 of 1 compiled" in done.stdout
+    broken = compilecheck.CheckedKernel("xx", "gpucourse.occupancy_lesson", "copy_kernel", "void(float32[::1])")
+    [result] = compilecheck.check((80,), (broken,))  # one argument too few: no PTX
+    assert not result.ok and result.error.startswith("PTX:")
+
+
+@pytest.mark.slow
+@needs_ptxas
+def test_every_kernel_compiles_for_turing_to_blackwell():
+    results = compilecheck.check(compilecheck.CUDA13_ARCHS)
+    assert len(results) == len(compilecheck.KERNELS) * len(compilecheck.CUDA13_ARCHS)
+    lesson_facts(results)
