@@ -104,3 +104,13 @@ def test_recorded_and_counted_captions_never_ask_about_sharing(monkeypatch):
     monkeypatch.setattr(gpuinfo, "compute_processes", lambda: [1, 2, 3])
     fig = charts.figure("t", "x (n)", "time (ms)", charts.source_caption("recorded", "H200, 2026-10-28"))
     assert "shared" not in charts.caption_of(fig)
+
+
+def test_deploy_documents_the_three_ways_to_give_out_gpus():
+    from gpucourse.build import ROOT
+
+    text = (ROOT / "deploy" / "README.md").read_text()
+    section = text.split("## GPUs and learners: three choices", 1)[1].split("\n## ", 1)[0]
+    for choice in ("A GPU per learner", "A MIG slice per learner", "Shared, with the warning"):
+        assert f"**{choice}**" in section
+    assert "shared GPU: N other" in section and "gpu_sharing" in section
