@@ -74,7 +74,11 @@ def sharing_note(source: str) -> str:
 
 def set_source(fig: go.Figure, source: str) -> None:
     fig.layout.annotations = [a for a in fig.layout.annotations if a.name != "source"]
-    note = sharing_note(source)
+    from gpucourse import rehearsal
+
+    if rehearsal.active():  # a rehearsal's numbers are never shown as measurements
+        source = rehearsal.caption(source)
+    note = sharing_note(source) if not rehearsal.active() else ""
     if note:
         source = f"{source} · {note}"
     lines = textwrap.wrap(source, CAPTION_CHARS, break_long_words=False, break_on_hyphens=False) or [""]
