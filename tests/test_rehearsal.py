@@ -65,6 +65,9 @@ def test_record_runs_every_sweep_it_can_and_says_why_not_for_the_others(recorded
         data = reference.load(name, root=root, allow_rehearsal=True).data
         assert data.rehearsal.all() and len(data) == meta["sweeps"][name]["rows"]
         assert set(reference.SWEEPS[name].columns) <= set(data.columns)
+    # the histogram's values fit in the L2, and its recording says so
+    histogram = reference.load("races.histogram", root=root, allow_rehearsal=True).data
+    assert (histogram.memory_level == "L2-resident").all()
 
 
 def test_the_loader_refuses_a_rehearsal(recorded):
