@@ -40,6 +40,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 
 import numpy as np
+from numba import cuda  # after gpucourse.runtime (imported by the package) chose the mode
 
 from gpucourse import gpuinfo, runtime
 from gpucourse.errors import GPUError, InvalidConfig, WrongResult, explain_gpu_error
@@ -120,6 +121,12 @@ class Measurement:
         return row
 
 
+def block_for(microseconds):
+    """The blocking kernel (one thread): sleeps about ``microseconds`` µs (PTX ``nanosleep``)."""
+    for _ in range(microseconds):
+        cuda.nanosleep(1000)
+
+
 class EventTimer:
     """Times a callable with CUDA events on the default stream (resolution ~0.5 µs).
 
@@ -149,14 +156,9 @@ class EventTimer:
 
     def _blocking_kernel(self):
         if self._blocker is None:
-            cuda = self._cuda
-
-            @cuda.jit
-            def block_for(microseconds):
-                for _ in range(microseconds):
-                    cuda.nanosleep(1000)
-
-            self._blocker = block_for
+            self._blocker = self._cuda.jit(block_for)
+            self._blocker[1, 1](1)  # compile it now: a compile inside a sample would look like blocking
+            self._cuda.synchronize()
         return self._blocker
 
     def time_queued_ms(self, fn: Callable[[], object], repeat: int = 1) -> tuple[float, bool]:

@@ -70,3 +70,12 @@ def test_the_check_finds_float64_in_the_old_kernel(ptx):
 def test_fp32_kernels_have_no_float64_arithmetic(ptx, name):
     assert ".f32" in ptx[name] or "histogram" in name
     assert f64_operations(ptx[name]) == [], f"{name} computes in float64"
+
+
+def test_the_harness_blocking_kernel_compiles_to_nanosleep():
+    from gpucourse import harness
+
+    (result,) = ptxinfo.compile_ptx([(harness.block_for, "void(int64)")], cc=(7, 5))  # nanosleep: cc ≥ 7.0
+    if "error" in result and "cannot compile here" in result["error"]:
+        pytest.skip(result["error"])
+    assert "nanosleep.u32" in result["ptx"]
