@@ -14,6 +14,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from gpucourse.build import ROOT
 
 CHILD = textwrap.dedent("""
@@ -58,5 +60,26 @@ def test_a_small_grid_in_gpu_mode_writes_nothing_to_stderr():
 def test_even_when_the_environment_asked_for_the_warnings():
     # a learner's shell (or a grader's) that exported the variable as 0 still gets a quiet course
     done = _run_child({"NUMBA_DISABLE_PERFORMANCE_WARNINGS": "0"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stderr == ""
+
+
+LABS = sorted(p.name for p in (ROOT / "solutions").glob("lab*") if p.is_dir())
+RUN_LAB = textwrap.dedent("""
+    import builtins, runpy, sys
+    from IPython.display import display
+    builtins.display = display  # what a notebook kernel provides
+    runpy.run_path(sys.argv[1], run_name="__main__")
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lab", LABS)
+def test_a_labs_checks_write_nothing_to_stderr(lab):
+    """Every cell of the solution (visible checks and hidden tests) in order, as nbgrader runs them."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_DISABLE_PERFORMANCE_WARNINGS"}
+    env.update(PYTHONPATH=str(ROOT), GPUCOURSE_MODE="sim", PYTHONWARNINGS="default", MPLBACKEND="Agg")
+    done = subprocess.run([sys.executable, "-c", RUN_LAB, str(ROOT / "solutions" / lab / f"{lab}.py")],
+                          capture_output=True, text=True, env=env, timeout=600, cwd=ROOT / "solutions" / lab)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stderr == ""
