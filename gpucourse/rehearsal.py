@@ -109,6 +109,13 @@ def _flusher(xp=None, l2_bytes=None):
     return harness._l2_flusher(xp=np, l2_bytes=l2_bytes or DEVICE.l2_bytes)
 
 
+def _device_view(array):
+    """``cuda.as_cuda_array`` on the simulator: its kernels take NumPy arrays as they are."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"the rehearsal has NumPy arrays only, got {type(array).__name__}")
+    return array
+
+
 def _ceiling(name: str):
     """A rehearsal 'ceiling': a NumPy copy through the harness (rehearsal-marked, never shown)."""
     src = np.ones(1 << 16, dtype=np.float32)
@@ -155,7 +162,8 @@ SWEEP_PLANS: dict[str, SweepPlan] = {
     "precision.vocab_shape": SweepPlan(not_rehearsable="torch matmuls on device='cuda'"),
     "races.litmus_mp": SweepPlan(not_rehearsable="needs blocks running concurrently on real SMs"),
     "tiling.matmul": SweepPlan(not_rehearsable="its cuBLAS rung is CuPy's, which needs CUDA"),
-    "tiling.transpose": SweepPlan(not_rehearsable="its arrays are CuPy arrays, which need CUDA"),
+    "tiling.transpose": SweepPlan(attributes={"gpucourse.tiling.TRANSPOSE_SIZES": (64,),
+                                              "gpucourse.tiling._MEASURED": {}}),
 }
 
 
@@ -221,6 +229,7 @@ def rehearse() -> Iterator[None]:
         (runtime, "free_memory_bytes", lambda: DEVICE.memory_bytes),
         (runtime, "xp", np), (runtime, "cuda", simulator),
         (harness, "default_timer", RehearsalTimer), (harness, "_l2_flusher", _flusher),
+        (simulator, "as_cuda_array", _device_view),
         (ceilings, "copy_gbps", lambda refresh=False: _ceiling("copy_gbps")),
         (ceilings, "matmul_tflops", lambda dtype="float32", refresh=False: _ceiling("matmul_tflops")),
     ]
