@@ -14,13 +14,16 @@ rehearsal runs all of it on a stand-in device:
 * every number is marked rehearsal (the provenance's ``"rehearsal": true``, a ``rehearsal``
   column in recorded CSVs, "REHEARSAL" in chart captions and measurement summaries), and the
   reference loader refuses rehearsal folders, so no lesson ever draws one;
-* sizes are small (``SWEEP_SIZES``) so the whole rehearsal runs in seconds on two cores.
+* CuPy's array functions are answered by NumPy, ``cuda.as_cuda_array`` by the array itself;
+* sizes are small (``SWEEP_PLANS``) so the whole rehearsal runs in seconds on two cores.
 """
 
 from __future__ import annotations
 
 import contextlib
 import inspect
+import sys
+import types
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -116,6 +119,20 @@ def _device_view(array):
     return array
 
 
+def _numpy_as_cupy() -> types.ModuleType:
+    """CuPy's array functions the lessons use, answered by NumPy (the rehearsal has no CUDA)."""
+    shim = types.ModuleType("cupy", "NumPy standing in for CuPy in a rehearsal")
+
+    class Pool:
+        def free_all_blocks(self):
+            pass
+
+    shim.asnumpy = np.asarray
+    shim.get_default_memory_pool = Pool
+    shim.__getattr__ = lambda name: getattr(np, name)
+    return shim
+
+
 def _ceiling(name: str):
     """A rehearsal 'ceiling': a NumPy copy through the harness (rehearsal-marked, never shown)."""
     src = np.ones(1 << 16, dtype=np.float32)
@@ -151,10 +168,18 @@ SWEEP_PLANS: dict[str, SweepPlan] = {
     "measuring.async_pitfall": SweepPlan(
         not_rehearsable="times a 132×256-thread launch with the host's wall clock: no simulator stand-in"),
     "measuring.ceilings": SweepPlan(not_rehearsable="CuPy copies and torch matmuls need CUDA"),
-    "coalescing.stride": SweepPlan(not_rehearsable="its arrays are CuPy arrays, which need CUDA"),
-    "coalescing.offset": SweepPlan(not_rehearsable="its arrays are CuPy arrays, which need CUDA"),
-    "coalescing.layout": SweepPlan(not_rehearsable="its arrays are CuPy arrays, which need CUDA"),
-    "divergence.sort_pays": SweepPlan(not_rehearsable="sorts and compacts with CuPy, which needs CUDA"),
+    "coalescing.stride": SweepPlan(defaults={
+        "gpucourse.coalescing.sweep_elements": {"useful_bytes_per_side": 2048},
+        "gpucourse.coalescing.stride_sweep": {"dtypes": ("float32",), "strides": (1, 8)}}),
+    "coalescing.offset": SweepPlan(defaults={
+        "gpucourse.coalescing.sweep_elements": {"useful_bytes_per_side": 2048},
+        "gpucourse.coalescing.offset_sweep": {"dtypes": ("float32",), "offsets": (0, 1)}}),
+    "coalescing.layout": SweepPlan(defaults={
+        "gpucourse.coalescing.layout_sweep": {"n_particles": 256, "matrix_side": 32}}),
+    "divergence.sort_pays": SweepPlan(
+        attributes={"gpucourse.divergence.SPARSE_DENSITIES": (1 / 4,)},
+        defaults={"gpucourse.divergence.measure_sort_pays": {"bodies": (2,), "n_threads": 256,
+                                                             "min_total_ms": 1.0}}),
     "occupancy.driver": SweepPlan(not_rehearsable="asks the CUDA driver's occupancy API"),
     "occupancy.memory_bound": SweepPlan(not_rehearsable="confirms each level with the driver's occupancy API"),
     "occupancy.compute_bound": SweepPlan(not_rehearsable="confirms each level with the driver's occupancy API"),
@@ -233,12 +258,18 @@ def rehearse() -> Iterator[None]:
         (ceilings, "copy_gbps", lambda refresh=False: _ceiling("copy_gbps")),
         (ceilings, "matmul_tflops", lambda dtype="float32", refresh=False: _ceiling("matmul_tflops")),
     ]
+    real_cupy = sys.modules.get("cupy")
     with _patched(patches):
         _ACTIVE = True
+        sys.modules["cupy"] = _numpy_as_cupy()  # `import cupy` inside lesson code gets NumPy
         try:
             yield
         finally:
             _ACTIVE = False
+            if real_cupy is None:
+                sys.modules.pop("cupy", None)
+            else:
+                sys.modules["cupy"] = real_cupy
 
 
 @dataclass
