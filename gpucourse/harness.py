@@ -164,6 +164,7 @@ class EventTimer:
     def time_queued_ms(self, fn: Callable[[], object], repeat: int = 1) -> tuple[float, bool]:
         """(GPU ms of ``repeat`` calls of ``fn``, whether they were all queued before they ran)."""
         cuda, blocker = self._cuda, self._blocking_kernel()
+        first_block_us = self._block_us
         for _ in range(4):
             before, start, stop = (cuda.event(timing=True) for _ in range(3))
             before.record()
@@ -180,6 +181,7 @@ class EventTimer:
             if queue_held(enqueue_ms, blocked_ms):
                 return elapsed_ms, True
             self._block_us = min(max(2 * self._block_us, math.ceil(2e3 * enqueue_ms)), 1_000_000)
+        self._block_us = first_block_us  # fn waits for the GPU: a longer blocker would not help
         return elapsed_ms, False
 
     def synchronize(self) -> None:
@@ -243,14 +245,16 @@ def measure(
     if cache == "cold" and flush is None:
         flush = _l2_flusher()
     queued = hasattr(timer, "time_queued_ms")
+    samples = _Samples()
 
-    def timed(repeat: int, samples: _Samples | None = None) -> float:
-        if not queued:
-            return timer.time_ms(run, repeat=repeat)
-        elapsed_ms, held = timer.time_queued_ms(run, repeat=repeat)
-        if samples is not None and not held:
-            samples.all_queued = False
-        return elapsed_ms
+    def timed(repeat: int) -> float:
+        nonlocal queued
+        if queued:
+            elapsed_ms, held = timer.time_queued_ms(run, repeat=repeat)
+            if held:
+                return elapsed_ms
+            queued = samples.all_queued = False  # run() waits for the GPU: plain events from now on
+        return timer.time_ms(run, repeat=repeat)
 
     with gpu_errors(label):
         run()  # untimed: compilation, allocation, first-touch
@@ -267,15 +271,15 @@ def measure(
         # A cold sample is one launch after a flush: only the first of N launches would be cold.
         batch = launches_per_sample(one_ms) if cache == "warm" else 1
 
-        samples, started = _Samples(), time.monotonic()
+        started = time.monotonic()
         while len(samples.per_launch_ms) < min_samples or samples.total_ms < min_total_ms:
             if len(samples.per_launch_ms) >= min_samples and time.monotonic() - started > max_wall_s:
                 break
             if flush is not None:
                 flush()
-            samples.add(timed(batch, samples), batch)
-    method = METHOD_QUEUED if queued and samples.all_queued else METHOD_EVENTS
-    if queued and not samples.all_queued:
+            samples.add(timed(batch), batch)
+    method = METHOD_QUEUED if queued else METHOD_EVENTS
+    if not samples.all_queued:
         method += " (the launches could not be queued ahead: run() waits for the GPU)"
     return _summarise(label, samples.per_launch_ms, batch, method, cache, bytes_moved,
                       bytes_moved if footprint_bytes is None else footprint_bytes, flops, copy_ceiling_gbps,

@@ -19,6 +19,12 @@ class QueuedTimer:
             fn()
         return self.per_call_ms * repeat, self.held
 
+    def time_ms(self, fn, repeat=1):
+        self.log.append(("timed", repeat))
+        for _ in range(repeat):
+            fn()
+        return self.per_call_ms * repeat
+
     def synchronize(self):
         self.log.append(("sync",))
 
@@ -84,8 +90,10 @@ def test_the_method_is_named():
     assert queued.method == harness.METHOD_QUEUED and "blocking kernel" in queued.summary()
     plain = harness.measure(lambda: None, timer=FakeTimer(1.0, []))
     assert plain.method == harness.METHOD_EVENTS and "launch overhead included" in plain.summary()
-    drained = harness.measure(lambda: None, timer=QueuedTimer(1.0, [], held=False))
-    assert "could not be queued" in drained.method
+    log = []
+    drained = harness.measure(lambda: None, timer=QueuedTimer(1.0, log, held=False))
+    assert "could not be queued" in drained.method and "launch overhead included" in drained.method
+    assert log.count(("queued", 1)) == 1  # tried once, then plain events for every other call
 
 
 def test_the_sample_loop_keeps_a_running_total(monkeypatch):
@@ -211,6 +219,7 @@ def test_a_run_that_waits_for_the_gpu_is_reported_as_not_queued(monkeypatch):
 
     _, held = timer.time_queued_ms(synchronising_run)
     assert not held
+    assert timer._block_us == 1000  # the blocker did not stay long for the next measurement
     assert harness.queue_held(0.5, 1.0) and not harness.queue_held(0.9, 1.0)
 
 
