@@ -198,6 +198,12 @@ def write_report(out: Path, *, practice: bool, expectations: list[dict], spread_
         "contribute it, copy the folder to `data/reference/` and open a pull request (README, "
         "\"Contribute a recording\")." + (" A rehearsal folder is refused there." if practice else "") + "\n",
     ]
+    recorded = json.loads((data_folder / reference.PROVENANCE_FILE).read_text())
+    skipped = recorded.get("not_rehearsed", {})
+    if skipped:
+        sections += [f"### Sweeps the rehearsal could not run ({len(skipped)} of "
+                     f"{len(skipped) + len(recorded.get('sweeps', {}))})\n",
+                     _table([{"sweep": k, "why": v} for k, v in sorted(skipped.items())], ["sweep", "why"]) + "\n"]
     path = out / "gpu-report.md"
     path.write_text("\n".join(sections))
     return path

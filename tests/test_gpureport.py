@@ -42,6 +42,8 @@ def test_the_recorded_folder_has_provenance_and_is_refused_by_the_loader(report)
     meta = json.loads((report.data_folder / reference.PROVENANCE_FILE).read_text())
     assert set(meta["sweeps"]) | set(meta["not_rehearsed"]) == set(reference.load_all_sweeps())
     assert any("rehearsal" in p for p in reference.missing_provenance(report.data_folder))
+    text = report.path.read_text()
+    assert all(f"| {name} |" in text for name in meta["not_rehearsed"])  # each with its reason
 
 
 def test_spread_and_widget_time_are_reported(report):
