@@ -34,8 +34,9 @@ RESTART = "The GPU context is now unusable: restart the kernel (Kernel → Resta
 
 # (words to look for, with case, spaces and underscores removed; what happened; what to do).
 # The CUDA driver API calls these CUDA_ERROR_*, the runtime cudaError*, torch says them in words.
-# Errors marked RESTART are "sticky": they destroy the CUDA context (CUDA C++ Programming Guide,
-# "Error Checking"), and every later call in this process fails with them.
+# Errors marked RESTART are "sticky": the CUDA Runtime API reference says of them (enum
+# cudaError, e.g. cudaErrorIllegalAddress) that any further CUDA work returns the same error and
+# the process must be terminated and relaunched to use CUDA again.
 KNOWN_GPU_ERRORS = (
     (("ILLEGALADDRESS", "ILLEGALMEMORYACCESS"), "read or wrote outside its arrays (an illegal memory access)",
      RESTART),
