@@ -63,7 +63,8 @@ class Measurement:
     label: str
     measured: bool
     reason: str = ""
-    samples_ms: list[float] = field(default_factory=list)
+    samples_ms: list[float] = field(default_factory=list)  # per launch
+    total_ms: float = 0.0  # GPU time of every timed launch (samples × launches per sample)
     launches_per_sample: int = 1
     method: str = ""
     cache: str = "warm"
@@ -281,9 +282,11 @@ def measure(
     method = METHOD_QUEUED if queued else METHOD_EVENTS
     if not samples.all_queued:
         method += " (the launches could not be queued ahead: run() waits for the GPU)"
-    return _summarise(label, samples.per_launch_ms, batch, method, cache, bytes_moved,
-                      bytes_moved if footprint_bytes is None else footprint_bytes, flops, copy_ceiling_gbps,
-                      getattr(timer, "rehearsal", False))
+    m = _summarise(label, samples.per_launch_ms, batch, method, cache, bytes_moved,
+                   bytes_moved if footprint_bytes is None else footprint_bytes, flops, copy_ceiling_gbps,
+                   getattr(timer, "rehearsal", False))
+    m.total_ms = samples.total_ms
+    return m
 
 
 def launches_per_sample(one_launch_ms: float) -> int:

@@ -22,7 +22,8 @@ from numba import cuda  # after gpucourse.runtime (imported by the package) chos
 from gpucourse import charts, reference, runtime, validate
 from gpucourse.harness import measure
 
-SPIN_ITERATIONS = 200_000
+# One dependent fp32 FMA per iteration (~4 cycles of latency each): about 2 ms at ~2 GHz.
+SPIN_ITERATIONS = 1_000_000
 
 
 def _spin_kernel():

@@ -81,6 +81,7 @@ def test_kernels_under_fifty_microseconds_are_batched_too():
     # 30 µs: one launch between two events would count several µs of Python dispatch as kernel time
     m = harness.measure(lambda: None, timer=QueuedTimer(0.030, []), label="short")
     assert m.launches_per_sample == 34  # ⌈1 ms / 30 µs⌉ launches per event pair
+    assert m.total_ms >= 500.0 and m.total_ms == pytest.approx(m.n_samples * 34 * 0.030)
     long = harness.measure(lambda: None, timer=QueuedTimer(0.060, []), label="long")
     assert long.launches_per_sample == 1
 
