@@ -65,7 +65,15 @@ def pytest_collection_modifyitems(session, config, items):
             lesson, claim = _claim(item)
             _ROWS[item.nodeid] = {"test": item.nodeid, "lesson": lesson, "claim": claim,
                                               "outcome": "not run", "ratio": None, "threshold": None,
-                                              "message": ""}
+                                              "checked": [], "message": ""}
+
+
+def pytest_assertion_pass(item, lineno, orig, expl):
+    """Each passing assert of a GPU test with its values, e.g. "1234 <= (0.35 * 3500)": the measured
+    side and the threshold (pytest calls this with ``-o enable_assertion_pass_hook=true``)."""
+    row = _ROWS.get(item.nodeid)
+    if row is not None:
+        row["checked"].append(" ".join(expl.splitlines()[0].split())[:200])
 
 
 def pytest_runtest_logreport(report):
@@ -89,19 +97,28 @@ def pytest_sessionfinish(session):
         Path(path).write_text(json.dumps(list(_ROWS.values()), indent=1))
 
 
-def run_gpu_tier(out: Path, *, practice: bool) -> list[dict]:
-    """Every GPU expectation with its outcome (collected only, in a rehearsal)."""
+def run_gpu_tier(out: Path, *, practice: bool, tests: Path = ROOT / "tests") -> list[dict]:
+    """Every GPU expectation with its outcome and the values its asserts compared (collected only,
+    in a rehearsal)."""
+    out.mkdir(parents=True, exist_ok=True)
     target = out / "expectations.json"
-    env = dict(os.environ, GPUCOURSE_MODE="sim" if practice else "gpu")
+    env = dict(os.environ)
+    if practice:
+        env["GPUCOURSE_MODE"] = "sim"
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    command = [sys.executable, "-m", "pytest", "-m", "gpu", "-p", "gpucourse.gpureport", "-p", "no:cacheprovider",
-               "-q", f"--gpureport-json={target}", "tests"]
+    command = [sys.executable, "-m", "pytest", "-m", "gpu", "-p", "gpucourse.gpureport",
+               "-p", "no:cacheprovider", "-o", "enable_assertion_pass_hook=true", "-q",
+               f"--gpureport-json={target}", str(tests)]
     if practice:
         command.insert(-1, "--collect-only")
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    # a fresh bytecode cache: test modules' asserts are rewritten again, now with the pass hook
+    env["PYTHONPYCACHEPREFIX"] = str(out / "pycache")
+    done = subprocess.run(command, cwd=tests.parent, env=env, capture_output=True, text=True)
     if not target.exists():
         raise RuntimeError(f"the GPU tier did not run: {(done.stdout + done.stderr)[-2000:]}")
     rows = json.loads(target.read_text())
+    for row in rows:
+        row["checked"] = "; ".join(row.get("checked", [])) or None
     if practice:
         for row in rows:
             row["outcome"] = "not run (rehearsal: no GPU)"
@@ -186,7 +203,9 @@ def write_report(out: Path, *, practice: bool, expectations: list[dict], spread_
         "## Device and provenance\n",
         "```json\n" + json.dumps(meta, indent=2, sort_keys=True) + "\n```\n",
         f"## GPU expectations ({passed} of {len(expectations)} passed)\n",
-        _table(expectations, ["lesson", "claim", "ratio", "threshold", "outcome", "message"]) + "\n",
+        "Where a test records them (`record_property`), the ratio and threshold have their own columns; "
+        "\"checked\" lists every passing assert with the values it compared (measured side, threshold).\n",
+        _table(expectations, ["lesson", "claim", "ratio", "threshold", "checked", "outcome", "message"]) + "\n",
         f"## Harness run-to-run spread: {SPREAD_SWEEP} twice\n",
         f"Target: ≤ {SPREAD_TARGET:.0%} for kernels of ≥ {SPREAD_MIN_MS * 1000:.0f} µs. {spread_line}.\n",
         _table(spread_table.to_dict("records"), list(spread_table.columns)) + "\n",

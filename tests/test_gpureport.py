@@ -67,3 +67,24 @@ def test_spread_compares_each_point_of_two_runs():
     assert table.meets_target[1] and not table.meets_target[64]  # 4.9 % on a 1 ms kernel
     assert table.meets_target[32] and not table.counts[32]  # 50 µs: below the target's range
     assert rehearsal.SLUG == "rehearsal"
+
+
+def test_the_tier_records_what_each_assert_compared(tmp_path):
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test_gpu_demo.py").write_text(
+        '"""Lesson 99 on a real GPU: demo."""\n'
+        "import pytest\n\n"
+        "pytestmark = pytest.mark.gpu\n\n\n"
+        "def test_ratio_holds():\n"
+        '    """stride 8 costs what the model says"""\n'
+        "    fast, slow = 1000.0, 300.0\n"
+        "    assert slow <= 0.35 * fast\n\n\n"
+        "def test_ratio_fails():\n"
+        "    assert 2.0 <= 1.0\n")
+    rows = {r["claim"]: r for r in gpureport.run_gpu_tier(tmp_path / "out", practice=False, tests=tests)}
+    held = rows["stride 8 costs what the model says"]
+    assert held["lesson"] == "Lesson 99 on a real GPU" and held["outcome"] == "passed"
+    assert held["checked"] == "300.0 <= (0.35 * 1000.0)"
+    failed = rows["ratio fails"]
+    assert failed["outcome"] == "failed" and "2.0 <= 1.0" in failed["message"]
