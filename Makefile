@@ -15,7 +15,7 @@ endif
 
 LABS := $(notdir $(wildcard solutions/lab*))
 
-.PHONY: help setup lab test test-fast test-gpu lint notebooks labs check-generated grade feedback doctor record book clean
+.PHONY: help setup lab test test-fast test-gpu lint notebooks labs check-generated grade feedback doctor record gpu-report book clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -65,6 +65,9 @@ doctor: setup ## the pre-flight check: versions, mode, GPU, a 10-second sanity b
 
 record: setup ## run every registered sweep on this GPU and write data/reference/<gpu>/
 	$(PY) -m gpucourse record
+
+gpu-report: setup ## GPU tier + every sweep recorded + spread + widget time in build/gpu-report/ (REHEARSAL=1: on the CPU)
+	$(PY) -m gpucourse gpu-report $(if $(REHEARSAL),--rehearsal)
 
 grade: setup ## autograde submitted/ (sandboxed, in parallel; JOBS=n): grades.csv, grades_by_cell.csv
 	$(PY) -m gpucourse grade $(if $(JOBS),--jobs $(JOBS))

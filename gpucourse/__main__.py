@@ -1,4 +1,4 @@
-"""Command line: python -m gpucourse {doctor,record,notebooks,labs,lab,grade,feedback}."""
+"""Command line: python -m gpucourse {doctor,record,gpu-report,notebooks,labs,lab,grade,feedback,book}."""
 
 from __future__ import annotations
 
@@ -27,6 +27,10 @@ def main(argv: list[str] | None = None) -> int:
     compile_check = sub.add_parser("compile-check", help="compile every kernel to SASS for each architecture")
     compile_check.add_argument("--arch", default=None, help="e.g. 75,80,86,89,90,100,120 (the default)")
     compile_check.add_argument("--only", default=None, help="only kernels whose label contains this text")
+    report = sub.add_parser("gpu-report", help="GPU tier, every sweep recorded, spread, widget time: one report")
+    report.add_argument("--out", default="build/gpu-report", help="folder for gpu-report.md and the recordings")
+    report.add_argument("--rehearsal", action="store_true",
+                        help="rehearse it on a machine without a GPU (every number marked rehearsal)")
     args = parser.parse_args(argv)
     try:
         return _run(args)
@@ -81,6 +85,12 @@ def _run(args) -> int:
         from gpucourse.book import build as build_book
 
         build_book()
+        return 0
+    if args.command == "gpu-report":
+        from gpucourse import gpureport
+
+        done = gpureport.build(args.out, practice=args.rehearsal)
+        print(f"wrote {done.path} and {done.data_folder}")
         return 0
     if args.command == "grade":
         from gpucourse.grading import grade_all

@@ -14,6 +14,8 @@ import textwrap
 import pandas as pd
 import plotly.graph_objects as go
 
+from gpucourse import runtime
+
 # Okabe & Ito (2008): distinguishable with every common form of colour blindness.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 # Shapes and dashes so that no series relies on colour alone.
@@ -57,8 +59,28 @@ def figure(title: str, x_title: str, y_title: str, source: str, *, height: int =
 CAPTION_CHARS = 100  # a caption line longer than this ran off the right edge of a 700-px-wide chart
 
 
+def measured_here(source: str) -> bool:
+    return source.lower().startswith("measured now")
+
+
+def sharing_note(source: str) -> str:
+    """For a timing measured now on a GPU: whether other processes were on it (gpuinfo)."""
+    if not (runtime.is_gpu() and measured_here(source)):
+        return ""
+    from gpucourse import gpuinfo
+
+    return gpuinfo.gpu_sharing().note()
+
+
 def set_source(fig: go.Figure, source: str) -> None:
     fig.layout.annotations = [a for a in fig.layout.annotations if a.name != "source"]
+    from gpucourse import rehearsal
+
+    if rehearsal.active():  # a rehearsal's numbers are never shown as measurements
+        source = rehearsal.caption(source)
+    note = sharing_note(source) if not rehearsal.active() else ""
+    if note:
+        source = f"{source} · {note}"
     lines = textwrap.wrap(source, CAPTION_CHARS, break_long_words=False, break_on_hyphens=False) or [""]
     fig.add_annotation(
         name="source", text="<br>".join(html.escape(line) for line in lines), showarrow=False,

@@ -188,20 +188,22 @@ def strided_copy(src, dst, n, stride, offset):
 def drift_aos(p, dt):
     # p[i] is one particle: 8 float32 fields side by side (x y z vx vy vz mass charge).
     i = cuda.grid(1)
+    step = np.float32(dt)  # a Python float arrives as float64: fp32 arithmetic needs an fp32 step
     if i < p.shape[0]:
-        p[i, 0] += p[i, 3] * dt
-        p[i, 1] += p[i, 4] * dt
-        p[i, 2] += p[i, 5] * dt
+        p[i, 0] += p[i, 3] * step
+        p[i, 1] += p[i, 4] * step
+        p[i, 2] += p[i, 5] * step
 
 
 @cuda.jit
 def drift_soa(x, y, z, vx, vy, vz, dt):
     # One array per field: neighbouring lanes read neighbouring floats.
     i = cuda.grid(1)
+    step = np.float32(dt)  # a Python float arrives as float64: fp32 arithmetic needs an fp32 step
     if i < x.shape[0]:
-        x[i] += vx[i] * dt
-        y[i] += vy[i] * dt
-        z[i] += vz[i] * dt
+        x[i] += vx[i] * step
+        y[i] += vy[i] * step
+        z[i] += vz[i] * step
 
 
 @cuda.jit

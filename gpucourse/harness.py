@@ -1,18 +1,27 @@
-"""The one measurement harness (COURSE_GUIDE §7). Every timing in the course comes from here.
+"""The one measurement harness. Every timing in the course comes from here.
 
     m = measure(run, check=check, bytes_moved=2 * a.nbytes, label="copy")
-    m.median_ms, m.gbps, m.pct_of_copy_ceiling, m.provenance
+    m.median_ms, m.gbps, m.pct_of_copy_ceiling, m.method, m.memory_level, m.provenance
 
-1. check first: ``run()`` once untimed (absorbs compilation), then ``check()`` must pass —
-   a fast wrong kernel is never timed;
+1. check first: ``run()`` once untimed (absorbs compilation), then ``check()`` must give a true
+   value (any falsy result fails, NumPy and CuPy booleans included) — a fast wrong kernel is
+   never timed;
 2. warm up for ~25 ms of GPU time;
-3. time with device events around ``run`` (launches under ~10 µs are batched between one
-   event pair, and the result says so);
-4. cache state stated: "warm", or "cold" (a buffer ≥ 2× the L2 is overwritten before each sample);
+3. time with device events. One launch from Python costs several µs of dispatch (more per
+   argument), which events around a single launch would count as kernel time. So each timed
+   call is queued behind a short blocking kernel: the launches are all in the GPU's queue before
+   the start event fires, and run back to back (the "blocking kernel" technique of NVIDIA's
+   nvbench). Kernels under ``QUEUE_BELOW_MS`` (~50 µs) are timed as N launches between one event
+   pair and reported per launch. ``Measurement.method`` names the method used;
+4. cache state stated: "warm", or "cold" (before each sample a buffer of 2× the L2 is *read*,
+   which evicts the previous contents without leaving dirty lines that the timed kernel would
+   then pay to write back); a warm result whose working set fits in 2× the L2 is labelled
+   "L2-resident" and not compared with DRAM bandwidth;
 5. ≥ 10 samples and ≥ 0.5 s of GPU time; median, IQR, min and sample count;
 6. GB/s and TFLOP/s from the bytes and FLOPs the caller counted, and the percentage of the
    device's measured ceiling (gpucourse.ceilings) beside the datasheet figure;
-7. provenance: device, compute capability, driver, CUDA, library versions, date, command.
+7. provenance: device, compute capability, driver release and API level, CUDA runtime, NVRTC,
+   library versions, whether the GPU was shared, date, command.
 
 In simulator mode nothing is timed: the result says the measurement was not made, so no
 simulator wall time can be mistaken for GPU performance.
@@ -20,6 +29,7 @@ simulator wall time can be mistaken for GPU performance.
 
 from __future__ import annotations
 
+import functools
 import math
 import platform
 import sys
@@ -30,16 +40,22 @@ from datetime import UTC, datetime
 from importlib import metadata
 
 import numpy as np
+from numba import cuda  # after gpucourse.runtime (imported by the package) chose the mode
 
-from gpucourse import runtime
-from gpucourse.errors import GPUError, InvalidConfig, WrongResult
+from gpucourse import gpuinfo, runtime
+from gpucourse.errors import GPUError, InvalidConfig, WrongResult, explain_gpu_error
 
 NOT_MEASURED = (
     "not measured: simulator mode has no GPU, and a simulator's wall time is not GPU performance; "
     "the charts use counted or recorded data instead"
 )
-BATCH_BELOW_MS = 0.010  # launches shorter than ~10 µs are batched between one event pair
-BATCH_TARGET_MS = 0.1
+QUEUE_BELOW_MS = 0.050  # kernels shorter than ~50 µs: N launches per event pair, reported per launch
+BATCH_TARGET_MS = 1.0  # N launches make about this much GPU time per sample
+MAX_BATCH = 1000
+BLOCKER_START_MS = 1.0  # the blocking kernel's first duration; it doubles when the queue ran dry
+
+METHOD_QUEUED = "events, launches queued behind a blocking kernel"
+METHOD_EVENTS = "events around the launches (Python launch overhead included)"
 
 
 @dataclass
@@ -47,10 +63,14 @@ class Measurement:
     label: str
     measured: bool
     reason: str = ""
-    samples_ms: list[float] = field(default_factory=list)
+    samples_ms: list[float] = field(default_factory=list)  # per launch
+    total_ms: float = 0.0  # GPU time of every timed launch (samples × launches per sample)
     launches_per_sample: int = 1
+    method: str = ""
     cache: str = "warm"
     bytes_moved: int | None = None
+    footprint_bytes: int | None = None
+    memory_level: str = "unknown"  # "DRAM", "L2-resident", "partly L2-resident" or "unknown"
     flops: int | None = None
     median_ms: float | None = None
     iqr_ms: float | None = None
@@ -65,6 +85,10 @@ class Measurement:
     def n_samples(self) -> int:
         return len(self.samples_ms)
 
+    @property
+    def rehearsal(self) -> bool:
+        return bool(self.provenance.get("rehearsal"))
+
     def summary(self) -> str:
         if not self.measured:
             return f"{self.label}: {self.reason}"
@@ -73,14 +97,19 @@ class Measurement:
             f"n={self.n_samples}, {self.cache} L2"
         )
         if self.launches_per_sample > 1:
-            text += f", {self.launches_per_sample} launches per event pair"
-        text += ")"
+            text += f", per launch: {self.launches_per_sample} launches per event pair"
+        text += f"; {self.method})"
+        if self.memory_level in ("L2-resident", "partly L2-resident"):
+            text += (f" · {self.memory_level}: the working set ({self.footprint_bytes / 2**20:.3g} MiB) fits in "
+                     "2× the L2, so this is not DRAM bandwidth")
         if self.gbps is not None:
             text += f" · {self.gbps:.0f} GB/s"
             if self.pct_of_copy_ceiling is not None:
                 text += f" ({self.pct_of_copy_ceiling:.0f} % of the measured copy ceiling)"
         if self.tflops is not None:
             text += f" · {self.tflops:.1f} TFLOP/s"
+        if self.rehearsal:
+            text = "REHEARSAL (simulator, not a GPU timing) · " + text
         return text
 
     __str__ = summary
@@ -93,13 +122,28 @@ class Measurement:
         return row
 
 
+def block_for(microseconds):
+    """The blocking kernel (one thread): sleeps about ``microseconds`` µs (PTX ``nanosleep``)."""
+    for _ in range(microseconds):
+        cuda.nanosleep(1000)
+
+
 class EventTimer:
-    """Times a callable with CUDA events on the default stream (resolution ~0.5 µs)."""
+    """Times a callable with CUDA events on the default stream (resolution ~0.5 µs).
+
+    ``time_queued_ms`` first launches a one-thread kernel that sleeps (``nanosleep``), records
+    the start event behind it, then makes the ``repeat`` calls: they wait in the GPU's queue and
+    run back to back once it ends, so Python's dispatch time falls outside the event pair. If
+    making the calls took longer than the blocker ran (the queue ran dry, or ``fn``
+    synchronises), the blocker doubles and the sample is taken again; after four tries the
+    answer says the launches were not queued."""
 
     def __init__(self):
         from numba import cuda
 
         self._cuda = cuda
+        self._blocker = None
+        self._block_us = int(BLOCKER_START_MS * 1000)
 
     def time_ms(self, fn: Callable[[], object], repeat: int = 1) -> float:
         cuda = self._cuda
@@ -111,8 +155,64 @@ class EventTimer:
         stop.synchronize()
         return float(cuda.event_elapsed_time(start, stop))
 
+    def _blocking_kernel(self):
+        if self._blocker is None:
+            self._blocker = self._cuda.jit(block_for)
+            self._blocker[1, 1](1)  # compile it now: a compile inside a sample would look like blocking
+            self._cuda.synchronize()
+        return self._blocker
+
+    def time_queued_ms(self, fn: Callable[[], object], repeat: int = 1) -> tuple[float, bool]:
+        """(GPU ms of ``repeat`` calls of ``fn``, whether they were all queued before they ran)."""
+        cuda, blocker = self._cuda, self._blocking_kernel()
+        first_block_us = self._block_us
+        for _ in range(4):
+            before, start, stop = (cuda.event(timing=True) for _ in range(3))
+            before.record()
+            blocker[1, 1](self._block_us)
+            start.record()
+            t0 = time.perf_counter()
+            for _ in range(repeat):
+                fn()
+            stop.record()
+            enqueue_ms = (time.perf_counter() - t0) * 1e3
+            stop.synchronize()
+            blocked_ms = float(cuda.event_elapsed_time(before, start))
+            elapsed_ms = float(cuda.event_elapsed_time(start, stop))
+            if queue_held(enqueue_ms, blocked_ms):
+                return elapsed_ms, True
+            self._block_us = min(max(2 * self._block_us, math.ceil(2e3 * enqueue_ms)), 1_000_000)
+        self._block_us = first_block_us  # fn waits for the GPU: a longer blocker would not help
+        return elapsed_ms, False
+
     def synchronize(self) -> None:
         self._cuda.synchronize()
+
+
+def queue_held(enqueue_ms: float, blocked_ms: float) -> bool:
+    """The host finished queuing before the blocker ended (with a 20 % margin for its launch)."""
+    return enqueue_ms < 0.8 * blocked_ms
+
+
+def check_passed(result) -> bool:
+    """A check passes on any true value; NumPy and CuPy booleans and 0-d arrays count by value."""
+    try:
+        return bool(result)
+    except ValueError as exc:  # an array of many truth values
+        raise InvalidConfig("check() must return one truth value (use .all()), not an array") from exc
+
+
+class _Samples:
+    """Per-launch samples with a running total of GPU time (no sum over the list per sample)."""
+
+    def __init__(self):
+        self.per_launch_ms: list[float] = []
+        self.total_ms = 0.0
+        self.all_queued = True
+
+    def add(self, elapsed_ms: float, launches: int) -> None:
+        self.per_launch_ms.append(elapsed_ms / launches)
+        self.total_ms += elapsed_ms
 
 
 def measure(
@@ -121,6 +221,7 @@ def measure(
     label: str = "kernel",
     check: Callable[[], object] | None = None,
     bytes_moved: int | None = None,
+    footprint_bytes: int | None = None,
     flops: int | None = None,
     cache: str = "warm",
     min_samples: int = 10,
@@ -131,72 +232,133 @@ def measure(
     flush: Callable[[], object] | None = None,
     copy_ceiling_gbps: float | None = None,
 ) -> Measurement:
-    """Measure ``run`` by the course's contract (module docstring). ``timer`` is for tests."""
+    """Measure ``run`` by the course's contract (module docstring). ``timer`` is for tests.
+
+    ``footprint_bytes``: the distinct bytes the kernel touches (default ``bytes_moved``), which
+    decides whether a warm result is L2-resident."""
     if cache not in ("warm", "cold"):
         raise InvalidConfig(f"cache must be 'warm' or 'cold', got {cache!r}")
     if min_samples < 1:
         raise InvalidConfig(f"min_samples must be ≥ 1, got {min_samples}")
     if timer is None and not runtime.is_gpu():
         return Measurement(label=label, measured=False, reason=NOT_MEASURED, cache=cache)
-    timer = timer or EventTimer()
+    timer = timer or default_timer()
     if cache == "cold" and flush is None:
         flush = _l2_flusher()
+    queued = hasattr(timer, "time_queued_ms")
+    samples = _Samples()
+
+    def timed(repeat: int) -> float:
+        nonlocal queued
+        if queued:
+            elapsed_ms, held = timer.time_queued_ms(run, repeat=repeat)
+            if held:
+                return elapsed_ms
+            queued = samples.all_queued = False  # run() waits for the GPU: plain events from now on
+        return timer.time_ms(run, repeat=repeat)
 
     with gpu_errors(label):
         run()  # untimed: compilation, allocation, first-touch
         timer.synchronize()
-        if check is not None and check() is False:
+        if check is not None and not check_passed(check()):
             raise WrongResult(f"{label} gave a wrong result, so it was not timed")
 
         # Warm up for ~warmup_ms of GPU time; the warm-up also estimates one launch's cost.
         warm_ms, estimates = 0.0, []
         while warm_ms < warmup_ms and len(estimates) < 1000:
-            estimates.append(timer.time_ms(run))
+            estimates.append(timed(1))
             warm_ms += estimates[-1]
         one_ms = float(np.median(estimates))
-        batch = 1 if one_ms >= BATCH_BELOW_MS else min(1000, math.ceil(BATCH_TARGET_MS / max(one_ms, 1e-6)))
+        # A cold sample is one launch after a flush: only the first of N launches would be cold.
+        batch = launches_per_sample(one_ms) if cache == "warm" else 1
 
-        samples, started = [], time.monotonic()
-        while len(samples) < min_samples or sum(samples) * batch < min_total_ms:
-            if len(samples) >= min_samples and time.monotonic() - started > max_wall_s:
+        started = time.monotonic()
+        while len(samples.per_launch_ms) < min_samples or samples.total_ms < min_total_ms:
+            if len(samples.per_launch_ms) >= min_samples and time.monotonic() - started > max_wall_s:
                 break
             if flush is not None:
                 flush()
-            samples.append(timer.time_ms(run, repeat=batch) / batch)
-    return _summarise(label, samples, batch, cache, bytes_moved, flops, copy_ceiling_gbps)
+            samples.add(timed(batch), batch)
+    method = METHOD_QUEUED if queued else METHOD_EVENTS
+    if not samples.all_queued:
+        method += " (the launches could not be queued ahead: run() waits for the GPU)"
+    m = _summarise(label, samples.per_launch_ms, batch, method, cache, bytes_moved,
+                   bytes_moved if footprint_bytes is None else footprint_bytes, flops, copy_ceiling_gbps,
+                   getattr(timer, "rehearsal", False))
+    m.total_ms = samples.total_ms
+    return m
 
 
-def _summarise(label, samples, batch, cache, bytes_moved, flops, copy_ceiling_gbps) -> Measurement:
+def launches_per_sample(one_launch_ms: float) -> int:
+    """1 for kernels of ≥ ~50 µs; else enough launches for ~1 ms of GPU time (at most 1000)."""
+    if one_launch_ms >= QUEUE_BELOW_MS:
+        return 1
+    return max(2, min(MAX_BATCH, math.ceil(BATCH_TARGET_MS / max(one_launch_ms, 1e-6))))
+
+
+def memory_level(footprint_bytes: int | None, l2_bytes: int | None, cache: str) -> str:
+    """Where a warm kernel's data lives: a working set within 2× the L2 may stay in it between
+    launches (the L2 does not evict by strict LRU), so only past that is it DRAM traffic."""
+    if cache == "cold":
+        return "DRAM"
+    if not footprint_bytes or not l2_bytes:
+        return "unknown"
+    if footprint_bytes <= l2_bytes:
+        return "L2-resident"
+    if footprint_bytes <= 2 * l2_bytes:
+        return "partly L2-resident"
+    return "DRAM"
+
+
+def _summarise(label, samples, batch, method, cache, bytes_moved, footprint, flops, copy_ceiling_gbps,
+               rehearsal=False) -> Measurement:
     q25, median, q75 = np.percentile(samples, [25, 50, 75])
+    info = runtime.device()
     m = Measurement(
         label=label, measured=True, samples_ms=[float(s) for s in samples], launches_per_sample=batch,
-        cache=cache, bytes_moved=bytes_moved, flops=flops, median_ms=float(median),
-        iqr_ms=float(q75 - q25), min_ms=float(min(samples)), provenance=provenance(),
+        method=method, cache=cache, bytes_moved=bytes_moved, footprint_bytes=footprint,
+        memory_level=memory_level(footprint, info.l2_bytes, cache), flops=flops, median_ms=float(median),
+        iqr_ms=float(q75 - q25), min_ms=float(min(samples)), provenance=provenance(rehearsal=rehearsal),
     )
     seconds = m.median_ms / 1e3
     if bytes_moved is not None and seconds > 0:
         m.gbps = bytes_moved / seconds / 1e9
-        if copy_ceiling_gbps:
-            m.pct_of_copy_ceiling = 100.0 * m.gbps / copy_ceiling_gbps
-        datasheet = runtime.device().datasheet_bandwidth_gbps
-        if datasheet:
-            m.pct_of_datasheet = 100.0 * m.gbps / datasheet
+        # DRAM ceilings only for DRAM traffic: an L2-resident rate is not a share of DRAM bandwidth
+        if m.memory_level in ("DRAM", "unknown"):
+            if copy_ceiling_gbps:
+                m.pct_of_copy_ceiling = 100.0 * m.gbps / copy_ceiling_gbps
+            if info.datasheet_bandwidth_gbps:
+                m.pct_of_datasheet = 100.0 * m.gbps / info.datasheet_bandwidth_gbps
     if flops is not None and seconds > 0:
         m.tflops = flops / seconds / 1e12
     return m
 
 
-def _l2_flusher() -> Callable[[], object]:
-    """Overwrite a buffer twice the L2's size, so the next sample starts with a cold cache."""
-    import cupy
+def default_timer():
+    """The timer ``measure`` uses on a GPU (the rehearsal replaces it with its own)."""
+    return EventTimer()
 
-    l2_bytes = runtime.device().l2_bytes or 64 * 2**20
-    buffer = cupy.empty(2 * l2_bytes // 4, dtype=cupy.float32)
-    return lambda: buffer.fill(0)
+
+def _l2_flusher(xp=None, l2_bytes: int | None = None) -> Callable[[], object]:
+    """Evict the L2 before a cold sample by *reading* a buffer twice its size.
+
+    Writing the buffer (a memset or ``fill``) would evict too, but leaves the L2 full of dirty
+    lines: the L2 is a write-back cache, so the timed kernel's misses would then pay for writing
+    them to DRAM. Lines brought in by reads are clean and are dropped for free; dirty lines the
+    previous sample left are written back during the flush, before the start event."""
+    if xp is None:
+        import cupy as xp
+    l2_bytes = l2_bytes or runtime.device().l2_bytes or 64 * 2**20
+    buffer = xp.ones(2 * l2_bytes // 4, dtype=xp.float32)  # written once, here, never again
+
+    def flush():
+        return buffer.sum()  # reads every line; the one-element result is all it writes
+
+    return flush
 
 
 class gpu_errors:
-    """Turn a CUDA error into one plain sentence (GPUError) instead of a driver traceback."""
+    """Turn a GPU library's error into one plain sentence (GPUError) instead of a traceback."""
 
     def __init__(self, what: str):
         self.what = what
@@ -207,21 +369,10 @@ class gpu_errors:
     def __exit__(self, exc_type, exc, tb):
         if exc is None or isinstance(exc, GPUError):
             return False
-        text = f"{type(exc).__name__}: {exc}"
-        known = {
-            "ILLEGAL_ADDRESS": "read or wrote outside its arrays (illegal memory access)",
-            "OUT_OF_MEMORY": "asked for more GPU memory than is free",
-            "LAUNCH_OUT_OF_RESOURCES": "asked for more registers or shared memory than one SM has",
-            "INVALID_VALUE": "was launched with a configuration the GPU refuses",
-        }
-        for code, words in known.items():
-            if code in text.upper().replace(" ", "_"):
-                advice = (
-                    " The GPU context is now unusable: restart the kernel (Kernel → Restart) to continue."
-                    if code == "ILLEGAL_ADDRESS" else ""
-                )
-                raise GPUError(f"{self.what} {words}.{advice}") from exc
-        return False
+        line = explain_gpu_error(exc, self.what)
+        if line is None:
+            return False
+        raise GPUError(line) from exc
 
 
 def poison(array) -> None:
@@ -237,23 +388,47 @@ def _version(package: str) -> str | None:
         return None
 
 
-def provenance(command: str | None = None) -> dict:
-    """Where a number came from: device, driver, CUDA, library versions, date, command."""
+LIBRARIES = ("gpucourse", "numba", "numba-cuda", "numpy", "cupy-cuda13x", "torch", "cuda-bindings",
+             "nvidia-cuda-runtime", "nvidia-cuda-nvrtc")
+# What every recording's provenance must state (a contributed data/reference/<gpu>/ is refused
+# without them): the device, the software stack each under its true name, when and how.
+REQUIRED_PROVENANCE = ("device", "compute_capability", "sm_count", "memory_bytes", "l2_bytes",
+                       "driver_release", "driver_api", "cuda_runtime", "nvrtc", "python", "libraries",
+                       "gpu_sharing", "date", "command")
+
+
+@functools.cache
+def software_stack() -> dict:
+    """Driver release and API level, CUDA runtime, NVRTC: asked once per process."""
+    return {"driver_release": gpuinfo.driver_release(), "driver_api": gpuinfo.driver_api(),
+            "cuda_runtime": gpuinfo.cuda_runtime(), "nvrtc": gpuinfo.nvrtc()}
+
+
+def provenance(command: str | None = None, *, rehearsal: bool = False) -> dict:
+    """Where a number came from: device, driver release and API level, CUDA runtime, NVRTC,
+    library versions, whether the GPU was shared, date, command. A rehearsal says so."""
     info = runtime.device()
-    return {
+    if rehearsal:
+        stack = dict.fromkeys(("driver_release", "driver_api", "cuda_runtime", "nvrtc"),
+                              "none (rehearsal on the simulator)")
+        sharing = "none (rehearsal on the simulator)"
+    else:
+        stack = software_stack()
+        sharing = gpuinfo.gpu_sharing().state if runtime.is_gpu() else "no GPU"
+    record = {
         "device": info.name,
         "compute_capability": f"{info.compute_capability[0]}.{info.compute_capability[1]}",
         "mode": runtime.MODE,
         "sm_count": info.sm_count,
         "memory_bytes": info.memory_bytes,
         "l2_bytes": info.l2_bytes,
-        "driver": info.driver_version,
-        "cuda": info.cuda_version,
+        **stack,
         "python": platform.python_version(),
-        "libraries": {
-            name: _version(name)
-            for name in ("gpucourse", "numba", "numba-cuda", "numpy", "cupy-cuda13x", "torch")
-        },
+        "libraries": {name: _version(name) for name in LIBRARIES},
+        "gpu_sharing": sharing,
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": command or " ".join(["python", *sys.argv]),
     }
+    if rehearsal:
+        record["rehearsal"] = True
+    return record

@@ -22,7 +22,8 @@ from numba import cuda  # after gpucourse.runtime (imported by the package) chos
 from gpucourse import charts, reference, runtime, validate
 from gpucourse.harness import measure
 
-SPIN_ITERATIONS = 200_000
+# One dependent fp32 FMA per iteration (~4 cycles of latency each): about 2 ms at ~2 GHz.
+SPIN_ITERATIONS = 1_000_000
 
 
 def _spin_kernel():
@@ -30,9 +31,9 @@ def _spin_kernel():
     def spin(out, iterations):
         # A long dependent chain: milliseconds of GPU work from one small launch.
         i = cuda.grid(1)
-        x = 1.0 * i
+        x = np.float32(i)  # fp32 throughout: a bare 1.0 or 0.9999 is a float64 in Numba
         for _ in range(iterations):
-            x = x * 0.9999 + 0.0001
+            x = x * np.float32(0.9999) + np.float32(0.0001)
         if i < out.size:
             out[i] = x
 

@@ -92,60 +92,126 @@ class Recording:
         return f"recorded on {self.device}, {self.date} ({where})"
 
 
-def _read_provenance(folder: Path) -> dict:
+def is_rehearsal(provenance: dict) -> bool:
+    """A folder written by a rehearsal (simulator numbers standing in for a GPU)."""
+    return bool(provenance.get("device", {}).get("rehearsal")) or any(
+        entry.get("rehearsal") for entry in provenance.get("sweeps", {}).values())
+
+
+def _read_provenance(folder: Path, allow_rehearsal: bool = False) -> dict:
     path = folder / PROVENANCE_FILE
     if not path.exists():
         raise CourseError(f"{folder} has CSV files but no {PROVENANCE_FILE}: its numbers are not used")
-    return json.loads(path.read_text())
+    meta = json.loads(path.read_text())
+    if is_rehearsal(meta) and not allow_rehearsal:
+        raise CourseError(f"{folder} holds a rehearsal (simulator numbers standing in for a GPU, not GPU "
+                          "timings): its numbers are never drawn; remove the folder")
+    return meta
 
 
-def recordings(name: str, root: Path = REFERENCE_ROOT) -> list[Recording]:
-    """Every GPU's recording of sweep ``name`` (an empty list when none exists)."""
+def recordings(name: str, root: Path = REFERENCE_ROOT, *, allow_rehearsal: bool = False) -> list[Recording]:
+    """Every GPU's recording of sweep ``name`` (an empty list when none exists). A rehearsal's
+    folder is refused unless ``allow_rehearsal`` (the rehearsal tests and its report)."""
     found = []
     for csv in sorted(Path(root).glob(f"*/{name}.csv")):
-        provenance = _read_provenance(csv.parent)
+        provenance = _read_provenance(csv.parent, allow_rehearsal)
         if name not in provenance.get("sweeps", {}):
             raise CourseError(f"{csv} is not listed in {csv.parent / PROVENANCE_FILE}: its numbers are not used")
         found.append(Recording(name, csv.parent.name, pd.read_csv(csv), provenance, csv))
     return found
 
 
-def load(name: str, gpu: str | None = None, root: Path = REFERENCE_ROOT) -> Recording | None:
+def load(name: str, gpu: str | None = None, root: Path = REFERENCE_ROOT, *,
+         allow_rehearsal: bool = False) -> Recording | None:
     """The recording of ``name`` on ``gpu`` (default: the newest of any GPU), or None."""
-    found = [r for r in recordings(name, root) if gpu is None or r.gpu == gpu]
+    found = [r for r in recordings(name, root, allow_rehearsal=allow_rehearsal) if gpu is None or r.gpu == gpu]
     return max(found, key=lambda r: r.date) if found else None
 
 
+def missing_provenance(folder: Path) -> list[str]:
+    """What a recording folder lacks before it may join data/reference/ (empty when complete)."""
+    from gpucourse.harness import REQUIRED_PROVENANCE
+
+    folder = Path(folder)
+    path = folder / PROVENANCE_FILE
+    if not path.exists():
+        return [f"no {PROVENANCE_FILE}"]
+    meta = json.loads(path.read_text())
+    problems = []
+    if is_rehearsal(meta):
+        problems.append("it is a rehearsal (simulator numbers), not a GPU recording")
+    device = meta.get("device", {})
+    problems += [f"device.{key} is missing or empty" for key in REQUIRED_PROVENANCE
+                 if device.get(key) in (None, "", {})]
+    problems += [f"device.libraries.{name} is missing" for name in ("numba-cuda", "numpy")
+                 if not device.get("libraries", {}).get(name)]
+    if device.get("mode") != "gpu":
+        problems.append("device.mode is not 'gpu'")
+    csvs = sorted(folder.glob("*.csv"))
+    if not csvs:
+        problems.append("no CSV files")
+    for csv in csvs:
+        entry = meta.get("sweeps", {}).get(csv.stem)
+        if entry is None:
+            problems.append(f"{csv.name} has no entry in {PROVENANCE_FILE}")
+            continue
+        problems += [f"sweeps.{csv.stem}.{key} is missing" for key in ("lesson", "description", "rows", "date",
+                                                                         "command") if entry.get(key) in (None, "")]
+        rows = len(pd.read_csv(csv))
+        if entry.get("rows") not in (None, rows):
+            problems.append(f"{csv.name} has {rows} rows, its provenance says {entry['rows']}")
+    return problems
+
+
 def record(names: list[str] | None = None, root: Path = REFERENCE_ROOT, command: str = "make record") -> list[Path]:
-    """Run registered sweeps on this GPU and write their CSVs and provenance."""
+    """Run registered sweeps on this GPU and write their CSVs and provenance.
+
+    Inside ``rehearsal.rehearse()`` the same code runs every sweep that has rehearsal sizes on the
+    simulator, into ``<root>/rehearsal/`` (never into the course's data/reference/), every file
+    marked rehearsal; the sweeps that cannot run there are listed under "not_rehearsed"."""
+    from gpucourse import rehearsal
     from gpucourse.harness import provenance
 
     if not runtime.is_gpu():
         raise NoGPU("make record runs the sweeps on a real GPU and there is none here; nothing was written")
+    practice = rehearsal.active()
+    if practice and Path(root).resolve() == REFERENCE_ROOT.resolve():
+        raise CourseError("a rehearsal never writes into the course's data/reference/; give it another root")
     sweeps = load_all_sweeps()
     unknown = sorted(set(names or []) - set(sweeps))
     if unknown:
         raise InvalidConfig(f"unknown sweep(s) {unknown}; registered: {sorted(sweeps)}")
-    folder = Path(root) / runtime.device().slug
+    folder = Path(root) / (rehearsal.SLUG if practice else runtime.device().slug)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / PROVENANCE_FILE
     meta = json.loads(path.read_text()) if path.exists() else {"sweeps": {}}
-    meta["device"] = provenance(command)
+    meta["device"] = provenance(command, rehearsal=practice)
+    if practice:
+        meta["not_rehearsed"] = {}
     written = []
     for name in names or sorted(sweeps):
         sweep = sweeps[name]
         print(f"recording {name} ({sweep.description}) …", flush=True)
-        frame = sweep.run()
+        frame = rehearsal.run_sweep(name) if practice else sweep.run()
+        if frame is None:
+            plan = rehearsal.SWEEP_PLANS.get(name)
+            meta["not_rehearsed"][name] = plan.not_rehearsable if plan else "no rehearsal sizes for it yet"
+            path.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+            continue
         missing = [c for c in sweep.columns if c not in frame.columns]
         if missing:
             raise CourseError(f"sweep {name} returned no column(s) {missing}")
+        if practice:
+            frame = frame.assign(rehearsal=True)
         out = folder / f"{name}.csv"
         frame.to_csv(out, index=False)
-        stamp = provenance(command)
+        stamp = provenance(command, rehearsal=practice)
         meta["sweeps"][name] = {
             "lesson": sweep.lesson, "description": sweep.description, "rows": len(frame),
             "date": stamp["date"], "command": stamp["command"],
         }
+        if practice:
+            meta["sweeps"][name]["rehearsal"] = True
         path.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
         written.append(out)
     return written

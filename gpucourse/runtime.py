@@ -281,6 +281,12 @@ def _decide() -> tuple[str, str]:
 
 
 MODE, SIM_REASON = _decide()
+# numba-cuda's performance warnings (a grid under 128 blocks, a host array copied implicitly)
+# go to stderr, and nbgrader scores a graded cell that writes to stderr 0; the course launches
+# small grids on host arrays on purpose. numba reads this when it loads or reloads its config.
+os.environ["NUMBA_DISABLE_PERFORMANCE_WARNINGS"] = "1"
+if "numba.core.config" in sys.modules:
+    sys.modules["numba.core.config"].reload_config()
 if MODE == "sim":
     if "numba.cuda" in sys.modules and os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
         raise NoGPU("numba.cuda was imported before gpucourse without a GPU; import gpucourse first")

@@ -1199,7 +1199,7 @@ def measure_transposes(n: int = 4096, tile: int = 32, pad: int = 1) -> pd.DataFr
                         bytes_moved=2 * n * n * FLOAT_BYTES)
             _MEASURED[key] = {"n": n, "tile": tile, "pad": key[-1], "variant": variant,
                               "median_ms": m.median_ms, "iqr_ms": m.iqr_ms, "n_samples": m.n_samples,
-                              "gbps": m.gbps}
+                              "gbps": m.gbps, "memory_level": m.memory_level}  # small n: L2-resident
         rows.append(_MEASURED[key])
     return pd.DataFrame(rows)
 

@@ -22,7 +22,7 @@ import ipywidgets as widgets
 import plotly.graph_objects as go
 
 from gpucourse.charts import data_table
-from gpucourse.errors import CourseError
+from gpucourse.errors import CourseError, explain_gpu_error
 
 
 class LiveChart(widgets.VBox):
@@ -118,7 +118,8 @@ class LiveChart(widgets.VBox):
             self._fail(str(exc))
             return
         except Exception as exc:  # a learner should see one line, not a traceback
-            self._fail(f"something went wrong ({type(exc).__name__}: {exc})")
+            line = explain_gpu_error(exc, "the experiment")
+            self._fail(line or f"something went wrong ({type(exc).__name__}: {exc})")
             return
         finally:
             self.progress.layout.visibility = "hidden"

@@ -28,7 +28,7 @@ def test_event_timing_tracks_work_and_the_contract_holds():
     out = cuda.device_array(132 * 128, dtype=np.float32)
     short = harness.measure(lambda: spin[132, 128](out, 20_000), label="short")
     long = harness.measure(lambda: spin[132, 128](out, 80_000), label="long")
-    assert short.measured and short.n_samples >= 10 and sum(short.samples_ms) >= 500
+    assert short.measured and short.n_samples >= 10 and short.total_ms >= 500  # samples are per launch
     assert 3.0 <= long.median_ms / short.median_ms <= 5.0  # 4× the work, one run
     assert short.provenance["device"] == runtime.device().name
 
@@ -36,7 +36,7 @@ def test_event_timing_tracks_work_and_the_contract_holds():
 def test_the_launch_alone_is_far_faster_than_the_kernel():
     from gpucourse import measuring
 
-    data = measuring.async_pitfall(200_000)
+    data = measuring.async_pitfall()  # ~2 ms of fp32 work
     medians = data.groupby("method").ms.median()
     assert medians["wall clock, launch only"] * 20 < medians["wall clock + synchronize"]
 

@@ -1,9 +1,32 @@
 """The measurement contract, checked with a fake timer (no GPU needed)."""
 
+import numpy as np
 import pytest
 
 from gpucourse import harness
 from gpucourse.errors import InvalidConfig, WrongResult
+
+
+class QueuedTimer:
+    """A timer with the queued method: each call 'takes' per_call_ms of GPU time."""
+
+    def __init__(self, per_call_ms: float, log: list, held: bool = True):
+        self.per_call_ms, self.log, self.held = per_call_ms, log, held
+
+    def time_queued_ms(self, fn, repeat=1):
+        self.log.append(("queued", repeat))
+        for _ in range(repeat):
+            fn()
+        return self.per_call_ms * repeat, self.held
+
+    def time_ms(self, fn, repeat=1):
+        self.log.append(("timed", repeat))
+        for _ in range(repeat):
+            fn()
+        return self.per_call_ms * repeat
+
+    def synchronize(self):
+        self.log.append(("sync",))
 
 
 class FakeTimer:
@@ -51,7 +74,36 @@ def test_short_kernels_are_batched_and_say_so():
     assert m.launches_per_sample > 1
     assert ("timed", m.launches_per_sample) in log
     assert m.median_ms == pytest.approx(0.002)
-    assert f"{m.launches_per_sample} launches per event pair" in m.summary()
+    assert f"per launch: {m.launches_per_sample} launches per event pair" in m.summary()
+
+
+def test_kernels_under_fifty_microseconds_are_batched_too():
+    # 30 µs: one launch between two events would count several µs of Python dispatch as kernel time
+    m = harness.measure(lambda: None, timer=QueuedTimer(0.030, []), label="short")
+    assert m.launches_per_sample == 34  # ⌈1 ms / 30 µs⌉ launches per event pair
+    assert m.total_ms >= 500.0 and m.total_ms == pytest.approx(m.n_samples * 34 * 0.030)
+    long = harness.measure(lambda: None, timer=QueuedTimer(0.060, []), label="long")
+    assert long.launches_per_sample == 1
+
+
+def test_the_method_is_named():
+    queued = harness.measure(lambda: None, timer=QueuedTimer(1.0, []))
+    assert queued.method == harness.METHOD_QUEUED and "blocking kernel" in queued.summary()
+    plain = harness.measure(lambda: None, timer=FakeTimer(1.0, []))
+    assert plain.method == harness.METHOD_EVENTS and "launch overhead included" in plain.summary()
+    log = []
+    drained = harness.measure(lambda: None, timer=QueuedTimer(1.0, log, held=False))
+    assert "could not be queued" in drained.method and "launch overhead included" in drained.method
+    assert log.count(("queued", 1)) == 1  # tried once, then plain events for every other call
+
+
+def test_the_sample_loop_keeps_a_running_total(monkeypatch):
+    def no_sum(*args):
+        raise AssertionError("sum() over the samples on every iteration")
+
+    monkeypatch.setattr(harness, "sum", no_sum, raising=False)
+    m = harness.measure(lambda: None, timer=FakeTimer(0.1, []))  # 5000 samples make 0.5 s
+    assert m.n_samples == 5000
 
 
 def test_bandwidth_and_flops_come_from_counted_work():
@@ -60,8 +112,7 @@ def test_bandwidth_and_flops_come_from_counted_work():
     assert m.gbps == pytest.approx(2000.0)
     assert m.tflops == pytest.approx(1000.0)
     assert m.pct_of_copy_ceiling == pytest.approx(50.0)
-    for key in ("device", "compute_capability", "driver", "cuda", "libraries", "date", "command"):
-        assert key in m.provenance
+    assert set(harness.REQUIRED_PROVENANCE) <= set(m.provenance)
 
 
 def test_cold_cache_flushes_before_every_sample():
@@ -101,3 +152,148 @@ def test_poison_fills_outputs_with_impossible_values():
     harness.poison(f)
     harness.poison(i)
     assert np.isnan(f).all() and (i == np.iinfo(np.int32).max).all()
+
+
+# --- the queued method: a model of the GPU's queue and the host's dispatch time ---------------------
+
+
+class FakeGPU:
+    """A stream: the host spends dispatch_ms per launch; the GPU runs launches in order."""
+
+    def __init__(self, dispatch_ms: float):
+        self.host_ms, self.free_at_ms, self.dispatch_ms = 0.0, 0.0, dispatch_ms
+
+    def launch(self, gpu_ms: float):
+        self.host_ms += self.dispatch_ms
+        self.free_at_ms = max(self.free_at_ms, self.host_ms) + gpu_ms
+
+    # the parts of numba.cuda that EventTimer uses
+    def event(self, timing=True):
+        gpu = self
+
+        class Event:
+            def record(self):
+                self.at_ms = max(gpu.free_at_ms, gpu.host_ms)
+
+            def synchronize(self):
+                gpu.host_ms = max(gpu.host_ms, self.at_ms)
+
+        return Event()
+
+    @staticmethod
+    def event_elapsed_time(start, stop):
+        return stop.at_ms - start.at_ms
+
+    def perf_counter(self):
+        return self.host_ms / 1e3
+
+
+def _fake_event_timer(monkeypatch, gpu: FakeGPU) -> harness.EventTimer:
+    timer = harness.EventTimer.__new__(harness.EventTimer)
+    timer._cuda, timer._block_us = gpu, 1000
+
+    class Blocker:
+        def __getitem__(self, launch_shape):
+            return lambda microseconds: gpu.launch(microseconds / 1e3)
+
+    timer._blocker = Blocker()
+    monkeypatch.setattr(harness.time, "perf_counter", gpu.perf_counter)
+    return timer
+
+
+def test_queued_launches_time_the_kernels_not_the_dispatch(monkeypatch):
+    gpu = FakeGPU(dispatch_ms=0.010)  # 10 µs of Python per launch, 2 µs of GPU work
+    timer = _fake_event_timer(monkeypatch, gpu)
+    assert timer.time_ms(lambda: gpu.launch(0.002), repeat=500) == pytest.approx(5.0, rel=0.01)  # dispatch-bound
+    elapsed_ms, held = timer.time_queued_ms(lambda: gpu.launch(0.002), repeat=500)
+    assert held and elapsed_ms == pytest.approx(1.0)  # 500 × 2 µs back to back
+    assert timer._block_us >= 10_000  # the 1 ms blocker ran dry under 5 ms of queuing, so it grew
+
+
+def test_a_run_that_waits_for_the_gpu_is_reported_as_not_queued(monkeypatch):
+    gpu = FakeGPU(dispatch_ms=0.010)
+    timer = _fake_event_timer(monkeypatch, gpu)
+
+    def synchronising_run():
+        gpu.launch(0.5)
+        gpu.host_ms = gpu.free_at_ms  # e.g. copy_to_host: the host waits for the GPU
+
+    _, held = timer.time_queued_ms(synchronising_run)
+    assert not held
+    assert timer._block_us == 1000  # the blocker did not stay long for the next measurement
+    assert harness.queue_held(0.5, 1.0) and not harness.queue_held(0.9, 1.0)
+
+
+# --- the cold-cache flush, L2 residency, checks ----------------------------------------------------
+
+
+class SpyArray:
+    def __init__(self, n):
+        self.size, self.reads, self.writes = n, 0, 0
+
+    def sum(self):
+        self.reads += 1
+        return 0.0
+
+    def fill(self, value):
+        self.writes += 1
+
+    def __setitem__(self, key, value):
+        self.writes += 1
+
+
+def test_the_cold_flush_reads_twice_the_l2_and_never_writes_it():
+    made = []
+
+    class FakeXP:
+        float32 = "float32"
+
+        @staticmethod
+        def ones(n, dtype=None):
+            made.append(SpyArray(n))
+            return made[-1]
+
+        empty = zeros = ones
+
+    flush = harness._l2_flusher(xp=FakeXP, l2_bytes=50 * 2**20)
+    for _ in range(3):
+        flush()
+    (buffer,) = made
+    assert buffer.size * 4 >= 2 * 50 * 2**20
+    assert buffer.reads == 3 and buffer.writes == 0  # clean lines: nothing left to write back
+
+
+@pytest.fixture
+def l2_of_50_mib(monkeypatch):
+    from gpucourse import runtime
+
+    info = runtime.DeviceInfo(name="NVIDIA Test GPU", compute_capability=(9, 0), l2_bytes=50 * 2**20,
+                              datasheet_bandwidth_gbps=4800.0)
+    monkeypatch.setattr(runtime, "device", lambda: info)
+    return info
+
+
+def test_a_working_set_within_twice_the_l2_is_labelled_and_not_compared_with_dram(l2_of_50_mib):
+    histogram = harness.measure(lambda: None, timer=FakeTimer(1.0, []), bytes_moved=4 * 10**7,
+                                copy_ceiling_gbps=4000.0)  # 10^7 float32 values: 40 MB < 50 MiB
+    assert histogram.memory_level == "L2-resident" and "L2-resident" in histogram.summary()
+    assert histogram.pct_of_copy_ceiling is None and histogram.pct_of_datasheet is None
+    partly = harness.measure(lambda: None, timer=FakeTimer(1.0, []), bytes_moved=80 * 2**20)
+    assert partly.memory_level == "partly L2-resident"
+    big = harness.measure(lambda: None, timer=FakeTimer(1.0, []), bytes_moved=2 * 2**30, copy_ceiling_gbps=4000.0)
+    assert big.memory_level == "DRAM" and big.pct_of_copy_ceiling is not None
+    assert "L2-resident" not in big.summary()
+    cold = harness.measure(lambda: None, timer=FakeTimer(1.0, []), bytes_moved=4 * 10**7, cache="cold",
+                           flush=lambda: None, copy_ceiling_gbps=4000.0)
+    assert cold.memory_level == "DRAM" and cold.pct_of_copy_ceiling is not None
+
+
+@pytest.mark.parametrize("verdict", [np.False_, np.array(False), 0, None, np.int64(0)])
+def test_any_falsy_check_result_is_a_failed_check(verdict):
+    with pytest.raises(WrongResult, match="not timed"):
+        harness.measure(lambda: None, check=lambda: verdict, timer=FakeTimer(1.0, []))
+
+
+def test_a_check_returning_an_array_is_refused_in_one_line():
+    with pytest.raises(InvalidConfig, match="one truth value"):
+        harness.measure(lambda: None, check=lambda: np.array([True, False]), timer=FakeTimer(1.0, []))

@@ -3,16 +3,20 @@ import json
 import pandas as pd
 import pytest
 
-from gpucourse import reference, runtime
+from gpucourse import gpuinfo, harness, reference, runtime
 from gpucourse.errors import CourseError, NoGPU
 
 
 @pytest.fixture
 def fake_gpu(monkeypatch):
     info = runtime.DeviceInfo(name="NVIDIA Test GPU", compute_capability=(9, 0), sm_count=2,
+                              memory_bytes=80 * 2**30, l2_bytes=50 * 2**20,
                               driver_version="13.0", cuda_version="13.0")
     monkeypatch.setattr(runtime, "MODE", "gpu")
     monkeypatch.setattr(runtime, "device", lambda: info)
+    monkeypatch.setattr(harness, "software_stack", lambda: {
+        "driver_release": "580.65.06", "driver_api": "13.0", "cuda_runtime": "13.0", "nvrtc": "13.0"})
+    monkeypatch.setattr(gpuinfo, "compute_processes", lambda: [4242])
     monkeypatch.setattr(reference, "SWEEPS", {})
     monkeypatch.setattr(reference, "SWEEP_MODULES", ())
     return info
@@ -61,12 +65,60 @@ def test_recording_needs_a_gpu(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
-def test_committed_reference_folders_all_carry_provenance():
-    for folder in reference.REFERENCE_ROOT.iterdir():
-        if folder.is_dir():
-            meta = json.loads((folder / reference.PROVENANCE_FILE).read_text())
-            for csv in folder.glob("*.csv"):
-                assert csv.stem in meta["sweeps"], f"{csv} has no provenance entry"
+def _demo_recording(root):
+    @reference.register_sweep("demo.sweep", lesson="99_demo", description="demo", columns=("x", "ms"))
+    def _demo():
+        return pd.DataFrame({"x": [1, 2], "ms": [0.5, 0.25]})
+
+    reference.record(root=root, command="make record")
+    return root / "nvidia-test-gpu"
+
+
+def test_a_complete_recording_is_accepted(tmp_path, fake_gpu):
+    folder = _demo_recording(tmp_path)
+    assert reference.missing_provenance(folder) == []
+    meta = json.loads((folder / "provenance.json").read_text())
+    assert meta["device"]["driver_release"] == "580.65.06" and meta["device"]["gpu_sharing"] == "alone"
+
+
+def _edit(folder, change):
+    path = folder / "provenance.json"
+    meta = json.loads(path.read_text())
+    change(meta)
+    path.write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize(("change", "complaint"), [
+    (lambda m: m["device"].pop("driver_release"), "device.driver_release is missing"),
+    (lambda m: m["device"].update(cuda_runtime=None), "device.cuda_runtime is missing"),
+    (lambda m: m["device"].update(libraries={}), "device.libraries"),
+    (lambda m: m["device"].update(mode="sim"), "mode is not 'gpu'"),
+    (lambda m: m["sweeps"].pop("demo.sweep"), "demo.sweep.csv has no entry"),
+    (lambda m: m["sweeps"]["demo.sweep"].update(rows=3), "has 2 rows, its provenance says 3"),
+    (lambda m: m["sweeps"]["demo.sweep"].pop("date"), "sweeps.demo.sweep.date is missing"),
+    (lambda m: m["device"].update(rehearsal=True), "rehearsal"),
+])
+def test_a_recording_without_complete_provenance_is_refused(tmp_path, fake_gpu, change, complaint):
+    folder = _demo_recording(tmp_path)
+    _edit(folder, change)
+    assert any(complaint in problem for problem in reference.missing_provenance(folder))
+
+
+def test_a_folder_without_provenance_is_refused(tmp_path):
+    (tmp_path / "nvidia-x").mkdir()
+    (tmp_path / "nvidia-x" / "s.csv").write_text("x\n1\n")
+    assert reference.missing_provenance(tmp_path / "nvidia-x") == ["no provenance.json"]
+
+
+COMMITTED = sorted(p for p in reference.REFERENCE_ROOT.iterdir() if p.is_dir())
+
+
+@pytest.mark.parametrize("folder", COMMITTED or [None], ids=[p.name for p in COMMITTED] or ["none yet"])
+def test_committed_recordings_carry_complete_provenance(folder):
+    """The check a contributed data/reference/<gpu>/ must pass (README: contribute a recording)."""
+    if folder is None:
+        pytest.skip("no GPU recording is committed yet (data/reference/ holds only .gitkeep)")
+    assert reference.missing_provenance(folder) == []
 
 
 def test_lesson_modules_register_their_sweeps():

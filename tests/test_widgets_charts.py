@@ -76,3 +76,13 @@ def test_every_chart_carries_its_source_and_units():
     assert len([a for a in fig.layout.annotations if a.name == "source"]) == 1
     table = charts.data_table(fig)
     assert list(table.columns) == ["series", "x", "y"] and len(table) == 3
+
+
+def test_a_gpu_error_in_a_widget_is_one_line_with_what_to_do():
+    from cupy_backends.cuda.api.runtime import CUDARuntimeError
+
+    def faulty(n):
+        raise CUDARuntimeError(700)  # cudaErrorIllegalAddress
+
+    chart = LiveChart({"n": w.IntSlider(value=1)}, faulty, threaded=False)
+    assert "illegal memory access" in chart.status.value and "restart the kernel" in chart.status.value
