@@ -181,6 +181,47 @@ def test_known_encodings(value, name, hex_word, bitstring):
     assert _same(decode(enc.bits, name), enc.stored)
 
 
+def _numpy_words(values, dtype, uint):
+    return [int(w) for w in np.array(values, dtype=np.float64).astype(dtype).view(uint)]
+
+
+SPECIALS = [math.nan, math.inf, -math.inf, -0.0]
+
+
+def _special_words(name):
+    """The bit patterns NumPy (or torch) stores for NaN, +inf, -inf and -0, found without gpucourse:
+    bf16 and tf32 are the top 16 and 19 bits of an fp32 word, E5M2 the top byte of an fp16 word
+    (same exponent field); E4M3 has no NumPy type, so torch's float8_e4m3fn (no inf: ±inf → ±448)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        w32 = _numpy_words(SPECIALS, np.float32, np.uint32)
+        w16 = _numpy_words(SPECIALS, np.float16, np.uint16)
+    if name == "fp8_e4m3":
+        return [int(w) for w in torch.tensor(SPECIALS).to(torch.float8_e4m3fn).view(torch.uint8).tolist()]
+    return {"fp32": w32, "tf32": [w >> 13 for w in w32], "bf16": [w >> 16 for w in w32],
+            "fp16": w16, "fp8_e5m2": [w >> 8 for w in w16]}[name]
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_nan_inf_and_negative_zero_have_the_reference_bit_patterns(name):
+    # IEEE 754-2008 §6.2.1: a quiet NaN has the first bit of the trailing significand set (fp16 0x7E00,
+    # never a signalling 0x7C01); the OCP FP8 specification's E4M3 has one NaN, S.1111.111.
+    expected = _special_words(name)
+    got = [encode(v, name).bits for v in SPECIALS]
+    assert got == expected, (name, [hex(w) for w in got], [hex(w) for w in expected])
+    assert math.isnan(decode(got[0], name)) and decode(got[3], name) == 0.0
+    assert math.copysign(1.0, decode(got[3], name)) == -1.0
+    if FORMATS[name].has_inf:
+        assert (decode(got[1], name), decode(got[2], name)) == (math.inf, -math.inf)
+
+
+def test_the_special_words_by_hand():
+    # Worked by hand from the field layouts, so the test above cannot share a mistake with NumPy.
+    assert _special_words("fp16") == [0x7E00, 0x7C00, 0xFC00, 0x8000]
+    assert _special_words("bf16") == [0x7FC0, 0x7F80, 0xFF80, 0x8000]
+    assert _special_words("fp8_e5m2") == [0x7E, 0x7C, 0xFC, 0x80]
+    assert _special_words("fp8_e4m3") == [0x7F, 0x7E, 0xFE, 0x80]
+
+
 def test_events_and_overflow_rules():
     assert encode(300 * 300, "fp16").event == "overflow to inf"
     assert encode(65519.99, "fp16").stored == 65504 and encode(65520, "fp16").stored == math.inf  # the tie
