@@ -992,20 +992,22 @@ def transpose(a, variant: str = "shared+pad", tile: int = 32, block_rows: int | 
 
 
 def bank_of(word: int) -> int:
-    """32 banks of 4 bytes: consecutive 32-bit words sit in consecutive banks."""
-    return int(word) % BANKS
+    """32 banks of 4 bytes: consecutive 32-bit words sit in consecutive banks (the microscope's rule)."""
+    from gpucourse.microscope import analysis
+
+    return analysis.bank_of(int(word))
 
 
 def bank_ways(words) -> int:
     """Conflict ways of one warp-wide access: the most *distinct* words any bank must serve.
 
-    Lanes reading the same word share it (a broadcast), so only distinct words count.
+    Lanes reading the same word share it (a broadcast), so only distinct words count. The rule is
+    the microscope's (``gpucourse.microscope.analysis.bank_ways``) on 4-byte words.
     """
-    per_bank: dict[int, set] = {}
-    for w in words:
-        if w is not None:
-            per_bank.setdefault(bank_of(w), set()).add(int(w))
-    return max((len(s) for s in per_bank.values()), default=0)
+    from gpucourse.microscope import analysis
+
+    addresses = [int(w) * analysis.BANK_WORD_BYTES for w in words if w is not None]
+    return analysis.bank_ways(range(len(addresses)), addresses, analysis.BANK_WORD_BYTES)
 
 
 def transpose_warp_words(tile: int, pad: int, block_rows: int, access: str, warp: int = 0, step: int = 0):

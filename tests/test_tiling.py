@@ -172,6 +172,16 @@ def test_bank_ways_rule():
     assert tiling.bank_ways([0, 32]) == 2
     assert tiling.bank_ways([0, 0, 32, 64]) == 3
     assert tiling.bank_ways(range(0, 32 * 32, 32)) == 32
+    assert tiling.bank_ways([]) == 0 and tiling.bank_ways([None, 5, None]) == 1
+
+
+def test_bank_rule_is_the_microscopes(monkeypatch):
+    from gpucourse.microscope import analysis
+
+    assert (tiling.BANKS, tiling.BANK_BYTES) == (analysis.BANKS, analysis.BANK_WORD_BYTES)
+    calls = []
+    monkeypatch.setattr(analysis, "bank_ways", lambda *args: calls.append(args) or 7)
+    assert tiling.bank_ways([0, 32]) == 7 and calls == [(range(2), [0, 128], 4)]
 
 
 @pytest.mark.parametrize("tile, pad, expected", [
