@@ -1,4 +1,4 @@
-"""The one measurement harness (COURSE_GUIDE §7). Every timing in the course comes from here.
+"""The one measurement harness. Every timing in the course comes from here.
 
     m = measure(run, check=check, bytes_moved=2 * a.nbytes, label="copy")
     m.median_ms, m.gbps, m.pct_of_copy_ceiling, m.provenance

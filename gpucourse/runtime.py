@@ -42,7 +42,7 @@ DATASHEET_BANDWIDTH_GBPS = {
 }
 
 
-# Dense datasheet TFLOP/s by format (NVIDIA H100/H200 SXM product pages; see REFERENCE.md).
+# Dense datasheet TFLOP/s by format (NVIDIA H100 and H200 Tensor Core GPU datasheets, SXM).
 DATASHEET_TFLOPS = {
     "H200": {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9},
     "H100 80GB HBM3": {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9},

@@ -55,7 +55,7 @@ REGISTER_BLOCKED = ((64, 8, 4), (128, 8, 8))  # (block tile, k tile, thread tile
 MATMUL_SIZES = (256, 512, 1024, 2048, 4096)
 TRANSPOSE_SIZES = (1024, 2048, 4096, 8192)
 TRANSPOSE_VARIANTS = ("copy", "naive", "shared", "shared+pad")
-REFERENCE_GPU = "H200"  # the datasheet drawn in simulator mode (REFERENCE.md)
+REFERENCE_GPU = "H200"  # the datasheet drawn in simulator mode (runtime.datasheet_tflops)
 
 RUNG_COLOURS = {"naive": 3, "tiled": 0, "register-blocked": 2, "cuBLAS": 7}  # palette index per rung
 

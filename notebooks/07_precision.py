@@ -236,8 +236,8 @@ prediction_speedups = {"bf16 / fp32": "...", "tf32 / fp32": "..."}
 
 # %% [markdown]
 # Each point is a `torch.matmul` of random normal n × n matrices (never zeros: on zeros the GPU
-# draws less power and can hold higher clocks; the course's reference notes ~13 % faster on an
-# H200), timed by the course's harness, TFLOP/s from the counted 2n³. On a GPU it is measured
+# draws less power and can hold higher clocks: Horace He, "Strangely, Matrix Multiplications on GPUs
+# Run Faster When Given 'Predictable' Data!", 2024, measured it on an A100), timed by the course's harness, TFLOP/s from the counted 2n³. On a GPU it is measured
 # now; without one it comes from a recording made on a real GPU, or the chart says none exists.
 # The dotted lines are the datasheet figures of the GPU the numbers come from (of an H200,
 # labelled as assumed, when there are none).
@@ -331,8 +331,7 @@ if vocab_ratios is not None:
 #   accumulation and loss scaling for fp16 training; bf16 (Kalamkar et al., 2019) keeps fp32's
 #   exponent and trains without a scaler.
 # * **Throughput.** Datasheet dense rates as above. The measured ceiling is the best the library
-#   reaches on random data (the course's REFERENCE notes 769–798 TFLOP/s for an 8192³ bf16 matmul
-#   measured on an H200, about 80 % of the datasheet).
+#   reaches on random data, below the datasheet: the recording or your own GPU gives the number.
 #
 # ## A story from the field
 # The cheat sheet among the course's sources sorts almost every slow GPU job into three

@@ -1,5 +1,5 @@
 """gpucourse.formats: exact encode/decode against NumPy's float16 and torch's bf16/fp16/fp8 conversions,
-the range/precision table against REFERENCE.md, the bit-layout picture and the explorer widget."""
+the range/precision table against torch.finfo, the bit-layout picture and the explorer widget."""
 
 import math
 
@@ -43,9 +43,10 @@ def _same(a, b):
     return np.array_equal(a, b, equal_nan=True) and np.array_equal(np.signbit(a)[both], np.signbit(b)[both])
 
 
-# --- the range/precision table against REFERENCE.md "Number formats" ---------------------------
+# --- the range/precision table, as printed in the sources --------------------------------------
 
-# Transcribed from the design notes (shared/REFERENCE.md):
+# Rounded as such tables print them. The formats: IEEE 754-2019 (fp32, fp16), NVIDIA's A100 whitepaper
+# (tf32), bfloat16 as fp32's top 16 bits, the OCP 8-bit Floating Point Specification (E4M3, E5M2).
 # format: (exp bits, mantissa bits, max, smallest normal, eps)
 REFERENCE_TABLE = {
     "fp32": (8, 23, 3.4e38, 1.18e-38, 1.19e-7),
@@ -65,7 +66,7 @@ def _agrees(printed, exact):
 
 
 @pytest.mark.parametrize("name", list(REFERENCE_TABLE))
-def test_reference_md_number_formats_table(name):
+def test_number_formats_table(name):
     exp_bits, man_bits, top, normal, eps = REFERENCE_TABLE[name]
     f = FORMATS[name]
     assert (f.exponent_bits, f.mantissa_bits) == (exp_bits, man_bits)
@@ -74,7 +75,7 @@ def test_reference_md_number_formats_table(name):
     assert _agrees(eps, f.epsilon), (name, "machine epsilon", eps, f.epsilon)
 
 
-def test_reference_md_fp16_subnormal_and_torch_finfo():
+def test_fp16_subnormal_and_torch_finfo():
     assert _agrees(5.96e-8, FORMATS["fp16"].min_subnormal)
     for name, dtype in (("fp32", torch.float32), *TORCH_DTYPES.items()):
         info = torch.finfo(dtype)

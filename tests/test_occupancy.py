@@ -1,6 +1,6 @@
 """The occupancy calculator against hand-derived answers (CUDA C Best Practices Guide, cuda_occupancy.h).
 
-Every expected value below was worked out by hand from the rules in REFERENCE.md "Occupancy"
+Every expected value below was worked out by hand from the rules in gpucourse/occupancy.py's docstring
 (the derivation is the comment beside it), never copied from the implementation's output.
 Notation: rpw = registers per warp after rounding up to 256; SP = SM sub-partition (4 per SM,
 16,384 registers each); alloc = shared bytes per block + reservation, rounded up to granularity.
@@ -223,7 +223,8 @@ def test_block_shape_tuple_counts_threads():
 
 
 def test_architecture_table_matches_reference():
-    # REFERENCE.md: threads/SM, blocks/SM, smem/SM, reserved/block.
+    # CUDA C++ Programming Guide, "Technical Specifications per Compute Capability": threads/SM,
+    # blocks/SM, shared memory/SM (KB), reserved shared memory/block (KB).
     expected = {
         (7, 0): (2048, 32, 96, 0), (7, 5): (1024, 16, 64, 0), (8, 0): (2048, 32, 164, 1),
         (8, 6): (1536, 16, 100, 1), (8, 9): (1536, 24, 100, 1), (9, 0): (2048, 32, 228, 1),
