@@ -160,12 +160,6 @@ def test_configurations_that_cannot_launch_say_why(cc, threads, regs, shared, re
     assert r.summary().startswith("cannot launch")
 
 
-def test_the_register_check_counts_warps_in_fours():
-    # 25 warps × 2560 = 64,000 registers fit, but cuda_occupancy.h counts the warps rounded up to the
-    # 4 sub-partitions: 28 × 2560 = 71,680 > 65,536. The reason must name that rule.
-    assert "counted as 28 warps" in occupancy(800, 80, 0, (9, 0)).reason
-
-
 def test_96_kb_fits_exactly_on_volta():
     # alloc 98304 (no reservation on cc 7.x) → 98304/98304 = 1 block.
     assert occupancy(128, 32, 96 * KB, (7, 0)).active_blocks == 1
