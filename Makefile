@@ -15,7 +15,7 @@ endif
 
 LABS := $(notdir $(wildcard solutions/lab*))
 
-.PHONY: help setup lab test test-fast test-gpu lint notebooks labs check-generated grade feedback doctor record gpu-report book clean
+.PHONY: help setup lab test test-fast test-gpu lint notebooks labs check-generated grade feedback doctor record gpu-report mutate book clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -59,6 +59,9 @@ test-fast: setup ## unit tests only (no notebooks, nbgrader or browser)
 test-gpu: setup ## the GPU tier (needs an NVIDIA GPU): pytest -m gpu, then every notebook in GPU mode
 	GPUCOURSE_MODE=gpu $(PY) -m pytest -m gpu
 	GPUCOURSE_MODE=gpu $(PY) -m pytest tests/test_notebooks.py
+
+mutate: setup ## the mutation pass: break each rule on tools/mutate.py's list, expect a test to fail
+	$(PY) tools/mutate.py
 
 doctor: setup ## the pre-flight check: versions, mode, GPU, a 10-second sanity benchmark
 	$(PY) -m gpucourse doctor

@@ -113,10 +113,10 @@ def lane_addresses(stride=1, offset=0, dtype="float32", warp: int = 0) -> np.nda
 
 def sectors_touched(stride=1, offset=0, dtype="float32", warp: int = 0) -> np.ndarray:
     """The distinct 32-byte sectors (address // 32) one warp request touches, in order."""
-    size = itemsize(dtype)
-    first = lane_addresses(stride, offset, dtype, warp)
-    last = first + size - 1  # an element never straddles a sector (natural alignment), but say so
-    return np.unique(np.concatenate([first // SECTOR_BYTES, last // SECTOR_BYTES]))
+    from gpucourse.microscope import analysis  # the microscope's rule: one implementation of it
+
+    addresses = lane_addresses(stride, offset, dtype, warp)
+    return np.array(analysis.sectors(addresses.tolist(), itemsize(dtype)), dtype=np.int64)
 
 
 def sectors_per_request(stride=1, offset=0, dtype="float32") -> int:

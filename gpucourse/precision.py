@@ -44,8 +44,8 @@ DATA_KINDS = ("uniform", "normal", "constant")
 SIM_MAX_ELEMENTS = 1 << 18  # the simulator adds ~100k numbers a second: keep a run to seconds
 THREADS_PER_BLOCK = 32
 
-# Dense datasheet peaks come from runtime.datasheet_tflops (H100/H200 SXM names only; REFERENCE.md
-# "Hardware ceilings"); this lesson calls its fp8 format "fp8_e4m3".
+# Dense datasheet peaks come from runtime.datasheet_tflops (H100/H200 SXM names only; NVIDIA's
+# H100/H200 datasheets); this lesson calls its fp8 format "fp8_e4m3".
 DATASHEET_FALLBACK_DEVICE = "NVIDIA H200"  # the datasheet shown when there is neither a GPU nor a recording
 MATMUL_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8_e4m3")
 MATMUL_LABELS = {
@@ -752,7 +752,7 @@ def measure_matmul(dtype: str, m: int, n: int | None = None, k: int | None = Non
     """Time ``torch.matmul`` (or ``_scaled_mm`` for fp8) of (m×k)@(k×n) on the GPU with the harness.
 
     Inputs are random normal (never zeros: on zeros the GPU draws less power and can hold higher clocks;
-    the course's reference notes ~13 % faster on an H200);
+    Horace He, "Strangely, Matrix Multiplications on GPUs Run Faster When Given 'Predictable' Data!", 2024);
     TFLOP/s from the counted 2·m·n·k. In simulator mode the harness returns measured=False.
     """
     import torch

@@ -56,7 +56,7 @@ REGISTER_BLOCKED = ((64, 8, 4), (128, 8, 8))  # (block tile, k tile, thread tile
 MATMUL_SIZES = (256, 512, 1024, 2048, 4096)
 TRANSPOSE_SIZES = (1024, 2048, 4096, 8192)
 TRANSPOSE_VARIANTS = ("copy", "naive", "shared", "shared+pad")
-REFERENCE_GPU = "H200"  # the datasheet drawn in simulator mode (REFERENCE.md)
+REFERENCE_GPU = "H200"  # the datasheet drawn in simulator mode (runtime.datasheet_tflops)
 
 RUNG_COLOURS = {"naive": 3, "tiled": 0, "register-blocked": 2, "cuBLAS": 7}  # palette index per rung
 
@@ -993,20 +993,22 @@ def transpose(a, variant: str = "shared+pad", tile: int = 32, block_rows: int | 
 
 
 def bank_of(word: int) -> int:
-    """32 banks of 4 bytes: consecutive 32-bit words sit in consecutive banks."""
-    return int(word) % BANKS
+    """32 banks of 4 bytes: consecutive 32-bit words sit in consecutive banks (the microscope's rule)."""
+    from gpucourse.microscope import analysis
+
+    return analysis.bank_of(int(word))
 
 
 def bank_ways(words) -> int:
     """Conflict ways of one warp-wide access of 4-byte elements: the most *distinct* words any bank
     must serve. Lanes reading the same word share it (a broadcast), so only distinct words count.
-    Only for elements of 4 bytes: wider ones are served in phases (``warp_bank_ways``).
+    Only for elements of 4 bytes: wider ones are served in phases (``warp_bank_ways``). The rule is
+    the microscope's (``gpucourse.microscope.analysis.bank_ways``).
     """
-    per_bank: dict[int, set] = {}
-    for w in words:
-        if w is not None:
-            per_bank.setdefault(bank_of(w), set()).add(int(w))
-    return max((len(s) for s in per_bank.values()), default=0)
+    from gpucourse.microscope import analysis
+
+    addresses = [int(w) * analysis.BANK_WORD_BYTES for w in words if w is not None]
+    return analysis.bank_ways(range(len(addresses)), addresses, analysis.BANK_WORD_BYTES)
 
 
 ELEMENT_BYTES = {"float32": 4, "float64": 8}

@@ -81,7 +81,7 @@ try:  # one-microsecond switches between simulated threads; OS threads otherwise
 except ImportError:  # pragma: no cover - greenlet is in the course's pinned environment
     _greenlet = None
 
-try:  # the microscope's race scheduler, with its hook for a memory system (issue 3)
+try:  # the microscope's race scheduler, with its hook for a memory system (microscope/memory.py)
     from gpucourse.microscope import MemorySystem as _MicroscopeMemory
     from gpucourse.microscope import trace as _microscope_trace
 except ImportError:  # pragma: no cover - the standalone scheduler below does the same job

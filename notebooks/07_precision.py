@@ -240,8 +240,9 @@ prediction_speedups = {"bf16 / fp32": "...", "tf32 / fp32": "..."}
 
 # %% [markdown]
 # Each point is a `torch.matmul` of random normal n × n matrices (never zeros: on zeros the GPU
-# draws less power and may hold higher clocks, which would flatter the rate), timed by the
-# course's harness, TFLOP/s from the counted 2n³. On a GPU it is measured
+# draws less power and can hold higher clocks, which would flatter the rate; Horace He, "Strangely,
+# Matrix Multiplications on GPUs Run Faster When Given 'Predictable' Data!", 2024, measured it on
+# an A100), timed by the course's harness, TFLOP/s from the counted 2n³. On a GPU it is measured
 # now; without one it comes from a recording made on a real GPU, or the chart says none exists.
 # The dotted lines are the datasheet figures of the GPU the numbers come from (of an H200,
 # labelled as assumed, when there are none).

@@ -38,6 +38,14 @@ def test_sector_model_matches_hand_counts(dtype, stride, offset, expected):
     assert coalescing.sectors_per_request(stride, offset, dtype) == expected
 
 
+def test_sector_rule_is_the_microscopes(monkeypatch):
+    from gpucourse.microscope import analysis
+
+    assert coalescing.SECTOR_BYTES == analysis.SECTOR_BYTES
+    monkeypatch.setattr(analysis, "sectors", lambda addresses, size: [len(addresses), size])
+    assert list(coalescing.sectors_touched(1, 0, "float16")) == [32, 2]
+
+
 def test_every_full_warp_costs_the_same_as_warp_zero():
     for dtype in coalescing.DTYPES:
         for stride in (1, 3, 8, 64):

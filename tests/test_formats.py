@@ -1,5 +1,5 @@
 """gpucourse.formats: exact encode/decode against NumPy's float16 and torch's bf16/fp16/fp8 conversions,
-the range/precision table against REFERENCE.md, the bit-layout picture and the explorer widget."""
+the range/precision table against torch.finfo, the bit-layout picture and the explorer widget."""
 
 import math
 
@@ -43,9 +43,10 @@ def _same(a, b):
     return np.array_equal(a, b, equal_nan=True) and np.array_equal(np.signbit(a)[both], np.signbit(b)[both])
 
 
-# --- the range/precision table against REFERENCE.md "Number formats" ---------------------------
+# --- the range/precision table, as printed in the sources --------------------------------------
 
-# Transcribed from the design notes (shared/REFERENCE.md):
+# Rounded as such tables print them. The formats: IEEE 754-2019 (fp32, fp16), NVIDIA's A100 whitepaper
+# (tf32), bfloat16 as fp32's top 16 bits, the OCP 8-bit Floating Point Specification (E4M3, E5M2).
 # format: (exp bits, mantissa bits, max, smallest normal, eps)
 REFERENCE_TABLE = {
     "fp32": (8, 23, 3.4e38, 1.18e-38, 1.19e-7),
@@ -65,7 +66,7 @@ def _agrees(printed, exact):
 
 
 @pytest.mark.parametrize("name", list(REFERENCE_TABLE))
-def test_reference_md_number_formats_table(name):
+def test_number_formats_table(name):
     exp_bits, man_bits, top, normal, eps = REFERENCE_TABLE[name]
     f = FORMATS[name]
     assert (f.exponent_bits, f.mantissa_bits) == (exp_bits, man_bits)
@@ -74,7 +75,7 @@ def test_reference_md_number_formats_table(name):
     assert _agrees(eps, f.epsilon), (name, "machine epsilon", eps, f.epsilon)
 
 
-def test_reference_md_fp16_subnormal_and_torch_finfo():
+def test_fp16_subnormal_and_torch_finfo():
     assert _agrees(5.96e-8, FORMATS["fp16"].min_subnormal)
     for name, dtype in (("fp32", torch.float32), *TORCH_DTYPES.items()):
         info = torch.finfo(dtype)
@@ -179,6 +180,47 @@ def test_known_encodings(value, name, hex_word, bitstring):
     enc = encode(value, name)
     assert (enc.hex, enc.bitstring) == (hex_word, bitstring)
     assert _same(decode(enc.bits, name), enc.stored)
+
+
+def _numpy_words(values, dtype, uint):
+    return [int(w) for w in np.array(values, dtype=np.float64).astype(dtype).view(uint)]
+
+
+SPECIALS = [math.nan, math.inf, -math.inf, -0.0]
+
+
+def _special_words(name):
+    """The bit patterns NumPy (or torch) stores for NaN, +inf, -inf and -0, found without gpucourse:
+    bf16 and tf32 are the top 16 and 19 bits of an fp32 word, E5M2 the top byte of an fp16 word
+    (same exponent field); E4M3 has no NumPy type, so torch's float8_e4m3fn (no inf: ±inf → ±448)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        w32 = _numpy_words(SPECIALS, np.float32, np.uint32)
+        w16 = _numpy_words(SPECIALS, np.float16, np.uint16)
+    if name == "fp8_e4m3":
+        return [int(w) for w in torch.tensor(SPECIALS).to(torch.float8_e4m3fn).view(torch.uint8).tolist()]
+    return {"fp32": w32, "tf32": [w >> 13 for w in w32], "bf16": [w >> 16 for w in w32],
+            "fp16": w16, "fp8_e5m2": [w >> 8 for w in w16]}[name]
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_nan_inf_and_negative_zero_have_the_reference_bit_patterns(name):
+    # IEEE 754-2008 §6.2.1: a quiet NaN has the first bit of the trailing significand set (fp16 0x7E00,
+    # never a signalling 0x7C01); the OCP FP8 specification's E4M3 has one NaN, S.1111.111.
+    expected = _special_words(name)
+    got = [encode(v, name).bits for v in SPECIALS]
+    assert got == expected, (name, [hex(w) for w in got], [hex(w) for w in expected])
+    assert math.isnan(decode(got[0], name)) and decode(got[3], name) == 0.0
+    assert math.copysign(1.0, decode(got[3], name)) == -1.0
+    if FORMATS[name].has_inf:
+        assert (decode(got[1], name), decode(got[2], name)) == (math.inf, -math.inf)
+
+
+def test_the_special_words_by_hand():
+    # Worked by hand from the field layouts, so the test above cannot share a mistake with NumPy.
+    assert _special_words("fp16") == [0x7E00, 0x7C00, 0xFC00, 0x8000]
+    assert _special_words("bf16") == [0x7FC0, 0x7F80, 0xFF80, 0x8000]
+    assert _special_words("fp8_e5m2") == [0x7E, 0x7C, 0xFC, 0x80]
+    assert _special_words("fp8_e4m3") == [0x7F, 0x7E, 0xFE, 0x80]
 
 
 def test_events_and_overflow_rules():

@@ -1,3 +1,7 @@
+import threading
+import time
+import types
+
 import pytest
 
 from gpucourse import charts, diagrams, launch, measuring, warps
@@ -47,12 +51,29 @@ def test_coverage_figure_counts_idle_threads():
     assert "grid 3×3" in fig.layout.title.text and f"{48 * 48 - 37 * 45} threads must skip" in fig.layout.title.text
 
 
-def test_async_analogy_is_labelled_as_an_analogy_not_gpu_time():
+def test_async_analogy_is_labelled_as_an_analogy_not_gpu_time(monkeypatch):
     fig = measuring.async_pitfall_figure()
     assert charts.caption_of(fig).startswith("CPU analogy, not a GPU timing")
+    # Counted, not timed: the "kernel" may start only once the launch has been timed, so the order
+    # of events is fixed; the launch's time is read before the work ends, the wait's after.
+    gate, events = threading.Event(), []
+
+    def sleep(seconds):
+        gate.wait(10)
+        time.sleep(seconds)
+        events.append("work done")
+
+    def clock():
+        events.append("clock")
+        if events.count("clock") == 2:
+            gate.set()
+        return time.perf_counter()
+
+    monkeypatch.setattr(measuring, "time", types.SimpleNamespace(sleep=sleep, perf_counter=clock))
     data = measuring.async_analogy(50)
     launch_ms, waited_ms = data.ms
-    assert waited_ms >= 50 > launch_ms
+    assert events == ["clock", "clock", "work done", "clock"]
+    assert waited_ms >= 50 and launch_ms < waited_ms
 
 
 def test_roofline_without_a_gpu_draws_only_datasheet_lines():

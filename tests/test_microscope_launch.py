@@ -170,32 +170,42 @@ def test_kernel_errors_name_the_thread_and_the_line():
         microscope.trace(out_of_bounds, 1, 32, np.zeros(32))
 
 
-def test_size_limit_stops_before_running():
+def test_size_limit_stops_before_running(monkeypatch):
+    from gpucourse.microscope import launch as launch_module
+
+    def no_grid(*args, **kwargs):
+        raise AssertionError("a grid of threads was built for a launch that is too large")
+
+    monkeypatch.setattr(launch_module, "make_grid", no_grid)  # counted: no thread is ever created
     out = np.zeros(100 * 1024, np.float32)
-    start = time.process_time()
     with pytest.raises(microscope.TraceTooLarge, match="at most 4,096") as info:
         microscope.trace(copy, 100, 1024, out, np.ones_like(out))
-    assert time.process_time() - start < 0.5 and (out == 0).all()
+    assert (out == 0).all()
+    monkeypatch.undo()
     _one_line(info.value)
     with pytest.raises(microscope.TraceTooLarge, match="more than 1,000 source lines"):
         microscope.trace(spins, 1, 1, np.zeros(1, np.int64), max_lines=1000)
 
 
+def _best_cpu_s(run, repeats=3) -> float:
+    """The least CPU time of a few runs: a busy machine only ever adds time to a run."""
+    times = []
+    for _ in range(repeats):
+        start = time.process_time()
+        run()
+        times.append(time.process_time() - start)
+    return min(times)
+
+
 def test_tracing_4_blocks_of_256_costs_less_than_twice_the_plain_simulator():
     a = np.arange(1024, dtype=np.float32)
     out = np.zeros_like(a)
-    microscope.trace(copy, 1, 32, out, a)  # warm up both (first-call costs are not what we measure)
-    if runtime.MODE == "sim":
-        copy[1, 32](out, a)
-    start = time.process_time()  # CPU time: steady on a busy machine, unlike wall time
     report = microscope.trace(copy, 4, 256, out, a)
-    traced = time.process_time() - start
     assert np.array_equal(out, a) and report.sectors_per_request() == 4
-    assert traced < 3.0
-    if runtime.MODE == "sim":
-        start = time.process_time()
-        copy[4, 256](out, a)
-        plain = time.process_time() - start
+    if runtime.MODE == "sim":  # a ratio against a second run in this process, never an absolute time
+        copy[1, 32](out, a)  # warm up (first-call costs are not what we compare)
+        traced = _best_cpu_s(lambda: microscope.trace(copy, 4, 256, out, a))
+        plain = _best_cpu_s(lambda: copy[4, 256](out, a))
         assert traced < 2 * plain, f"traced {traced:.2f} s vs plain simulator {plain:.2f} s"
 
 

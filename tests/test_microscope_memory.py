@@ -6,7 +6,7 @@ A warp request is served in 32-byte sectors (sector = address // 32, allocations
 
 import numpy as np
 import pytest
-from numba import cuda
+from numba import cuda, float32, uint8
 
 from gpucourse import microscope
 
@@ -135,3 +135,72 @@ def test_partial_warp_counts_only_active_lanes():
     loads = requests[requests.array == "a"]
     assert list(loads.lanes) == [32, 16]
     assert list(loads.sectors) == [4, 2]
+
+
+# --- allocation alignment: sizes that are not a multiple of a sector --------------------------------
+
+
+@cuda.jit
+def copy_after_a_small_buffer(small, out, a):
+    i = cuda.grid(1)
+    if i == 0:
+        small[0] = small[4]  # touch it, so the hook sees its base too
+    out[i] = a[i]
+
+
+class AddressLog(microscope.MemorySystem):
+    """Records the byte address of every access (the memory-system hook sees them all)."""
+
+    def __init__(self):
+        self.first: dict = {}  # (space, array name or shape) -> lowest address seen
+
+    def _log(self, space, array, address):
+        key = (space, array.dtype.str, array.shape)
+        self.first[key] = min(address, self.first.get(key, address))
+
+    def load(self, thread, space, array, index, address):
+        self._log(space, array, address)
+        return super().load(thread, space, array, index, address)
+
+    def store(self, thread, space, array, index, address, value):
+        self._log(space, array, address)
+        super().store(thread, space, array, index, address, value)
+
+
+@pytest.mark.parametrize("small_floats", [5, 7, 9, 33, 100])
+def test_allocations_after_a_buffer_of_odd_size_start_256_byte_aligned(small_floats):
+    # cudaMalloc returns 256-byte-aligned bases (CUDA C++ Programming Guide, "Device Memory Accesses":
+    # "any address of a variable residing in global memory or returned by one of the memory allocation
+    # routines from the driver or runtime API is always aligned to at least 256 bytes").
+    small = np.zeros(small_floats, dtype=np.float32)  # 20, 28, 36, 132, 400 bytes: not multiples of 32
+    out, a = np.zeros(32, dtype=np.float32), np.arange(64, dtype=np.float32)  # three different shapes
+    log = AddressLog()
+    report = microscope.trace(copy_after_a_small_buffer, 1, 32, small, out, a, memory=log)
+    assert np.array_equal(out, a[:32])
+    # Worked by hand: small at 0; out at the next multiple of 256 after 4·small_floats bytes
+    # (20 → 256, 400 → 512); a 256 bytes later (out is 128 bytes, rounded up to 256).
+    out_base = {5: 256, 7: 256, 9: 256, 33: 256, 100: 512}[small_floats]
+    lowest = {key[2][0]: addr for key, addr in log.first.items()}
+    assert lowest == {small_floats: 0, 32: out_base, 64: out_base + 256}
+    assert report.sectors_per_request(array="a") == report.sectors_per_request(array="out") == 4
+
+
+@cuda.jit
+def shared_after_odd_bytes(out):
+    pad = cuda.shared.array(5, uint8)  # 5 bytes: the next array starts at the next 16-byte boundary
+    words = cuda.shared.array(32, float32)
+    tx = cuda.threadIdx.x
+    if tx < 5:
+        pad[tx] = tx
+    words[tx] = tx
+    cuda.syncthreads()
+    out[tx] = words[tx] + pad[0]
+
+
+def test_static_shared_arrays_start_16_byte_aligned():
+    out = np.zeros(32, dtype=np.float32)
+    log = AddressLog()
+    microscope.trace(shared_after_odd_bytes, 1, 32, out, memory=log)
+    assert np.array_equal(out, np.arange(32, dtype=np.float32))
+    shared = {key[1:]: addr for key, addr in log.first.items() if key[0] == "shared"}
+    assert shared == {("|u1", (5,)): 0, ("<f4", (32,)): 16}  # 5 bytes rounded up to 16

@@ -75,7 +75,9 @@ def test_non_atomic_increment_loses_updates_and_atomic_does_not(schedule):
     racy = microscope.trace(increment, 8, 256, counter, schedule=schedule, seed=1)
     assert counter[0] < 2048
     assert racy.race_count() > 0
-    assert set(racy.races().kind) >= {"read-write", "write-write"} or set(racy.races().kind) >= {"write-write"}
+    # A lost update means some thread B loaded counter[0] before another thread A stored it and then
+    # stored after A: A's store after B's load is a read-write race, B's store after A's is write-write.
+    assert set(racy.races().kind) >= {"read-write", "write-write"}
     counter[:] = 0
     safe = microscope.trace(atomic_increment, 8, 256, counter, schedule=schedule, seed=1)
     assert counter[0] == 2048

@@ -1,6 +1,6 @@
 """The occupancy calculator against hand-derived answers (CUDA C Best Practices Guide, cuda_occupancy.h).
 
-Every expected value below was worked out by hand from the rules in REFERENCE.md "Occupancy"
+Every expected value below was worked out by hand from the rules in gpucourse/occupancy.py's docstring
 (the derivation is the comment beside it), never copied from the implementation's output.
 Notation: rpw = registers per warp after rounding up to 256; SP = SM sub-partition (4 per SM,
 16,384 registers each); alloc = shared bytes per block + reservation, rounded up to granularity.

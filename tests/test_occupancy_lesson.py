@@ -274,7 +274,7 @@ def test_speed_model_uses_the_recordings_device(monkeypatch):
     rec.provenance["device"] = {"device": "NVIDIA H100 80GB HBM3", "sm_count": 132, "compute_capability": "9.0"}
     model = ol.speed_model("memory", rec)
     assert model.device == "NVIDIA H100 80GB HBM3" and "(NVIDIA H100 80GB HBM3)" in model.assumptions
-    assert model.warps_needed == pytest.approx(600 * 3350 / 132 / 256)
+    assert model.warps_needed == pytest.approx(59.48, abs=0.005)  # 600 ns × 3,350 B/ns ÷ 132 SMs ÷ 256 B
 
 
 @sim_only

@@ -1,5 +1,6 @@
 """Resource usage without a GPU: PTX from numba-cuda in a child process, ptxas -v, the cache, "unknown"."""
 
+import subprocess
 import time
 
 import pytest
@@ -75,15 +76,16 @@ def compiled(tmp_path_factory):
     cache = tmp_path_factory.mktemp("ptxinfo")
     saved = ptxinfo.CACHE_DIR
     ptxinfo.CACHE_DIR = cache
+    real_run, processes = subprocess.run, []
     try:
         started = time.perf_counter()
         table = ol.usage_table(cc=(9, 0))
         cold_s = time.perf_counter() - started
-        started = time.perf_counter()
+        subprocess.run = lambda *args, **kwargs: processes.append(args) or real_run(*args, **kwargs)
         again = ol.usage_table(cc=(9, 0))
-        warm_s = time.perf_counter() - started
-        yield {"table": table.set_index("kernel"), "again": again, "cold_s": cold_s, "warm_s": warm_s}
+        yield {"table": table.set_index("kernel"), "again": again, "cold_s": cold_s, "warm_processes": processes}
     finally:
+        subprocess.run = real_run
         ptxinfo.CACHE_DIR = saved
 
 
@@ -101,10 +103,10 @@ def test_lesson_kernels_resources_from_ptxas(compiled):
 
 @needs_ptxas
 def test_cache_makes_the_second_call_fast(compiled):
-    assert compiled["warm_s"] < 0.5 and compiled["warm_s"] < compiled["cold_s"]
+    # counted, not timed: the second call starts no process (no compiler child, no ptxas)
+    assert compiled["warm_processes"] == []
     assert list(compiled["again"].seconds) == [0.0] * len(compiled["again"])
-    print(f"cold compile of {len(compiled['table'])} kernels + ptxas: {compiled['cold_s']:.2f} s; "
-          f"cached: {compiled['warm_s'] * 1000:.1f} ms")
+    print(f"cold compile of {len(compiled['table'])} kernels + ptxas: {compiled['cold_s']:.2f} s")
 
 
 @needs_ptxas

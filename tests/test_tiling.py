@@ -133,16 +133,18 @@ def test_transpose_ladder_is_correct(variant, tile):
 # --- counted traffic: the model equals what the microscope counts ----------------------------------
 
 
-@pytest.mark.parametrize("r, n", [
-    (tiling.rung("naive"), 16),
-    (tiling.rung("tiled", 8), 16),
-    (tiling.rung("tiled", 8), 20),  # not a multiple of the tile
-    (tiling.rung("register-blocked", 16, k_tile=8, thread_tile=2), 16),
+# Worked by hand: A (n·n floats) is read once per block column, B once per block row, C written once,
+# 4 bytes a float. Output tile BM×BN → 4·(n²·⌈n/BN⌉ + n²·⌈n/BM⌉ + n²).
+@pytest.mark.parametrize("r, n, expected_bytes", [
+    (tiling.rung("naive"), 16, 4 * (256 * 1 + 256 * 8 + 256)),  # a warp's 2×16 patch: 10240
+    (tiling.rung("tiled", 8), 16, 4 * (256 * 2 + 256 * 2 + 256)),  # 8×8 tiles, 2×2 blocks: 5120
+    (tiling.rung("tiled", 8), 20, 4 * (400 * 3 + 400 * 3 + 400)),  # not a multiple of the tile, 3×3: 11200
+    (tiling.rung("register-blocked", 16, k_tile=8, thread_tile=2), 16, 4 * (256 + 256 + 256)),  # one block: 3072
 ])
-def test_traffic_model_matches_the_microscope(r, n):
+def test_traffic_model_matches_the_microscope(r, n, expected_bytes):
     counted = tiling.counted_traffic(r, n)
     assert counted["correct"]
-    assert counted["counted_bytes"] == counted["model_bytes"] == tiling.matmul_traffic_bytes(r, n)
+    assert counted["counted_bytes"] == counted["model_bytes"] == expected_bytes
     if r.kind != "naive":
         assert counted["max_bank_ways"] == 1  # the tiles are read conflict-free as written
 
@@ -170,6 +172,16 @@ def test_bank_ways_rule():
     assert tiling.bank_ways([0, 32]) == 2
     assert tiling.bank_ways([0, 0, 32, 64]) == 3
     assert tiling.bank_ways(range(0, 32 * 32, 32)) == 32
+    assert tiling.bank_ways([]) == 0 and tiling.bank_ways([None, 5, None]) == 1
+
+
+def test_bank_rule_is_the_microscopes(monkeypatch):
+    from gpucourse.microscope import analysis
+
+    assert (tiling.BANKS, tiling.BANK_BYTES) == (analysis.BANKS, analysis.BANK_WORD_BYTES)
+    calls = []
+    monkeypatch.setattr(analysis, "bank_ways", lambda *args: calls.append(args) or 7)
+    assert tiling.bank_ways([0, 32]) == 7 and calls == [(range(2), [0, 128], 4)]
 
 
 @pytest.mark.parametrize("tile, pad, expected", [

@@ -239,6 +239,8 @@ def test_same_seed_same_interleaving_other_seed_another():
         counts = np.zeros(2, np.int32)
         runs.append(weakmemory.run_kernel(histogram_kernel, 2, 8, values, counts, seed=seed, engine="standalone"))
     assert runs[0].events.equals(runs[1].events)
+    # another seed reorders the same accesses: 64 values / 16 threads = 4 each × (load value, load + store count)
+    assert Counter(runs[2].events.thread) == Counter(runs[0].events.thread) == {t: 4 * 3 for t in range(16)}
     assert list(runs[0].events.thread) != list(runs[2].events.thread)
 
 

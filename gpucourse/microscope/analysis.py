@@ -47,6 +47,11 @@ def distinct_bytes(addresses, itemsize: int) -> int:
     return total
 
 
+def bank_of(word: int) -> int:
+    """The bank of a 4-byte word: consecutive words sit in consecutive banks, 32 of them."""
+    return word % BANKS
+
+
 def lanes_per_phase(itemsize: int) -> int:
     return WARP_SIZE if itemsize <= BANK_WORD_BYTES else max(1, BANKS * BANK_WORD_BYTES // itemsize)
 
@@ -58,7 +63,7 @@ def bank_words(lanes, addresses, itemsize: int) -> dict[int, dict[int, set[int]]
     for lane, address in zip(lanes, addresses, strict=True):
         banks = phases.setdefault(lane // per_phase, {})
         for word in range(address // BANK_WORD_BYTES, (address + itemsize - 1) // BANK_WORD_BYTES + 1):
-            banks.setdefault(word % BANKS, set()).add(word)
+            banks.setdefault(bank_of(word), set()).add(word)
     return phases
 
 
@@ -68,7 +73,7 @@ def bank_ways(lanes, addresses, itemsize: int) -> int:
         # Aligned elements of ≤ 4 bytes sit in one word each: count distinct words per bank.
         per_bank = [0] * BANKS
         for word in {a // BANK_WORD_BYTES for a in addresses}:
-            per_bank[word % BANKS] += 1
+            per_bank[bank_of(word)] += 1
         return max(per_bank)
     phases = bank_words(lanes, addresses, itemsize)
     return max((len(words) for banks in phases.values() for words in banks.values()), default=0)

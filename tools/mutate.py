@@ -1,0 +1,239 @@
+"""A small mutation pass: does each rule have a test that fails when the rule is broken?
+
+    python tools/mutate.py            # every mutation; exit 1 if one survives (or is stale)
+    python tools/mutate.py --list     # the list, without running anything
+    python tools/mutate.py --only fp16-nan-payload alloc-align-32
+
+Each mutation replaces one exact piece of text in one file of a temporary copy of the
+repository, runs the test files that cover that rule against the copy (``PYTHONPATH`` and the
+working directory point at the copy, so the copy's ``gpucourse`` is the one imported), and puts
+the file back. A mutation the tests still pass is a *survivor*: a rule no test can see. A
+mutation whose text is no longer in its file is *stale*: update the list when the code moves.
+Add a mutation for every rule you fix or add; keep the tests it names fast (``-k``), since the
+pass runs one pytest per mutation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+COPY_IGNORE = shutil.ignore_patterns(
+    ".git", ".venv", "venv*", "__pycache__", ".pytest_cache", ".ruff_cache", "_build", "node_modules",
+    "*.ipynb", "autograded", "feedback", "submitted", "gradebook.db",
+)
+MUTATION_TIMEOUT_S = 600
+
+MICROSCOPE = ["tests/test_microscope_memory.py", "tests/test_microscope_banks.py",
+              "tests/test_microscope_races.py", "tests/test_microscope_branches.py"]
+OCCUPANCY = ["tests/test_occupancy.py", "tests/test_occupancy_header.py"]
+FORMATS = ["tests/test_formats.py"]
+WEAK = ["tests/test_weakmemory.py", "-k", "not sample and not figure"]
+SCAN = ["tests/test_grading.py", "-k", "tampering or redefining"]
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    file: str
+    old: str  # exact text, found once in the file
+    new: str
+    breaks: str  # the rule this mutation breaks, in words
+    tests: list[str] = field(default_factory=list)  # pytest arguments: files, then any -k
+    optional: bool = False  # True: the rule may be removed on purpose; a missing text is "not applicable"
+
+
+MUTATIONS: list[Mutation] = [
+    # --- the microscope: addresses, sectors, banks, races --------------------------------------------
+    Mutation("alloc-align-32", "gpucourse/microscope/memory.py",
+             "ALLOCATION_ALIGN_BYTES = 256", "ALLOCATION_ALIGN_BYTES = 32",
+             "global allocations start 256-byte aligned (cudaMalloc), not just sector aligned", MICROSCOPE),
+    Mutation("alloc-no-align", "gpucourse/microscope/memory.py",
+             "self._next_global_base = -(-(base + nbytes) // ALLOCATION_ALIGN_BYTES) * ALLOCATION_ALIGN_BYTES",
+             "self._next_global_base = base + nbytes",
+             "the next allocation starts right after the previous one's last byte", MICROSCOPE),
+    Mutation("shared-align-4", "gpucourse/microscope/memory.py",
+             "SHARED_ALIGN_BYTES = 16", "SHARED_ALIGN_BYTES = 4",
+             "static shared arrays start 16-byte aligned", MICROSCOPE),
+    Mutation("sector-64", "gpucourse/microscope/analysis.py",
+             "SECTOR_BYTES = 32", "SECTOR_BYTES = 64",
+             "global memory is served in 32-byte sectors", MICROSCOPE + ["tests/test_coalescing.py"]),
+    Mutation("bank-no-broadcast", "gpucourse/microscope/analysis.py",
+             "for word in {a // BANK_WORD_BYTES for a in addresses}:",
+             "for word in [a // BANK_WORD_BYTES for a in addresses]:",
+             "lanes reading the same word share it (broadcast): only distinct words conflict",
+             MICROSCOPE + ["tests/test_tiling.py", "-k", "bank"]),
+    Mutation("bank-no-phases", "gpucourse/microscope/analysis.py",
+             "return WARP_SIZE if itemsize <= BANK_WORD_BYTES else max(1, BANKS * BANK_WORD_BYTES // itemsize)",
+             "return WARP_SIZE",
+             "8- and 16-byte accesses are served in 128-byte phases (half or quarter warps)", MICROSCOPE),
+    Mutation("barrier-orders-nothing", "gpucourse/microscope/scheduler.py",
+             "u.bar_epoch += 1", "u.bar_epoch += 0",
+             "a syncthreads orders the accesses of one block before and after it", MICROSCOPE),
+    Mutation("atomics-race", "gpucourse/microscope/races.py",
+             'both_atomic = op == "atomic" and last[5] == "atomic"', "both_atomic = False",
+             "two atomics on one address never race with each other", MICROSCOPE),
+    # --- the occupancy calculator ---------------------------------------------------------------------
+    Mutation("register-unit-128", "gpucourse/occupancy.py",
+             "return round_up(registers_per_thread * WARP_SIZE, REGISTER_ALLOCATION_UNIT)",
+             "return round_up(registers_per_thread * WARP_SIZE, 128)",
+             "registers are allocated per warp in units of 256", OCCUPANCY),
+    Mutation("register-file-pooled", "gpucourse/occupancy.py",
+             "regs_limit = warps_per_sub_partition * SUB_PARTITIONS // warps_per_block",
+             "regs_limit = (arch.registers_per_sm // per_warp) // warps_per_block",
+             "each of the 4 sub-partitions holds its own quarter of the register file", OCCUPANCY),
+    Mutation("blocks-limit-doubled", "gpucourse/occupancy.py",
+             "blocks_limit = arch.max_blocks_per_sm", "blocks_limit = 2 * arch.max_blocks_per_sm",
+             "an SM holds at most its compute capability's number of resident blocks", OCCUPANCY),
+    Mutation("shared-no-reservation", "gpucourse/occupancy.py",
+             "total = shared_bytes_per_block + arch.reserved_shared_per_block_bytes",
+             "total = shared_bytes_per_block",
+             "the driver reserves 1 KB of shared memory per block (cc >= 8.0)", OCCUPANCY),
+    Mutation("warps-round-down", "gpucourse/occupancy.py",
+             "warps_per_block = -(-threads // WARP_SIZE)",
+             "warps_per_block = max(1, threads // WARP_SIZE)",
+             "a block's warps are its threads rounded up to 32", OCCUPANCY),
+    # --- number formats -------------------------------------------------------------------------------
+    Mutation("fp16-nan-payload", "gpucourse/formats.py",
+             'return 0, all_ones, 1 << (f.mantissa_bits - 1), "nan"', 'return 0, all_ones, 1, "nan"',
+             "NaN is the quiet NaN with the top mantissa bit set (fp16 0x7E00, not 0x7C01)", FORMATS),
+    Mutation("decode-nan-as-inf", "gpucourse/formats.py",
+             "return sign * math.inf if mantissa_field == 0 else math.nan", "return sign * math.inf",
+             "an all-ones exponent with a non-zero mantissa is NaN, not inf", FORMATS),
+    Mutation("negative-zero-sign", "gpucourse/formats.py",
+             "sign = 1 if math.copysign(1.0, stored) < 0 else 0", "sign = 1 if stored < 0 else 0",
+             "-0 keeps its sign bit", FORMATS),
+    Mutation("round-ties-away", "gpucourse/formats.py",
+             "stored = np.rint(magnitude / quantum) * quantum",
+             "stored = np.floor(magnitude / quantum + 0.5) * quantum",
+             "rounding to nearest breaks ties to even", FORMATS),
+    Mutation("e4m3-no-saturation", "gpucourse/formats.py",
+             'Format("fp8_e4m3", "FP8 E4M3 (e4m3fn)", 4, 3, has_inf=False, saturate=True)',
+             'Format("fp8_e4m3", "FP8 E4M3 (e4m3fn)", 4, 3, has_inf=False, saturate=False)',
+             "E4M3 has no infinity: conversions saturate to ±448 by default", FORMATS),
+    # --- the weak-memory model --------------------------------------------------------------------------
+    Mutation("block-fence-publishes", "gpucourse/weakmemory.py",
+             '        if scope == "block":\n            return  # block scope: nothing changes for other blocks\n',
+             "",
+             "a block-scope fence orders nothing for another block", WEAK),
+    Mutation("atomic-reads-oldest", "gpucourse/weakmemory.py",
+             "old, view, _ = h[-1]", "old, view, _ = h[0]",
+             "atomics act on the newest value of a location", WEAK),
+    Mutation("loads-always-newest", "gpucourse/weakmemory.py",
+             "        return min(max(lo, last + 1), hi)\n", "        return hi\n",
+             "the adversarial chooser reads the stalest value it may (so weak outcomes show)", WEAK),
+    # --- the grading tamper scan ------------------------------------------------------------------------
+    Mutation("scan-misses-setattr", "gpucourse/grading.py",
+             'elif node.func.id in {"setattr", "delattr"} and', 'elif node.func.id in {"delattr"} and',
+             "setattr(module, name, value) on an imported module is tampering", SCAN),
+    Mutation("scan-misses-eval", "gpucourse/grading.py",
+             '_FORBIDDEN_CALLS = {"exec", "eval", "compile", "__import__"}',
+             '_FORBIDDEN_CALLS = {"exec", "compile", "__import__"}',
+             "eval() runs code the grader cannot read", SCAN),
+]
+
+
+def copy_repository(dest: Path) -> Path:
+    target = dest / "repo"
+    shutil.copytree(ROOT, target, ignore=COPY_IGNORE, symlinks=True)
+    return target
+
+
+def environment(copy: Path) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(copy), *filter(None, [os.environ.get("PYTHONPATH", "")])])
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # a stale .pyc must never hide a mutation
+    return env
+
+
+def run_tests(copy: Path, tests: list[str], timeout_s: int) -> tuple[int, str]:
+    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *tests]
+    try:
+        done = subprocess.run(command, cwd=copy, env=environment(copy), capture_output=True, text=True,
+                              timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        return -1, f"timed out after {timeout_s} s"
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    return done.returncode, lines[-1] if lines else ""
+
+
+def check_imports_the_copy(copy: Path) -> None:
+    probe = subprocess.run([sys.executable, "-c", "import gpucourse; print(gpucourse.__file__)"], cwd=copy,
+                           env=environment(copy), capture_output=True, text=True, check=False)
+    where = probe.stdout.strip()
+    if not where.startswith(str(copy)):
+        raise SystemExit(f"the copy's gpucourse is not the one imported ({where or probe.stderr.strip()})")
+
+
+def apply(copy: Path, m: Mutation) -> str | None:
+    """Mutate the copy's file; return its original text, or None when the text is not there."""
+    path = copy / m.file
+    text = path.read_text()
+    count = text.count(m.old)
+    if count == 0:
+        return None
+    if count > 1:
+        raise SystemExit(f"{m.name}: the text occurs {count} times in {m.file}; make it unique")
+    path.write_text(text.replace(m.old, m.new))
+    return text
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="*", help="names of the mutations to run")
+    parser.add_argument("--list", action="store_true", help="print the list and exit")
+    parser.add_argument("--timeout", type=int, default=MUTATION_TIMEOUT_S, help="seconds per mutation")
+    parser.add_argument("--no-baseline", action="store_true", help="skip checking the tests pass unmutated")
+    args = parser.parse_args(argv)
+    names = {m.name for m in MUTATIONS}
+    if len(names) != len(MUTATIONS):
+        raise SystemExit("two mutations share a name")
+    unknown = set(args.only or ()) - names
+    if unknown:
+        raise SystemExit(f"no mutation named {', '.join(sorted(unknown))}; see --list")
+    chosen = [m for m in MUTATIONS if not args.only or m.name in args.only]
+    if args.list:
+        for m in chosen:
+            print(f"{m.name:24} {m.file:36} {m.breaks}")
+        return 0
+
+    results: dict[str, list[str]] = {"killed": [], "survived": [], "stale": [], "not applicable": [],
+                                     "error": []}
+    with tempfile.TemporaryDirectory(prefix="gpucourse-mutate-") as tmp:
+        copy = copy_repository(Path(tmp))
+        check_imports_the_copy(copy)
+        if not args.no_baseline:  # a failing test would "kill" every mutation: check the tests pass first
+            for tests in {tuple(m.tests) for m in chosen}:
+                rc, last = run_tests(copy, list(tests), args.timeout)
+                if rc != 0:
+                    print(f"baseline: {' '.join(tests)} fails unmutated ({last}); fix that first")
+                    return 2
+        for m in chosen:
+            start = time.monotonic()
+            original = apply(copy, m)
+            if original is None:
+                verdict, last = ("not applicable" if m.optional else "stale"), f"text not in {m.file}"
+            else:
+                try:
+                    rc, last = run_tests(copy, m.tests, args.timeout)
+                finally:
+                    (copy / m.file).write_text(original)
+                verdict = {0: "survived", 1: "killed"}.get(rc, "error")
+            results[verdict].append(m.name)
+            print(f"{verdict:>14}  {m.name:24} {time.monotonic() - start:6.1f} s  {last}", flush=True)
+    print()
+    for verdict, found in results.items():
+        print(f"{verdict}: {len(found)}" + (f" ({', '.join(found)})" if found and verdict != "killed" else ""))
+    return 1 if results["survived"] or results["stale"] or results["error"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
