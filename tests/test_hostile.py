@@ -323,13 +323,10 @@ def test_every_case_gets_its_exact_score_and_the_batch_carries_on(graded):
         assert row["score"] is not None, row  # a cell nbgrader never scored is not a zero
         cells.setdefault(row["student"], {})[row["cell"]] = row["score"]
         assert row["max_score"] == 2, row  # points edited to 100 were restored
-    # Every readable submission has a gradebook row for each graded cell, so a 0 below was graded,
-    # not missing; the two unreadable ones have none (their 0 comes from grades.csv's note).
-    never_graded = {"broken_json", "misnamed"}
-    assert {s: sorted(c) for s, c in cells.items()} == {
-        s: ["ex1_test", "ex2_test", "ex3_test"] for s in EXPECTED if s not in never_graded}
-    got = {s: tuple(cells[s][f"ex{i}_test"] for i in (1, 2, 3)) if s not in never_graded else (0.0, 0.0, 0.0)
-           for s in EXPECTED}
+    # Every submission, unreadable ones included, has a gradebook row for each graded cell: a 0 below
+    # was graded (or given by the grader for a notebook it could not read), never a missing row.
+    assert {s: sorted(c) for s, c in cells.items()} == {s: ["ex1_test", "ex2_test", "ex3_test"] for s in EXPECTED}
+    got = {s: tuple(cells[s][f"ex{i}_test"] for i in (1, 2, 3)) for s in EXPECTED}
     assert got == {s: tuple(float(p) for p in e) for s, e in EXPECTED.items()}, printed
     import csv
 
