@@ -288,9 +288,16 @@ os.environ["NUMBA_DISABLE_PERFORMANCE_WARNINGS"] = "1"
 if "numba.core.config" in sys.modules:
     sys.modules["numba.core.config"].reload_config()
 if MODE == "sim":
-    if "numba.cuda" in sys.modules and os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
-        raise NoGPU("numba.cuda was imported before gpucourse without a GPU; import gpucourse first")
+    _cuda_loaded = "numba.cuda" in sys.modules
+    _real_cuda = _cuda_loaded and "numba.cuda.simulator_init" not in sys.modules
+    if _real_cuda and os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+        raise NoGPU("numba.cuda was imported before gpucourse and there is no GPU: move "
+                    "`from gpucourse import ...` above `from numba import cuda` and restart the kernel")
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+    if "numba.core.config" in sys.modules and not _cuda_loaded:
+        # numba read NUMBA_* when it was first imported (`from numba.types import float32` before
+        # gpucourse): read them again so that `numba.cuda`, imported later, is the simulator.
+        sys.modules["numba.core.config"].reload_config()
 
 
 def is_gpu() -> bool:

@@ -9,14 +9,35 @@
 from __future__ import annotations
 
 import copy
+import os
 import shutil
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
-from gpucourse.build import ROOT, nbgrader, to_notebook
+from gpucourse.build import ROOT, to_notebook
 from gpucourse.grading import read_scores
+
+# What the course itself sets or reads: a learner's kernel starts without any of them, and so must
+# every kernel the tests start (importing gpucourse here set NUMBA_ENABLE_CUDASIM in this process).
+COURSE_VARIABLES = ("NUMBA_ENABLE_CUDASIM", "GPUCOURSE_MODE")
+
+
+def learner_env() -> dict[str, str]:
+    """This environment without the course's variables, this Python's bin folder first on PATH
+    (nbgrader runs `alembic` by name). PYTHONPATH stays: it is how a worktree is imported."""
+    env = {k: v for k, v in os.environ.items() if k not in COURSE_VARIABLES}
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    return env
+
+
+def nbgrader(args: list[str], root: Path) -> subprocess.CompletedProcess:
+    """nbgrader in a child process whose notebook kernels start as a learner's do."""
+    return subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=root, capture_output=True, text=True,
+                          env=learner_env())
 
 
 @dataclass
@@ -68,11 +89,18 @@ def grade_lab(lab: str, submissions: dict[str, nbformat.NotebookNode], tmp: Path
         folder.mkdir(parents=True)
         nbformat.write(nb, folder / f"{lab}.ipynb")
     done = nbgrader(["autograde", lab, "--create", "--force", *extra_args], root)
-    assert done.returncode == 0 or "error" not in done.stderr.lower(), done.stderr[-3000:]
-    scores = {student: Score() for student in submissions}
+    assert done.returncode == 0, done.stderr[-3000:]
+    scores: dict[str, Score] = {}
     for row in read_scores(root):
+        assert row["score"] is not None, f"nbgrader left {row} unscored"
         score = scores.setdefault(row["student"], Score())
-        score.cells[row["cell"]] = row["score"] or 0.0
-        score.total += row["score"] or 0.0
-        score.max_score += row["max_score"] or 0.0
+        score.cells[row["cell"]] = row["score"]
+        score.total += row["score"]
+        score.max_score += row["max_score"]
+    # A student or a cell without a gradebook row was never graded: its "0" would mean nothing.
+    graded_cells = {cell.metadata["nbgrader"]["grade_id"] for cell in solution_notebook(lab).cells
+                    if cell.metadata.get("nbgrader", {}).get("grade")}
+    assert set(scores) == set(submissions), f"not graded: {sorted(set(submissions) - set(scores))}"
+    for student, score in scores.items():
+        assert set(score.cells) == graded_cells, f"{student}: no grade for {sorted(graded_cells - set(score.cells))}"
     return scores

@@ -320,9 +320,13 @@ def test_every_case_gets_its_exact_score_and_the_batch_carries_on(graded):
     assert grade_rc == 0 and feedback_rc == 0, printed
     cells: dict[str, dict[str, float]] = {}
     for row in read_scores(root):
-        cells.setdefault(row["student"], {})[row["cell"]] = row["score"] or 0.0
+        assert row["score"] is not None, row  # a cell nbgrader never scored is not a zero
+        cells.setdefault(row["student"], {})[row["cell"]] = row["score"]
         assert row["max_score"] == 2, row  # points edited to 100 were restored
-    got = {s: tuple(cells.get(s, {}).get(f"ex{i}_test", 0.0) for i in (1, 2, 3)) for s in EXPECTED}
+    # Every submission, unreadable ones included, has a gradebook row for each graded cell: a 0 below
+    # was graded (or given by the grader for a notebook it could not read), never a missing row.
+    assert {s: sorted(c) for s, c in cells.items()} == {s: ["ex1_test", "ex2_test", "ex3_test"] for s in EXPECTED}
+    got = {s: tuple(cells[s][f"ex{i}_test"] for i in (1, 2, 3)) for s in EXPECTED}
     assert got == {s: tuple(float(p) for p in e) for s, e in EXPECTED.items()}, printed
     import csv
 

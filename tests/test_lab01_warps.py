@@ -1,5 +1,7 @@
 """Lab 01 through real nbgrader: the solution scores full marks, the untouched lab 0,
-known-wrong versions lose exactly the points of the part they get wrong."""
+known-wrong versions lose exactly the points of the part they get wrong. A missing bounds check
+loses its points however the plain launch behaves (in the simulator it raises; on a GPU it writes
+past the array unnoticed, which `PADDED_NO_BOUNDS_CHECK` reproduces here): the microscope sees it."""
 
 import pytest
 from labtools import grade_lab, release_notebook, solution_notebook, with_cells
@@ -23,6 +25,42 @@ def launch_add_2d(a, b, block=(16, 16)):
     return out
 '''
 
+# Checks rows but not columns: threads right of the array read and write past each row.
+ROWS_ONLY_CHECK = '''
+@cuda.jit
+def add_2d(a, b, out):
+    col, row = cuda.grid(2)
+    if row < out.shape[0]:
+        out[row, col] = a[row, col] + b[row, col]
+
+
+def launch_add_2d(a, b, block=(16, 16)):
+    out = np.zeros_like(a)
+    rows, cols = a.shape
+    grid = (blocks_per_grid(cols, block[0]), blocks_per_grid(rows, block[1]))
+    add_2d[grid, block](a, b, out)
+    return out
+'''
+
+# No bounds check, hidden by padding every array to whole blocks: the plain launch never leaves its
+# arrays (as an out-of-bounds write on a GPU goes unnoticed) and returns the right numbers.
+PADDED_NO_BOUNDS_CHECK = '''
+@cuda.jit
+def add_2d(a, b, out):
+    col, row = cuda.grid(2)
+    out[row, col] = a[row, col] + b[row, col]
+
+
+def launch_add_2d(a, b, block=(16, 16)):
+    rows, cols = a.shape
+    grid = (blocks_per_grid(cols, block[0]), blocks_per_grid(rows, block[1]))
+    shape = (grid[1] * block[1], grid[0] * block[0])
+    a_pad, b_pad, out = np.zeros(shape, a.dtype), np.zeros(shape, a.dtype), np.zeros(shape, a.dtype)
+    a_pad[:rows, :cols], b_pad[:rows, :cols] = a, b
+    add_2d[grid, block](a_pad, b_pad, out)
+    return out[:rows, :cols]
+'''
+
 FLOOR_DIVISION = '''
 def blocks_per_grid(n_elements, threads_per_block):
     return n_elements // threads_per_block
@@ -41,14 +79,17 @@ def test_lab01_round_trip(tmp_path):
         "solution": solution,
         "untouched": release_notebook(LAB),
         "no_bounds_check": with_cells(solution, {"ex3_solution": NO_BOUNDS_CHECK}),
+        "rows_only_check": with_cells(solution, {"ex3_solution": ROWS_ONLY_CHECK}),
+        "padded_no_bounds_check": with_cells(solution, {"ex3_solution": PADDED_NO_BOUNDS_CHECK}),
         "floor_division": with_cells(solution, {"ex2_solution": FLOOR_DIVISION}),
         "swapped_axes": with_cells(solution, {"ex4_solution": ROWS_AND_COLS_SWAPPED}),
     }, tmp_path)
     full = scores["solution"].max_score
     assert full == 10
     assert scores["solution"].total == full
-    assert scores["untouched"].total == 0
-    assert scores["no_bounds_check"].cells == {"ex1_test": 2, "ex2_test": 2, "ex3_test": 0, "ex4_test": 2}
+    assert scores["untouched"].cells == {"ex1_test": 0, "ex2_test": 0, "ex3_test": 0, "ex4_test": 0}
+    for wrong in ("no_bounds_check", "rows_only_check", "padded_no_bounds_check"):
+        assert scores[wrong].cells == {"ex1_test": 2, "ex2_test": 2, "ex3_test": 0, "ex4_test": 2}, wrong
     # floor division breaks blocks_per_grid and, through it, the kernel launch that relies on it
     assert scores["floor_division"].cells["ex2_test"] == 0
     assert scores["floor_division"].total < full

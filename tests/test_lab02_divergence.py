@@ -63,6 +63,26 @@ def parity_agree(x, out):
         out[i] = v
 '''
 
+# The right remap without the bounds check: right whenever the launch has exactly n threads, but the
+# threads of a last, partly used block read and write past the arrays.
+NO_BOUNDS_CHECK = '''
+@cuda.jit
+def parity_agree(x, out):
+    t = cuda.grid(1)
+    half = x.size // 2
+    if t < half:
+        i = 2 * t
+        v = x[i]
+        for _ in range(STEPS):
+            v = v * np.float32(0.5) + np.float32(1.0)
+    else:
+        i = 2 * (t - half) + 1
+        v = x[i]
+        for _ in range(STEPS):
+            v = v * np.float32(0.25) - np.float32(1.0)
+    out[i] = v
+'''
+
 SORTED_BUT_WRITES_IN_SORTED_ORDER = '''
 def partition(kind):
     return np.argsort(1 - np.asarray(kind, dtype=np.int64), kind="stable").astype(np.int64)
@@ -130,11 +150,13 @@ def test_lab02_round_trip(tmp_path):
         "wrong_b": with_cells(solution, {"ex2_solution": BOTH_PATHS_IN_EVERY_LANE,
                                          "ex3_solution": RIGHT_ANSWER_NOT_PARTITIONED}),
         "wrong_c": with_cells(solution, {"ex2_solution": WRONG_REMAP, "ex3_solution": COMPACTS_ONLY_THE_A_ELEMENTS}),
+        "no_bounds_check": with_cells(solution, {"ex2_solution": NO_BOUNDS_CHECK}),
     }, tmp_path)
     full = scores["solution"].max_score
     assert full == 10
     assert scores["solution"].cells == {"ex1_test": 2, "ex2_test": 4, "ex3_test": 4}
-    assert scores["untouched"].total == 0
+    assert scores["untouched"].cells == {"ex1_test": 0, "ex2_test": 0, "ex3_test": 0}
+    assert scores["no_bounds_check"].cells == {"ex1_test": 2, "ex2_test": 0, "ex3_test": 4}
     assert scores["wrong_a"].cells == {"ex1_test": 0, "ex2_test": 0, "ex3_test": 0}
     # right answers that do not make warps agree (or that run both paths everywhere) earn nothing
     assert scores["wrong_b"].cells == {"ex1_test": 2, "ex2_test": 0, "ex3_test": 0}

@@ -1,6 +1,7 @@
 """Lab 04 through real nbgrader: the solution scores full marks, the untouched lab 0, and known-wrong
-versions (a missing barrier, a missing zero fill, no tiling at all, an unpadded tile) lose the points
-of the part they get wrong — a kernel without a barrier must fail even when its result looks right."""
+versions (a missing barrier, a missing zero fill, no tiling at all, an unpadded tile, lesson 04's
+A·B kernel copied for this lab's A·Bᵀ, the square traffic formula) lose the points of the part they
+get wrong — a kernel without a barrier must fail even when its result looks right."""
 
 import pytest
 from labtools import grade_lab, release_notebook, solution_notebook, with_cells
@@ -11,23 +12,24 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("nbgrader")]
 
 LAUNCH = '''
 
-def launch_tiled_matmul(a, b):
-    m, n = a.shape[0], b.shape[1]
+def launch_tiled_matmul_bt(a, bt):
+    m, n = a.shape[0], bt.shape[0]
     c = np.zeros((m, n), dtype=np.float32)
     grid = ((n + TILE - 1) // TILE, (m + TILE - 1) // TILE)
-    tiled_matmul[grid, (TILE, TILE)](a, b, c)
+    tiled_matmul_bt[grid, (TILE, TILE)](a, bt, c)
     return c
 '''
 
 
-def tiled(*, barrier_after_load=True, barrier_after_compute=True, zero_fill=True) -> str:
-    """The solution's kernel with one defect switched on."""
+def tiled(*, barrier_after_load=True, barrier_after_compute=True, zero_fill=True, transposed=True) -> str:
+    """The solution's kernel with one defect switched on (transposed=False: lesson 04's A·B kernel)."""
+    n, load_b = ("bt.shape[0]", "bt[col, k0 + ty]") if transposed else ("bt.shape[1]", "bt[k0 + ty, col]")
     fill_a = "\n        else:\n            a_tile[ty, tx] = 0.0" if zero_fill else ""
     fill_b = "\n        else:\n            b_tile[ty, tx] = 0.0" if zero_fill else ""
     sync_load = "\n        cuda.syncthreads()" if barrier_after_load else ""
     sync_compute = "\n        cuda.syncthreads()" if barrier_after_compute else ""
     return f'''@cuda.jit
-def tiled_matmul(a, b, c):
+def tiled_matmul_bt(a, bt, c):
     a_tile = cuda.shared.array((TILE, TILE), float32)
     b_tile = cuda.shared.array((TILE, TILE), float32)
     tx = cuda.threadIdx.x
@@ -36,13 +38,13 @@ def tiled_matmul(a, b, c):
     col = cuda.blockIdx.x * TILE + tx
     m = a.shape[0]
     depth = a.shape[1]
-    n = b.shape[1]
+    n = {n}
     acc = float32(0.0)
     for k0 in range(0, depth, TILE):
         if row < m and k0 + tx < depth:
             a_tile[ty, tx] = a[row, k0 + tx]{fill_a}
         if k0 + ty < depth and col < n:
-            b_tile[ty, tx] = b[k0 + ty, col]{fill_b}{sync_load}
+            b_tile[ty, tx] = {load_b}{fill_b}{sync_load}
         for kk in range(TILE):
             acc += a_tile[ty, kk] * b_tile[kk, tx]{sync_compute}
     if row < m and col < n:
@@ -51,12 +53,12 @@ def tiled_matmul(a, b, c):
 
 
 NAIVE = '''@cuda.jit
-def tiled_matmul(a, b, c):
+def tiled_matmul_bt(a, bt, c):
     col, row = cuda.grid(2)
     if row < c.shape[0] and col < c.shape[1]:
         acc = float32(0.0)
         for k in range(a.shape[1]):
-            acc += a[row, k] * b[k, col]
+            acc += a[row, k] * bt[col, k]
         c[row, col] = acc
 ''' + LAUNCH
 
@@ -79,8 +81,14 @@ def transpose_tiled(src, dst):
 '''
 
 COMPULSORY_ONLY = '''
-def tiled_traffic_bytes(n, tile):
-    return 4 * 3 * n * n
+def tiled_traffic_bytes(m, k, n, tile):
+    return 4 * (m * k + n * k + m * n)
+'''
+
+# Lesson 04's square formula, 4 · (2n³/T + n²), with n taken as m: right only when m = k = n.
+SQUARE_FORMULA = '''
+def tiled_traffic_bytes(m, k, n, tile):
+    return 4 * (2 * m * m * (m // tile) + m * m)
 '''
 
 
@@ -95,11 +103,13 @@ def test_lab04_round_trip(tmp_path):
         "no_compute_barrier": with_cells(solution, {"ex2_solution": tiled(barrier_after_compute=False)}),
         "no_zero_fill": with_cells(solution, {"ex2_solution": tiled(zero_fill=False)}),
         "naive": with_cells(solution, {"ex2_solution": NAIVE}),
+        "lesson_copy": with_cells(solution, {"ex2_solution": tiled(transposed=False),
+                                             "ex1_solution": SQUARE_FORMULA}),
     }, tmp_path)
     full = scores["solution"].max_score
     assert full == 10
     assert scores["solution"].total == full, scores["solution"].cells
-    assert scores["untouched"].total == 0, scores["untouched"].cells
+    assert scores["untouched"].cells == {"ex1_test": 0, "ex2_test": 0, "ex2_barriers": 0, "ex3_test": 0}
     # A missing barrier fails the race check, whatever the result happens to be.
     assert scores["no_load_barrier"].cells == {"ex1_test": 0, "ex2_test": 0, "ex2_barriers": 0, "ex3_test": 0}
     assert scores["no_compute_barrier"].cells["ex2_barriers"] == 0, scores["no_compute_barrier"].cells
@@ -109,3 +119,5 @@ def test_lab04_round_trip(tmp_path):
     assert scores["no_zero_fill"].total <= full - 4
     # Right answers without shared memory are not a tiled matmul: the byte count and banks say so.
     assert scores["naive"].cells == {"ex1_test": 2, "ex2_test": 4, "ex2_barriers": 0, "ex3_test": 2}
+    # Lesson 04's kernel, renamed, multiplies by bt instead of btᵀ; the square formula miscounts.
+    assert scores["lesson_copy"].cells == {"ex1_test": 0, "ex2_test": 0, "ex2_barriers": 0, "ex3_test": 2}

@@ -1,6 +1,7 @@
 """Lab 05 through real nbgrader: the solution scores full marks, the untouched lab 0, and
 known-wrong calculators (no register rounding, no 1 KB reservation, a whole-SM register count,
-ties not named) lose the points of the part they get wrong."""
+ties not named) lose the points of the part they get wrong, and so do exercises 3 and 4 answered
+by the course's own calculator (directly or through a helper function)."""
 
 import random
 
@@ -65,6 +66,26 @@ def occupancy_by_hand(threads_per_block, registers_per_thread, shared_bytes_per_
             "limiters": set(r.limiters)}
 '''
 
+# Exercises 3 and 4 delegated to gpucourse.occupancy: the right numbers, not the learner's work.
+DELEGATES_BEST_BLOCK_SIZE = '''
+from gpucourse.occupancy import best_block_size as _best
+
+
+def best_block_size(registers_per_thread, shared_bytes_per_block, cc):
+    return _best(registers_per_thread, shared_bytes_per_block, cc)
+'''
+
+DELEGATES_THROUGH_A_HELPER = '''
+def register_budget(threads_per_block, target_pct, cc):
+    return _budget(threads_per_block, target_pct, cc)
+
+
+def _budget(threads, pct, cc):
+    import gpucourse.occupancy
+
+    return gpucourse.occupancy.register_budget(threads, pct / 100, 0, cc)
+'''
+
 
 def _release(tmp_path) -> nbformat.NotebookNode:
     """The student version: labs/ if it was generated, else a fresh nbgrader generation."""
@@ -120,11 +141,13 @@ def test_lab05_round_trip(tmp_path):
         "first_limiter_only": with_cells(solution, {"ex2_solution": FIRST_LIMITER_ONLY}),
         "tie_not_named": with_cells(solution, {"ex1_solution": TIE_NOT_NAMED}),
         "calls_the_calculator": with_cells(solution, {"ex2_solution": CALLS_THE_CALCULATOR}),
+        "delegates": with_cells(solution, {"ex3_solution": DELEGATES_BEST_BLOCK_SIZE,
+                                           "ex4_solution": DELEGATES_THROUGH_A_HELPER}),
     }, tmp_path / "grade")
     full = scores["solution"].max_score
     assert full == 12
     assert scores["solution"].total == full, scores["solution"].cells
-    assert scores["untouched"].total == 0, scores["untouched"].cells
+    assert scores["untouched"].total == 0 and set(scores["untouched"].cells.values()) == {0}
     # Forgetting the rounding to 256 registers per warp fails NVIDIA's own example (visible test).
     assert scores["no_register_rounding"].cells["ex2_test_blocks"] == 0
     assert scores["no_register_rounding"].total < full
@@ -135,3 +158,4 @@ def test_lab05_round_trip(tmp_path):
     assert scores["first_limiter_only"].cells == {**scores["solution"].cells, "ex2_test_limiters": 0}
     assert scores["tie_not_named"].cells == {**scores["solution"].cells, "ex1_test": 0}
     assert scores["calls_the_calculator"].cells["ex2_test_blocks"] == 0
+    assert scores["delegates"].cells == {**scores["solution"].cells, "ex3_test": 0, "ex4_test": 0}

@@ -1,6 +1,7 @@
 """Lab 06 through real nbgrader: the solution scores full marks, the untouched lab 0, and known-wrong
-versions (a racy +=, a missing syncthreads, global atomics only, missing fences, an uncapped wait,
-a wrong answer) lose exactly the points of the part they get wrong."""
+versions (a racy +=, a missing syncthreads, global atomics only, counts instead of weights, missing
+fences, a flag raised with a plain store, an uncapped wait, a wrong answer) lose exactly the points
+of the part they get wrong."""
 
 import pytest
 from labtools import grade_lab, release_notebook, solution_notebook, with_cells
@@ -19,36 +20,39 @@ def histogram_atomic(values, counts):
 '''
 
 
-def privatised(first_sync: bool = True, second_sync: bool = True) -> str:
+def weighted(first_sync: bool = True, second_sync: bool = True, add: str = "weights[i]") -> str:
     return f'''
 @cuda.jit
-def histogram_privatised(values, counts):
+def histogram_weighted(values, weights, sums):
     local = cuda.shared.array(MAX_BINS, np.int32)
-    t, nbins = cuda.threadIdx.x, counts.size
+    t, nbins = cuda.threadIdx.x, sums.size
     for b in range(t, nbins, cuda.blockDim.x):
         local[b] = 0
     {"cuda.syncthreads()" if first_sync else "pass"}
     start, stride = cuda.grid(1), cuda.gridsize(1)
     for i in range(start, values.size, stride):
         b = min(int(values[i] * nbins), nbins - 1)
-        cuda.atomic.add(local, b, 1)
+        cuda.atomic.add(local, b, {add})
     {"cuda.syncthreads()" if second_sync else "pass"}
     for b in range(t, nbins, cuda.blockDim.x):
-        cuda.atomic.add(counts, b, local[b])
+        cuda.atomic.add(sums, b, local[b])
 '''
 
 
 GLOBAL_ATOMICS_ONLY = '''
 @cuda.jit
-def histogram_privatised(values, counts):
-    start, stride, nbins = cuda.grid(1), cuda.gridsize(1), counts.size
+def histogram_weighted(values, weights, sums):
+    start, stride, nbins = cuda.grid(1), cuda.gridsize(1), sums.size
     for i in range(start, values.size, stride):
         b = min(int(values[i] * nbins), nbins - 1)
-        cuda.atomic.add(counts, b, 1)
+        cuda.atomic.add(sums, b, weights[i])
 '''
 
+# The lesson's privatised histogram copied as it is: it counts values and ignores their weights.
+LESSON_COPY = weighted(add="1")
 
-def handoff(producer_fence: bool, consumer_fence: bool, capped: bool = True) -> str:
+
+def handoff(producer_fence: bool, consumer_fence: bool, capped: bool = True, atomic_flag: bool = True) -> str:
     return f'''
 @cuda.jit
 def handoff(data, flag, out, producer, spin_cap):
@@ -58,7 +62,7 @@ def handoff(data, flag, out, producer, spin_cap):
         cuda.syncthreads()
         if t == 0:
             {"cuda.threadfence()" if producer_fence else "pass"}
-            flag[0] = 1
+            {"cuda.atomic.exch(flag, 0, 1)" if atomic_flag else "flag[0] = 1"}
     elif t == 0:
         seen = cuda.atomic.add(flag, 0, 0)
         polls = 0
@@ -74,7 +78,8 @@ def handoff(data, flag, out, producer, spin_cap):
 '''
 
 
-WRONG_ANSWER = 'weak_outcome_allowed = {"none": True, "producer": True, "consumer": True, "both": True, "block": True}'
+WRONG_ANSWER = ('weak_outcome_allowed = {"sb_fence_one_side": True, "sb_block_fences": True, '
+                '"mp_strong_flag_producer_fence": False, "corr_atomics": False}')
 
 
 def test_lab06_round_trip(tmp_path):
@@ -83,19 +88,24 @@ def test_lab06_round_trip(tmp_path):
         "solution": solution,
         "untouched": release_notebook(LAB),
         # racy +=, no barrier before the merge, no fences at all, a wrong answer: every part wrong
-        "all_wrong": with_cells(solution, {"ex1_solution": RACY, "ex2_solution": privatised(second_sync=False),
+        "all_wrong": with_cells(solution, {"ex1_solution": RACY, "ex2_solution": weighted(second_sync=False),
                                            "ex3_solution": handoff(False, False), "ex4_solution": WRONG_ANSWER}),
         # no barrier after zeroing the shared bins; a fence on the producer's side only
-        "half_fixed": with_cells(solution, {"ex2_solution": privatised(first_sync=False),
+        "half_fixed": with_cells(solution, {"ex2_solution": weighted(first_sync=False),
                                             "ex3_solution": handoff(True, False)}),
         # correct counts but no privatisation; both fences but a wait with no cap
         "no_shared_no_cap": with_cells(solution, {"ex2_solution": GLOBAL_ATOMICS_ONLY,
                                                   "ex3_solution": handoff(True, True, capped=False)}),
+        # the lesson's kernel copied (counts, not weights); fences on both sides but a plain flag store,
+        # which the weak model (stronger than PTX) would let through
+        "lesson_copy_weak_flag": with_cells(solution, {"ex2_solution": LESSON_COPY,
+                                                       "ex3_solution": handoff(True, True, atomic_flag=False)}),
     }, tmp_path)
     full = scores["solution"].max_score
     assert full == 13
     assert scores["solution"].total == full, scores["solution"].cells
-    assert scores["untouched"].total == 0
+    assert scores["untouched"].cells == {"ex1_test": 0, "ex2_test": 0, "ex3_test": 0, "ex4_test": 0}
     assert scores["all_wrong"].total == 0, scores["all_wrong"].cells
     assert scores["half_fixed"].cells == {"ex1_test": 3, "ex2_test": 0, "ex3_test": 0, "ex4_test": 2}
     assert scores["no_shared_no_cap"].cells == {"ex1_test": 3, "ex2_test": 0, "ex3_test": 0, "ex4_test": 2}
+    assert scores["lesson_copy_weak_flag"].cells == {"ex1_test": 3, "ex2_test": 0, "ex3_test": 0, "ex4_test": 2}

@@ -1,6 +1,7 @@
 """Lab 07 through real nbgrader: the solution scores full marks, the untouched lab 0, and known-wrong
-versions (an fp16 accumulator, fp16 products, a Kahan without its compensation, a format chosen by
-machine epsilon alone, an error measured against |result|) lose the points of the part they get wrong."""
+versions (an fp16 accumulator, fp16 products, an fp64 accumulator written as `0.0` or as `float64`, a
+Kahan without its compensation or with fp64 sums, a format chosen by machine epsilon alone, an error
+measured against |result|) lose the points of the part they get wrong, with or without a GPU."""
 
 import nbformat
 import pytest
@@ -34,6 +35,50 @@ def dot_fp32_kernel(a, b, out):
         total = float32(0.0)
         for j in range(a.shape[1]):
             total += float32(a[r, j] * b[r, j])
+        out[r] = total
+'''
+
+# `total = 0.0`: an fp64 variable in compiled Numba (on a GPU), fp32 in the simulator (NumPy's weak
+# scalars). Rejected in both modes: the compiled PTX carries fp64 instructions.
+FP64_LITERAL = '''
+@cuda.jit
+def dot_fp32_kernel(a, b, out):
+    r = cuda.grid(1)
+    if r < a.shape[0]:
+        total = 0.0
+        for j in range(a.shape[1]):
+            total += float32(a[r, j]) * float32(b[r, j])
+        out[r] = total
+'''
+
+# An explicit fp64 accumulator: more accurate than the contract, so not bit for bit the fp32 recipe.
+FP64_ACCUMULATOR = '''
+from numba.types import float64
+
+
+@cuda.jit
+def dot_fp32_kernel(a, b, out):
+    r = cuda.grid(1)
+    if r < a.shape[0]:
+        total = float64(0.0)
+        for j in range(a.shape[1]):
+            total += float64(a[r, j]) * float64(b[r, j])
+        out[r] = float32(total)
+'''
+
+# Kahan's recipe with fp64 sums: within the error bound, but the compensation repairs nothing.
+KAHAN_FP64 = '''
+@cuda.jit
+def dot_kahan_kernel(a, b, out):
+    r = cuda.grid(1)
+    if r < a.shape[0]:
+        total = 0.0
+        compensation = 0.0
+        for j in range(a.shape[1]):
+            y = float32(a[r, j]) * float32(b[r, j]) - compensation
+            t = total + y
+            compensation = (t - total) - y
+            total = t
         out[r] = total
 '''
 
@@ -84,17 +129,23 @@ def test_lab07_round_trip(tmp_path):
         "untouched": untouched,
         "fp16_accumulator": with_cells(solution, {"ex1_solution": FP16_ACCUMULATOR}),
         "fp16_products": with_cells(solution, {"ex1_solution": FP16_PRODUCTS}),
+        "fp64_literal": with_cells(solution, {"ex1_solution": FP64_LITERAL}),
+        "fp64_accumulator": with_cells(solution, {"ex1_solution": FP64_ACCUMULATOR}),
         "kahan_without_compensation": with_cells(solution, {"ex2_solution": KAHAN_WITHOUT_COMPENSATION}),
+        "kahan_fp64": with_cells(solution, {"ex2_solution": KAHAN_FP64}),
         "by_epsilon": with_cells(solution, {"ex4_solution": BY_EPSILON}),
         "relative_to_result": with_cells(solution, {"ex3_solution": RELATIVE_TO_RESULT}),
     }, tmp_path / "grade")
     everything = {"ex1_test": 3, "ex2_test": 3, "ex3_test": 2, "ex4_test": 2}
     assert scores["solution"].cells == everything
     assert scores["solution"].total == scores["solution"].max_score == 10
-    assert scores["untouched"].total == 0
+    assert scores["untouched"].cells == dict.fromkeys(everything, 0)
     assert scores["fp16_accumulator"].cells == {**everything, "ex1_test": 0}
     assert scores["fp16_products"].cells == {**everything, "ex1_test": 0}
+    assert scores["fp64_literal"].cells == {**everything, "ex1_test": 0}
+    assert scores["fp64_accumulator"].cells == {**everything, "ex1_test": 0}
     assert scores["kahan_without_compensation"].cells == {**everything, "ex2_test": 0}
+    assert scores["kahan_fp64"].cells == {**everything, "ex2_test": 0}
     assert scores["by_epsilon"].cells == {**everything, "ex4_test": 0}
     assert scores["relative_to_result"].cells["ex3_test"] == 0
     assert scores["relative_to_result"].total < 10

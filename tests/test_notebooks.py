@@ -1,11 +1,15 @@
-"""Every lesson, solution and student lab executed headless (simulator mode here; GPU mode on a GPU)."""
+"""Every lesson, solution and student lab executed headless, each in a kernel started as a learner's
+is: nothing course-specific in its environment, so the notebook alone decides the mode (the
+simulator here, the GPU on a GPU machine)."""
 
 from pathlib import Path
 
 import nbformat
 import pytest
+from labtools import learner_env
 from nbclient import NotebookClient
 
+from gpucourse import runtime
 from gpucourse.build import ROOT, lab_names, lesson_sources, to_notebook
 
 pytestmark = pytest.mark.slow
@@ -14,7 +18,7 @@ CELL_TIMEOUT_S = 300
 
 def execute(nb: nbformat.NotebookNode, cwd: Path, *, allow_errors: bool = False) -> nbformat.NotebookNode:
     NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3", allow_errors=allow_errors,
-                   resources={"metadata": {"path": str(cwd)}}).execute()
+                   resources={"metadata": {"path": str(cwd)}}).execute(env=learner_env())
     return nb
 
 
@@ -30,19 +34,26 @@ def first_output(nb):
     return None
 
 
+def opens_with_the_banner_of_this_machine(nb) -> bool:
+    """The first output is the banner, and the kernel found the mode this machine has."""
+    first = first_output(nb)
+    text = first.get("data", {}).get("text/plain", "") if first is not None else ""
+    banner = first is not None and "gpucourse-banner" in first.get("data", {}).get("text/html", "")
+    return banner and text.startswith("GPU mode" if runtime.is_gpu() else "Simulator mode")
+
+
 @pytest.mark.parametrize("source", lesson_sources(), ids=lambda p: p.stem)
 def test_lesson_runs_and_opens_with_the_banner(source):
     nb = execute(to_notebook(source), source.parent)
     assert not errors(nb), errors(nb)
-    first = first_output(nb)
-    banner = first is not None and "gpucourse-banner" in first.get("data", {}).get("text/html", "")
-    assert banner, "the first output must be the banner"
+    assert opens_with_the_banner_of_this_machine(nb), "the first output must be the banner of this machine's mode"
 
 
 @pytest.mark.parametrize("lab", lab_names(), ids=str)
 def test_solution_runs_without_errors(lab):
     nb = execute(to_notebook(ROOT / "solutions" / lab / f"{lab}.py"), ROOT / "solutions" / lab)
     assert not errors(nb), errors(nb)
+    assert opens_with_the_banner_of_this_machine(nb)
 
 
 @pytest.mark.parametrize("lab", lab_names(), ids=str)
@@ -52,5 +63,4 @@ def test_student_version_runs_up_to_the_first_exercise(lab):
     found = errors(nb)
     assert found, "the untouched lab should stop at its first exercise"
     assert found[0].startswith("NotImplementedError"), found[0]
-    first = first_output(nb)
-    assert first is not None and "gpucourse-banner" in first.get("data", {}).get("text/html", ""), "banner first"
+    assert opens_with_the_banner_of_this_machine(nb), "banner first"

@@ -28,7 +28,7 @@
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
 import numpy as np
 
-from gpucourse import runtime
+from gpucourse import microscope, runtime
 from gpucourse.grading import check
 from gpucourse.warps import coverage_figure
 
@@ -94,7 +94,9 @@ for n, t, expected in [(1, 128, 1), (1025, 256, 5), (10**6, 1024, 977), (31, 32,
 # enough blocks in x and y to cover every element, and returns `out`.
 #
 # The array is rarely a multiple of the block: the picture shows the threads that land
-# outside a 37 × 45 array. They must skip the work.
+# outside a 37 × 45 array. They must skip the work. A GPU does not stop a thread that writes past
+# the end of an array (it overwrites whatever lies there), so the tests run your kernel through the
+# course's microscope, which checks every access of every thread, with or without a GPU.
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_picture", "locked": true, "schema_version": 3, "solution": false, "task": false}
 coverage_figure(37, 45, 16, 16)
@@ -127,11 +129,20 @@ b = rng.random((37, 45), dtype=np.float32)
 out = launch_add_2d(a, b)
 assert out.shape == a.shape, "launch_add_2d must return an array shaped like a"
 np.testing.assert_allclose(out, a + b, err_msg="some elements are wrong or were never written")
+traced = np.zeros_like(a)
+try:  # the same launch, every access of every thread checked (3 × 3 blocks of 16 × 16 threads)
+    microscope.trace(add_2d, (3, 3), (16, 16), a, b, traced)
+except IndexError as err:
+    raise AssertionError(f"a thread outside the array touched it: {err}") from None
+np.testing.assert_allclose(traced, a + b, err_msg="add_2d computes something else than a + b")
 ### BEGIN HIDDEN TESTS
 for shape, block in [((1, 1), (16, 16)), ((33, 17), (8, 8)), ((20, 70), (32, 4))]:
     a = rng.random(shape, dtype=np.float32)
     b = rng.random(shape, dtype=np.float32)
     check(lambda: np.allclose(launch_add_2d(a, b, block), a + b))
+    grid = (-(-shape[1] // block[0]) + 1, -(-shape[0] // block[1]) + 1)  # one block more each way
+    traced = np.zeros_like(a)
+    check(lambda: microscope.trace(add_2d, grid, block, a, b, traced) is not None and np.allclose(traced, a + b))
 ### END HIDDEN TESTS
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex4_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}

@@ -114,10 +114,12 @@ check(warp_cost(one_lane, 100, 1) == 2 * 101)
 # warp holds 16 of each, so every warp pays both paths and half its lanes are always masked.
 #
 # Write the kernel `parity_agree(x, out)`: the same answer (`out[i] = path_a(x[i])` for even `i`,
-# `path_b(x[i])` for odd `i`), launched with the same `n` threads (`n` is a multiple of 64), but
-# with **threads remapped to elements** so that each warp takes one path: thread `t` of the first
-# half (`t < n // 2`) handles the even element `2 * t`, thread `t` of the second half handles the
-# odd element `2 * (t - n // 2) + 1`. Keep the bounds check.
+# `path_b(x[i])` for odd `i`), but with **threads remapped to elements** so that each warp takes
+# one path: thread `t` of the first half (`t < n // 2`) handles the even element `2 * t`, thread
+# `t` of the second half (`n // 2 <= t < n`) handles the odd element `2 * (t - n // 2) + 1`
+# (`n = x.size`, a multiple of 64). The launch has whole blocks, so there may be more threads than
+# elements (192 elements in 2 blocks of 128): threads with `t >= n` must do nothing. Keep the
+# bounds check.
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_given", "locked": true, "schema_version": 3, "solution": false, "task": false}
 @cuda.jit
@@ -176,7 +178,7 @@ show(parity_agree, 2, 128, x_demo, np.empty_like(x_demo))
 
 def traced(kernel, x, block=64):
     out = np.full_like(x, np.nan)  # poisoned: an element nobody writes stays NaN
-    report = trace(kernel, len(x) // block, block, x, out)
+    report = trace(kernel, -(-len(x) // block), block, x, out)  # whole blocks: maybe more threads than n
     return out, report
 
 
@@ -189,8 +191,14 @@ out, report = traced(parity_agree, x)
 assert np.allclose(out, reference_parity(x)), "parity_agree gives a different answer from parity_divergent"
 efficiency = report.simt_efficiency()
 assert efficiency >= 0.9, f"SIMT efficiency {efficiency:.2f}: warps still disagree"
+x = np.random.default_rng(4).random(192, dtype=np.float32)
+try:  # 2 blocks of 128 threads for 192 elements: the last 64 threads must do nothing
+    out, report = traced(parity_agree, x, block=128)
+except IndexError as err:
+    raise AssertionError(f"a thread beyond the last element touched an array: {err}") from None
+assert np.allclose(out, reference_parity(x)), "parity_agree gives a different answer with 192 elements"
 ### BEGIN HIDDEN TESTS
-for n, block in [(256, 64), (512, 128), (192, 32)]:
+for n, block in [(256, 64), (512, 128), (192, 32), (320, 256), (448, 256)]:
     x = np.random.default_rng(n).random(n, dtype=np.float32)
     out, report = traced(parity_agree, x, block)
     _, divergent = traced(parity_divergent, x, block)

@@ -39,9 +39,9 @@ cuda = runtime.cuda
 TILE = 8  # the matmul tile: blocks of TILE × TILE threads, two TILE × TILE shared arrays
 
 
-def reference_matmul(a, b):
-    """The specification: C = A @ B, computed in float64."""
-    return a.astype(np.float64) @ b.astype(np.float64)
+def reference_matmul_bt(a, bt):
+    """The specification: C = A @ Bᵀ (B given transposed, n × k), computed in float64."""
+    return a.astype(np.float64) @ bt.astype(np.float64).T
 
 
 def random_matrix(rows, cols, seed):
@@ -53,60 +53,67 @@ runtime.banner()
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex1_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## Exercise 1 · Count the traffic (2 points)
 #
-# The tiled kernel multiplies two n × n float32 matrices with T × T tiles (n a multiple of T).
-# Each block reads a T-row strip of A and a T-column strip of B once, so every element of A is
-# read n/T times (once per block column), every element of B n/T times, and C is written once.
-# Write `tiled_traffic_bytes(n, tile)`: the bytes the kernel requests from global memory.
-# Reference: n = 16, T = 8 → 5120 bytes (the number the microscope counted in lesson 04).
+# In this lab the second matrix comes **transposed**, as the weights of a neural-network layer
+# often do: C = A · Bᵀ with A of m × k, Bᵀ given as an n × k float32 array `bt`, C of m × n. The
+# tiled kernel of exercise 2 gives each block a T × T tile of C (m and n multiples of T here, k
+# any); the block reads a T-row strip of A and a T-row strip of `bt`, every element once.
+# Write `tiled_traffic_bytes(m, k, n, tile)`: the bytes the kernel requests from global memory
+# (how many blocks read each element of A? of `bt`? C is written once).
+# Reference: m = 16, k = 24, n = 8, T = 8 → 3584 bytes.
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
-def tiled_traffic_bytes(n, tile):
+def tiled_traffic_bytes(m, k, n, tile):
     ### BEGIN SOLUTION
-    reads = 2 * n * n * (n // tile)  # A and B, n/T times each
-    return 4 * (reads + n * n)
+    reads = m * k * (n // tile) + n * k * (m // tile)  # A once per block column, bt once per block row
+    return 4 * (reads + m * n)
     ### END SOLUTION
 
 
 # %% nbgrader={"grade": true, "grade_id": "ex1_test", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-"""Check that tiled_traffic_bytes counts A and B n/T times each and C once, 4 bytes per float."""
-assert tiled_traffic_bytes(16, 8) == 5120
-assert tiled_traffic_bytes(8, 8) == 4 * 3 * 64, "one tile: every matrix exactly once"
+"""Check that tiled_traffic_bytes counts A n/T times, bt m/T times and C once, 4 bytes per float."""
+assert tiled_traffic_bytes(16, 24, 8, 8) == 3584
+assert tiled_traffic_bytes(8, 8, 8, 8) == 4 * 3 * 64, "one tile: every matrix exactly once"
 ### BEGIN HIDDEN TESTS
-for n, t, expected in [(32, 8, 36864), (32, 16, 20480), (64, 32, 81920), (4096, 16, 34426847232), (1, 1, 12)]:
-    check(tiled_traffic_bytes(n, t) == expected)
+# 4 · (m·k·n/T + n·k·m/T + m·n), worked by hand: e.g. (32, 8, 16, 8): 4 · (32·8·2 + 16·8·4 + 512) = 6144.
+for m, k, n, t, expected in [(32, 8, 16, 8, 6144), (16, 16, 16, 16, 3072), (64, 10, 32, 32, 13312),
+                             (4096, 4096, 4096, 16, 34426847232), (1, 1, 1, 1, 12), (8, 3, 24, 8, 1344)]:
+    check(tiled_traffic_bytes(m, k, n, t) == expected)
 ### END HIDDEN TESTS
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex2_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## Exercise 2 · The tiled matrix multiply (6 points)
 #
-# Write the kernel `tiled_matmul(a, b, c)`: `a` is m × k, `b` is k × n, `c` is m × n, all
-# float32, and the result is `c = a @ b` (reference: `reference_matmul`). The launch is fixed:
+# Write the kernel `tiled_matmul_bt(a, bt, c)`: `a` is m × k, `bt` is n × k (B transposed), `c`
+# is m × n, all float32, and the result is `c = a @ bt.T` (reference: `reference_matmul_bt`). The
+# lesson's kernel multiplies A by B as it is; here element (kk, col) of B is `bt[col, kk]`. The
+# launch is fixed:
 #
 # * blocks of `(TILE, TILE)` threads, grid `(⌈n / TILE⌉, ⌈m / TILE⌉)`;
 # * thread `(tx, ty)` of block `(bx, by)` computes `c[by·TILE + ty, bx·TILE + tx]`;
 # * the block walks along k in steps of `TILE`: at each step every thread copies **one** element
-#   of A and **one** element of B into two `cuda.shared.array((TILE, TILE), float32)` tiles,
+#   of A and **one** element of `bt` into two `cuda.shared.array((TILE, TILE), float32)` tiles,
 #   then the block multiplies the two tiles;
-# * any m, k, n ≥ 1: a thread whose element lies outside A or B stores 0 in the tile instead,
-#   and a thread outside C skips the final write (but still helps to load the tiles).
+# * any m, k, n ≥ 1: a thread whose element lies outside A or `bt` stores 0 in the tile instead,
+#   and a thread outside C skips the final write (but still helps to load the tiles);
+# * the tiles' shared-memory accesses must be free of bank conflicts (the microscope checks it).
 #
 # Use `cuda.syncthreads()` wherever one thread must not run ahead of the others. Then write
-# `launch_tiled_matmul(a, b)`, which allocates `c` (zeros, float32), launches the kernel and
+# `launch_tiled_matmul_bt(a, bt)`, which allocates `c` (zeros, float32), launches the kernel and
 # returns `c`.
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 @cuda.jit
-def tiled_matmul(a, b, c):
+def tiled_matmul_bt(a, bt, c):
     ### BEGIN SOLUTION
     a_tile = cuda.shared.array((TILE, TILE), float32)
-    b_tile = cuda.shared.array((TILE, TILE), float32)
+    b_tile = cuda.shared.array((TILE, TILE), float32)  # b_tile[kk, tx] = B[k0 + kk, col] = bt[col, k0 + kk]
     tx = cuda.threadIdx.x
     ty = cuda.threadIdx.y
     row = cuda.blockIdx.y * TILE + ty
     col = cuda.blockIdx.x * TILE + tx
     m = a.shape[0]
     depth = a.shape[1]
-    n = b.shape[1]
+    n = bt.shape[0]
     acc = float32(0.0)
     for k0 in range(0, depth, TILE):
         if row < m and k0 + tx < depth:
@@ -114,7 +121,7 @@ def tiled_matmul(a, b, c):
         else:
             a_tile[ty, tx] = 0.0
         if k0 + ty < depth and col < n:
-            b_tile[ty, tx] = b[k0 + ty, col]
+            b_tile[ty, tx] = bt[col, k0 + ty]
         else:
             b_tile[ty, tx] = 0.0
         cuda.syncthreads()
@@ -126,12 +133,12 @@ def tiled_matmul(a, b, c):
     ### END SOLUTION
 
 
-def launch_tiled_matmul(a, b):
+def launch_tiled_matmul_bt(a, bt):
     ### BEGIN SOLUTION
-    m, n = a.shape[0], b.shape[1]
+    m, n = a.shape[0], bt.shape[0]
     c = np.zeros((m, n), dtype=np.float32)
     grid = ((n + TILE - 1) // TILE, (m + TILE - 1) // TILE)
-    tiled_matmul[grid, (TILE, TILE)](a, b, c)
+    tiled_matmul_bt[grid, (TILE, TILE)](a, bt, c)
     return c
     ### END SOLUTION
 
@@ -148,14 +155,14 @@ from IPython.display import display
 
 
 def show_matmul(n=16, seed=0):
-    a, b = random_matrix(n, n, 1), random_matrix(n, n, 2)
+    a, bt = random_matrix(n, n, 1), random_matrix(n, n, 2)
     c = np.zeros((n, n), dtype=np.float32)
     blocks = ((n + TILE - 1) // TILE, (n + TILE - 1) // TILE)
-    report = trace(tiled_matmul, blocks, (TILE, TILE), a, b, c, schedule="random", seed=seed)
+    report = trace(tiled_matmul_bt, blocks, (TILE, TILE), a, bt, c, schedule="random", seed=seed)
     display(report.memory()[["line", "source", "op", "requests", "sectors_per_request", "bytes_requested"]])
     display(report.banks()[["line", "source", "op", "requests", "max_ways"]])
     display(report.races()[["line_a", "source_a", "line_b", "source_b", "array", "kind", "count"]])
-    print(f"correct: {np.allclose(c, reference_matmul(a, b), atol=1e-4)}; racing access pairs: "
+    print(f"correct: {np.allclose(c, reference_matmul_bt(a, bt), atol=1e-4)}; racing access pairs: "
           f"{report.race_count()}")
     return report
 
@@ -163,37 +170,38 @@ def show_matmul(n=16, seed=0):
 report = show_matmul()
 
 # %% nbgrader={"grade": true, "grade_id": "ex2_test", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
-"""Check that tiled_matmul computes A @ B for sizes that are, and are not, multiples of TILE."""
-a, b = random_matrix(8, 8, 1), random_matrix(8, 8, 2)
-np.testing.assert_allclose(launch_tiled_matmul(a, b), reference_matmul(a, b), atol=1e-4,
+"""Check that tiled_matmul_bt computes A @ Bᵀ for sizes that are, and are not, multiples of TILE."""
+a, bt = random_matrix(8, 8, 1), random_matrix(8, 8, 2)
+np.testing.assert_allclose(launch_tiled_matmul_bt(a, bt), reference_matmul_bt(a, bt), atol=1e-4,
                            err_msg="wrong result for 8 × 8 (one tile)")
-a, b = random_matrix(12, 12, 3), random_matrix(12, 12, 4)
-np.testing.assert_allclose(launch_tiled_matmul(a, b), reference_matmul(a, b), atol=1e-4,
-                           err_msg="wrong result for 12 × 12 (not a multiple of TILE): check the edges")
+a, bt = random_matrix(12, 20, 3), random_matrix(10, 20, 4)
+np.testing.assert_allclose(launch_tiled_matmul_bt(a, bt), reference_matmul_bt(a, bt), atol=1e-4,
+                           err_msg="wrong result for 12 × 20 times (10 × 20)ᵀ (not multiples of TILE): check the edges")
 ### BEGIN HIDDEN TESTS
-for (m, k, n), seed in [((1, 1, 1), 5), ((5, 13, 9), 6), ((3, 20, 10), 7)]:
-    a, b = random_matrix(m, k, seed), random_matrix(k, n, seed + 10)
+for (m, k, n), seed in [((1, 1, 1), 5), ((5, 13, 9), 6), ((3, 20, 10), 7), ((16, 4, 3), 8)]:
+    a, bt = random_matrix(m, k, seed), random_matrix(n, k, seed + 10)
     c = np.full((m, n), np.nan, dtype=np.float32)
-    trace(tiled_matmul, ((n + TILE - 1) // TILE, (m + TILE - 1) // TILE), (TILE, TILE), a, b, c)
-    check(np.allclose(c, reference_matmul(a, b), atol=1e-4))
-a, b = random_matrix(9, 3, 8), random_matrix(3, 10, 9)
-check(lambda: np.allclose(launch_tiled_matmul(a, b), reference_matmul(a, b), atol=1e-4))
+    trace(tiled_matmul_bt, ((n + TILE - 1) // TILE, (m + TILE - 1) // TILE), (TILE, TILE), a, bt, c)
+    check(np.allclose(c, reference_matmul_bt(a, bt), atol=1e-4))
+a, bt = random_matrix(9, 3, 8), random_matrix(10, 3, 9)
+check(lambda: np.allclose(launch_tiled_matmul_bt(a, bt), reference_matmul_bt(a, bt), atol=1e-4))
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "ex2_barriers", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 """Check, with the microscope's race scheduler, that no thread runs ahead of a barrier, and that the
 kernel really reuses each global read through shared memory."""
-a, b = random_matrix(16, 16, 1), random_matrix(16, 16, 2)
+a, bt = random_matrix(16, 16, 1), random_matrix(16, 16, 2)
 c = np.zeros((16, 16), dtype=np.float32)
-report = trace(tiled_matmul, (2, 2), (TILE, TILE), a, b, c, schedule="random", seed=0)
+report = trace(tiled_matmul_bt, (2, 2), (TILE, TILE), a, bt, c, schedule="random", seed=0)
 assert report.race_count() == 0, "the microscope found racing accesses: look at report.races() for the lines"
-assert np.allclose(c, reference_matmul(a, b), atol=1e-4), "wrong result when the threads interleave at random"
+assert np.allclose(c, reference_matmul_bt(a, bt), atol=1e-4), "wrong result when the threads interleave at random"
+assert report.max_bank_ways() == 1, f"a {report.max_bank_ways()}-way bank conflict on a tile: see report.banks()"
 ### BEGIN HIDDEN TESTS
-a, b = random_matrix(12, 12, 11), random_matrix(12, 12, 12)
+a, bt = random_matrix(12, 12, 11), random_matrix(12, 12, 12)
 c = np.zeros((12, 12), dtype=np.float32)
-report = trace(tiled_matmul, (2, 2), (TILE, TILE), a, b, c, schedule="random", seed=3)
+report = trace(tiled_matmul_bt, (2, 2), (TILE, TILE), a, bt, c, schedule="random", seed=3)
 check(report.race_count() == 0)
-check(np.allclose(c, reference_matmul(a, b), atol=1e-4))
+check(np.allclose(c, reference_matmul_bt(a, bt), atol=1e-4))
 memory = report.memory()
 check(int(memory.loc[memory.op == "load", "bytes_requested"].sum()) == 4 * 2 * 12 * 12 * 2)
 check(lambda: len(report.banks()) > 0 and report.max_bank_ways() == 1)

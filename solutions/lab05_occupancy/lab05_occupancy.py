@@ -186,6 +186,32 @@ import random as _random
 from gpucourse.occupancy import occupancy as _reference
 
 
+def _reaches_the_course(fn, seen=None):
+    """True when fn, or a function of this notebook that it calls, uses gpucourse code."""
+    import types
+
+    seen = set() if seen is None else seen
+    if id(fn) in seen or not isinstance(fn, types.FunctionType):
+        return False
+    seen.add(id(fn))
+    codes, names = [fn.__code__], set()
+    while codes:
+        code = codes.pop()
+        names |= set(code.co_names)
+        codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    if any("gpucourse" in n or n in ("__import__", "importlib", "sys", "eval", "exec", "globals") for n in names):
+        return True
+    for name in names:
+        obj = fn.__globals__.get(name)
+        home = obj.__name__ if isinstance(obj, types.ModuleType) else getattr(obj, "__module__", None) or ""
+        if home.startswith("gpucourse") or _reaches_the_course(obj, seen):
+            return True
+    return False
+
+
+check(not _reaches_the_course(occupancy_by_hand))
+
+
 def _hidden_cases():
     rng = _random.Random(20261)
     cases = [(96, 90, 0, (9, 0)), (256, 32, 32 * KB, (9, 0)), (64, 40, 0, (8, 0)), (32, 96, 0, (9, 0)),
@@ -234,6 +260,7 @@ for _case in _limiter_cases:
 # shared_bytes_per_block, cc)`: among 32, 64, …, 1024 threads, the **smallest** block size that
 # reaches the highest occupancy. (Smaller blocks are easier to schedule at the end of a grid.)
 # Reference: 64 registers, no shared memory, cc 8.6 → 64 threads (66.7 %; nothing reaches more).
+# Compute it with your `occupancy_by_hand`: a function that calls `gpucourse.occupancy` scores 0.
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def best_block_size(registers_per_thread, shared_bytes_per_block, cc):
@@ -250,12 +277,44 @@ def best_block_size(registers_per_thread, shared_bytes_per_block, cc):
 # %% nbgrader={"grade": true, "grade_id": "ex3_test", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 """Check best_block_size on kernels with different register and shared-memory needs."""
 assert best_block_size(64, 0, (8, 6)) == 64
+_names = best_block_size.__code__.co_names
+assert not any("gpucourse" in name or name == "_calculator" for name in _names), (
+    "compute it yourself: best_block_size must not call gpucourse.occupancy")
 ### BEGIN HIDDEN TESTS
-from gpucourse.occupancy import best_block_size as _best
 
-for regs, shared, cc in [(40, 16 * KB, (9, 0)), (100, 0, (8, 9)), (32, 0, (8, 6)), (72, 6000, (7, 5)),
-                         (128, 0, (8, 0)), (24, 30 * KB, (9, 0)), (56, 2 * KB, (7, 0))]:
-    check(lambda case=(regs, shared, cc): best_block_size(*case) == _best(*case))
+
+def _reaches_the_course(fn, seen=None):
+    """True when fn, or a function of this notebook that it calls, uses gpucourse code."""
+    import types
+
+    seen = set() if seen is None else seen
+    if id(fn) in seen or not isinstance(fn, types.FunctionType):
+        return False
+    seen.add(id(fn))
+    codes, names = [fn.__code__], set()
+    while codes:
+        code = codes.pop()
+        names |= set(code.co_names)
+        codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    if any("gpucourse" in n or n in ("__import__", "importlib", "sys", "eval", "exec", "globals") for n in names):
+        return True
+    for name in names:
+        obj = fn.__globals__.get(name)
+        home = obj.__name__ if isinstance(obj, types.ModuleType) else getattr(obj, "__module__", None) or ""
+        if home.startswith("gpucourse") or _reaches_the_course(obj, seen):
+            return True
+    return False
+
+
+check(not _reaches_the_course(best_block_size))
+# Worked out with the rules of exercise 1 (independent of any library), e.g. 40 registers, 16 KB, cc 9.0:
+# 1280 registers per warp → at most 48 warps (75 %) whatever the size; 17408 bytes per block → 13 blocks.
+# 96 threads: 13 blocks × 3 warps = 39; 128 threads: 12 blocks × 4 warps = 48, the first to reach 75 %.
+for regs, shared, cc, expected in [(40, 16 * KB, (9, 0), 128), (100, 0, (8, 9), 32), (32, 0, (8, 6), 96),
+                                   (72, 6000, (7, 5), 128), (128, 0, (8, 0), 32), (24, 30 * KB, (9, 0), 512),
+                                   (56, 2 * KB, (7, 0), 64), (255, 0, (9, 0), 32), (64, 40000, (8, 6), 512),
+                                   (20, 0, (7, 5), 64)]:
+    check(lambda case=(regs, shared, cc), want=expected: best_block_size(*case) == want)
 ### END HIDDEN TESTS
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex4_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -268,6 +327,7 @@ for regs, shared, cc in [(40, 16 * KB, (9, 0)), (100, 0, (8, 9)), (32, 0, (8, 6)
 # Reference: 256 threads, 50 %, cc 8.0 → 64 registers.
 #
 # Remember the lesson's warning: a cap below what the kernel needs makes the compiler spill.
+# Compute it with your `occupancy_by_hand`: a function that calls `gpucourse.occupancy` scores 0.
 
 # %% nbgrader={"grade": false, "grade_id": "ex4_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def register_budget(threads_per_block, target_pct, cc):
@@ -282,10 +342,40 @@ def register_budget(threads_per_block, target_pct, cc):
 # %% nbgrader={"grade": true, "grade_id": "ex4_test", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 """Check register_budget for several block sizes, targets and compute capabilities."""
 assert register_budget(256, 50, (8, 0)) == 64
+_names = register_budget.__code__.co_names
+assert not any("gpucourse" in name or name == "_calculator" for name in _names), (
+    "compute it yourself: register_budget must not call gpucourse.occupancy")
 ### BEGIN HIDDEN TESTS
-from gpucourse.occupancy import register_budget as _budget
 
-for threads, pct, cc in [(128, 100, (8, 6)), (1024, 50, (9, 0)), (192, 75, (8, 9)), (96, 60, (7, 5)),
-                         (64, 100, (9, 0)), (320, 62.5, (7, 0)), (512, 100, (8, 0))]:
-    check(lambda t=threads, p=pct, c=cc: register_budget(t, p, c) == _budget(t, p / 100, 0, c))
+
+def _reaches_the_course(fn, seen=None):
+    """True when fn, or a function of this notebook that it calls, uses gpucourse code."""
+    import types
+
+    seen = set() if seen is None else seen
+    if id(fn) in seen or not isinstance(fn, types.FunctionType):
+        return False
+    seen.add(id(fn))
+    codes, names = [fn.__code__], set()
+    while codes:
+        code = codes.pop()
+        names |= set(code.co_names)
+        codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    if any("gpucourse" in n or n in ("__import__", "importlib", "sys", "eval", "exec", "globals") for n in names):
+        return True
+    for name in names:
+        obj = fn.__globals__.get(name)
+        home = obj.__name__ if isinstance(obj, types.ModuleType) else getattr(obj, "__module__", None) or ""
+        if home.startswith("gpucourse") or _reaches_the_course(obj, seen):
+            return True
+    return False
+
+
+check(not _reaches_the_course(register_budget))
+# Worked out with the rules of exercise 1, e.g. 128 threads, 100 %, cc 8.6: 48 warps = 12 per sub-partition
+# → at most 16384 / 12 = 1365 registers per warp → 1280 (a multiple of 256) → 40 per thread.
+for threads, pct, cc, expected in [(128, 100, (8, 6), 40), (1024, 50, (9, 0), 64), (192, 75, (8, 9), 56),
+                                   (96, 60, (7, 5), 80), (64, 100, (9, 0), 32), (320, 62.5, (7, 0), 48),
+                                   (512, 100, (8, 0), 32), (1024, 100, (7, 5), 64), (32, 10, (8, 0), 255)]:
+    check(lambda t=threads, p=pct, c=cc, want=expected: register_budget(t, p, c) == want)
 ### END HIDDEN TESTS

@@ -32,12 +32,31 @@
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
 import numpy as np
 
-from gpucourse import runtime
+from gpucourse import runtime, weakmemory
 from gpucourse.grading import check
-from gpucourse.races import check_histogram, run_handoff, show_handoff, show_histogram
+from gpucourse.races import check_histogram, histogram_values, run_handoff, show_handoff, show_histogram
 
 cuda = runtime.cuda
 MAX_BINS = 256  # the largest histogram these kernels must handle
+
+
+def weighted_reference(values, weights, bins):
+    """NumPy's weighted histogram, with the kernels' binning rule."""
+    index = np.minimum((values * np.float32(bins)).astype(np.int64), bins - 1)
+    return np.bincount(index, weights=weights, minlength=bins).astype(np.int64)
+
+
+def check_weighted(kernel, bins=16, items=512, schedule="random", seed=0):
+    """kernel(values, weights, sums) under the race scheduler on 4 blocks × 64 threads:
+    (its sums, NumPy's sums, the report)."""
+    values = histogram_values(items, seed)
+    weights = np.random.default_rng(seed + 1000).integers(1, 10, items).astype(np.int32)
+    sums = np.zeros(bins, np.int32)
+    report = weakmemory.run_kernel(kernel, 4, 64, values, weights, sums, schedule=schedule, seed=seed,
+                                   engine="standalone", max_steps=200_000)
+    return sums, weighted_reference(values, weights, bins), report
+
+
 runtime.banner()
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex1_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -87,59 +106,64 @@ for bins, items, schedule, seed in [(1, 300, "random", 1), (7, 513, "random", 2)
 ### END HIDDEN TESTS
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex2_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
-# ## Exercise 2 · Privatisation (4 points)
+# ## Exercise 2 · Privatisation, weighted (4 points)
 #
 # Global atomics are correct but slow when many threads hit few bins: they all queue at the same
-# L2 addresses. Write `histogram_privatised(values, counts)`:
+# L2 addresses. This time every value carries a weight (an `int32`), and bin `b` must hold the
+# **sum of the weights** of its values (NumPy reference: `weighted_reference(values, weights,
+# nbins)`). Write `histogram_weighted(values, weights, sums)`:
 #
-# 1. each block keeps its own histogram in shared memory,
-#    `local = cuda.shared.array(MAX_BINS, np.int32)` (use the first `counts.size` entries);
-# 2. the block's threads zero it (shared memory starts with garbage), then count into it with
-#    `cuda.atomic.add(local, b, 1)`;
-# 3. when the whole block has finished counting, its threads add `local` into `counts` with
-#    **one global atomic per bin** (split the bins among the block's threads).
+# 1. each block keeps its own partial sums in shared memory,
+#    `local = cuda.shared.array(MAX_BINS, np.int32)` (use the first `sums.size` entries);
+# 2. the block's threads zero it (shared memory starts with garbage), then add each value's weight
+#    into it with an atomic on the shared array;
+# 3. when the whole block has finished, its threads add `local` into `sums` with **one global
+#    atomic per bin** (split the bins among the block's threads).
 #
-# Think about where the block must wait for all its threads. The tests check the counts under
-# adversarial schedules, and that the kernel really counts in shared memory (one global atomic per
+# Think about where the block must wait for all its threads. The tests check the sums under
+# adversarial schedules, and that the kernel really adds in shared memory (one global atomic per
 # bin per block at most).
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 @cuda.jit
-def histogram_privatised(values, counts):
+def histogram_weighted(values, weights, sums):
     ### BEGIN SOLUTION
     local = cuda.shared.array(MAX_BINS, np.int32)
-    t, nbins = cuda.threadIdx.x, counts.size
+    t, nbins = cuda.threadIdx.x, sums.size
     for b in range(t, nbins, cuda.blockDim.x):
         local[b] = 0
     cuda.syncthreads()
     start, stride = cuda.grid(1), cuda.gridsize(1)
     for i in range(start, values.size, stride):
         b = min(int(values[i] * nbins), nbins - 1)
-        cuda.atomic.add(local, b, 1)
+        cuda.atomic.add(local, b, weights[i])
     cuda.syncthreads()
     for b in range(t, nbins, cuda.blockDim.x):
-        cuda.atomic.add(counts, b, local[b])
+        cuda.atomic.add(sums, b, local[b])
     ### END SOLUTION
 
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_picture", "locked": true, "schema_version": 3, "solution": false, "task": false}
-show_histogram(histogram_privatised, bins=16, items=256, seed=0)
+sums, expected, _ = check_weighted(histogram_weighted, bins=8, items=256, seed=0)
+print("your sums (random interleaving):", sums.tolist())
+print("NumPy's sums:                   ", expected.tolist())
 
 # %% nbgrader={"grade": true, "grade_id": "ex2_test", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
-"""Check that histogram_privatised is exact under adversarial schedules and counts in shared memory."""
-counts, expected, report = check_histogram(histogram_privatised, bins=16, items=512, schedule="random", seed=0)
-assert np.array_equal(counts, expected), f"your kernel counted {counts.sum()} of {expected.sum()} (random schedule)"
+"""Check that histogram_weighted is exact under adversarial schedules and adds in shared memory."""
+sums, expected, report = check_weighted(histogram_weighted, bins=16, items=512, schedule="random", seed=0)
+assert np.array_equal(sums, expected), f"your sums total {sums.sum()}, NumPy's {expected.sum()} (random schedule)"
 ev = report.events
 shared_atomics = int(((ev.space == "shared") & (ev.op == "atomic")).sum())
 global_atomics = int(((ev.space == "global") & (ev.op == "atomic")).sum())
-assert shared_atomics == 512, f"count every value with an atomic on the shared histogram ({shared_atomics} of 512 did)"
+assert shared_atomics == 512, f"add every weight with an atomic on the shared array ({shared_atomics} of 512 did)"
 assert global_atomics <= 4 * 16, f"merge with at most one global atomic per bin per block ({global_atomics} used)"
 ### BEGIN HIDDEN TESTS
 for bins, items, schedule, seed in [(1, 300, "round-robin", 0), (7, 513, "random", 1), (256, 700, "random", 2),
-                                    (200, 64, "random", 5), (16, 700, "random", 7)]:
-    counts, expected, report = check_histogram(histogram_privatised, bins, items, schedule, seed)
+                                    (200, 64, "random", 5), (16, 700, "random", 7), (3, 0, "random", 8)]:
+    sums, expected, report = check_weighted(histogram_weighted, bins, items, schedule, seed)
     ev = report.events
-    check(np.array_equal(counts, expected))
+    check(np.array_equal(sums, expected))
+    check(int(((ev.space == "shared") & (ev.op == "atomic")).sum()) == items)
     check(int(((ev.space == "global") & (ev.op == "atomic")).sum()) <= 4 * bins)
 ### END HIDDEN TESTS
 
@@ -147,7 +171,7 @@ for bins, items, schedule, seed in [(1, 300, "round-robin", 0), (7, 513, "random
 # ## Exercise 3 · A hand-off between blocks (4 points)
 #
 # Two blocks of 8 threads. Block `producer` (0 or 1) produces: its thread `t` writes
-# `data[t] = t + 1`, and then the block raises `flag[0] = 1`. The other block consumes: its thread 0
+# `data[t] = t + 1`, and then the block raises the flag to 1. The other block consumes: its thread 0
 # waits until it sees the flag — polling **at most `spin_cap` times**, because nothing guarantees
 # the producer block is running — then writes `out[0] = data[0] + … + data[7]` and `out[1] = 1` if it
 # saw the flag, `0` if it gave up. This version is right on a sequentially consistent machine and
@@ -175,8 +199,15 @@ for bins, items, schedule, seed in [(1, 300, "round-robin", 0), (7, 513, "random
 #         out[1] = seen
 # ```
 #
-# Write `handoff(data, flag, out, producer, spin_cap)`, correct under the weak-memory model (and
-# so under the PTX model): keep the capped wait, and add what the message needs on **both** sides.
+# Write `handoff(data, flag, out, producer, spin_cap)`: keep the capped wait, and add what the
+# message needs on **both** sides. In the PTX memory model a fence makes a release (or acquire)
+# pattern only together with a **strong** access to the flag: raise it with an atomic,
+# `cuda.atomic.exch(flag, 0, 1)`, as the consumer already reads it with one. (`flag[0] = 1` is a
+# weak store; it only seems to work because `threadfence` happens to be the strongest fence.)
+#
+# The tests run your kernel under the lesson's weak-memory model and check that the flag is
+# written with an atomic. That model is *stronger* than PTX (it forbids some outcomes PTX allows),
+# so passing it is necessary, not sufficient: the PTX rules above are what make the kernel right.
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 @cuda.jit
@@ -188,7 +219,7 @@ def handoff(data, flag, out, producer, spin_cap):
         cuda.syncthreads()
         if t == 0:
             cuda.threadfence()  # release: the data is published before the flag
-            flag[0] = 1
+            cuda.atomic.exch(flag, 0, 1)  # a strong write of the flag
     elif t == 0:
         seen = cuda.atomic.add(flag, 0, 0)
         polls = 0
@@ -208,42 +239,66 @@ def handoff(data, flag, out, producer, spin_cap):
 show_handoff(handoff, schedule="round-robin")
 
 # %% nbgrader={"grade": true, "grade_id": "ex3_test", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
-"""Check that handoff delivers all 8 values under the weak-memory model and never waits forever."""
-out, _ = run_handoff(handoff, producer=0, schedule="round-robin", memory="weak")
+"""Check that handoff delivers all 8 values under the weak-memory model, raises the flag with an atomic
+and never waits forever."""
+
+
+def flag_plain_stores(report):
+    """How many plain (weak) stores wrote the flag."""
+    ev = report.events
+    return int(((ev.array == "flag") & (ev.op == "store")).sum())
+
+
+out, report = run_handoff(handoff, producer=0, schedule="round-robin", memory="weak")
 assert out[1] == 1, "the consumer never saw the flag"
 assert out[0] == 36, f"the consumer saw the flag but summed {out[0]} instead of 36: it read stale data"
+assert flag_plain_stores(report) == 0, "the flag is written with a plain (weak) store: use cuda.atomic.exch"
 ### BEGIN HIDDEN TESTS
 for producer, schedule, seed in [(1, "round-robin", 0), (0, "random", 1), (1, "random", 2), (0, "random", 3),
                                  (1, "random", 4), (0, "random", 5)]:
-    out, _ = run_handoff(handoff, producer=producer, spin_cap=10_000, schedule=schedule, seed=seed, memory="weak")
+    out, report = run_handoff(handoff, producer=producer, spin_cap=10_000, schedule=schedule, seed=seed,
+                              memory="weak")
     check(out[1] == 1 and out[0] == 36)
+    check(int(((report.events.array == "flag") & (report.events.op == "store")).sum()) == 0)
+    check(int(((report.events.array == "flag") & (report.events.op == "atomic")).sum()) >= 2)
 # blocks one after another, consumer first: the producer never runs while the consumer waits
 check(lambda: run_handoff(handoff, producer=1, spin_cap=30, schedule="sequential", memory="sc",
                           max_steps=20_000)[0][1] == 0)
 ### END HIDDEN TESTS
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex4_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
-# ## Exercise 4 · What does the model allow? (2 points)
+# ## Exercise 4 · What does PTX allow? (2 points)
 #
-# Message passing between two *different blocks*: block 0 runs `data = 1; flag = 1`, block 1 runs
-# `r0 = flag; r1 = data` (all start at 0). For each variant, is the outcome `r0 == 1 and r1 == 0`
-# allowed by the PTX memory model? Answer `True` (allowed) or `False` (forbidden).
+# Four litmus tests that are not in the lesson's table; in each, the two programs run in thread 0
+# of two *different blocks*, and every location starts at 0. `exch(f, 1)` is `cuda.atomic.exch`
+# and `add(f, 0)` is `cuda.atomic.add` used as a read: both are strong (atomic) accesses. Is the
+# outcome allowed by the **PTX memory model**? Answer `True` (allowed) or `False` (forbidden).
 #
-# * `"none"`: no fences;
-# * `"producer"`: `threadfence()` between the two writes only;
-# * `"consumer"`: `threadfence()` between the two reads only;
-# * `"both"`: `threadfence()` on both sides;
-# * `"block"`: `threadfence_block()` on both sides.
+# * `"sb_fence_one_side"`: `x = 1; threadfence(); r0 = y` ‖ `y = 1; r1 = x` — outcome
+#   `r0 == 0 and r1 == 0`;
+# * `"sb_block_fences"`: `x = 1; threadfence_block(); r0 = y` ‖ `y = 1; threadfence_block(); r1 = x`
+#   — outcome `r0 == 0 and r1 == 0`;
+# * `"mp_strong_flag_producer_fence"`: `data = 1; threadfence(); exch(flag, 1)` ‖
+#   `r0 = add(flag, 0); r1 = data` — outcome `r0 == 1 and r1 == 0`;
+# * `"corr_atomics"`: `exch(x, 1)` ‖ `r0 = add(x, 0); r1 = add(x, 0)` — outcome
+#   `r0 == 1 and r1 == 0`.
 
 # %% nbgrader={"grade": false, "grade_id": "ex4_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 ### BEGIN SOLUTION
-weak_outcome_allowed = {"none": True, "producer": True, "consumer": True, "both": False, "block": True}
+# SB with one fence: block 1 may still read x before its own write of y is visible → allowed.
+# Block-scope fences order nothing for another block → allowed.
+# Release without acquire: block 1's read of data is not ordered after its read of the flag → allowed.
+# Strong accesses to one location are per-location sequentially consistent (coherence) → forbidden.
+weak_outcome_allowed = {"sb_fence_one_side": True, "sb_block_fences": True,
+                        "mp_strong_flag_producer_fence": True, "corr_atomics": False}
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "ex4_test", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-"""Check the five answers against the PTX memory model."""
-assert set(weak_outcome_allowed) == {"none", "producer", "consumer", "both", "block"}, "answer all five variants"
+"""Check the four answers against the PTX memory model."""
+LITMUS_NAMES = {"sb_fence_one_side", "sb_block_fences", "mp_strong_flag_producer_fence", "corr_atomics"}
+assert set(weak_outcome_allowed) == LITMUS_NAMES, "answer all four tests"
 assert all(isinstance(v, bool) for v in weak_outcome_allowed.values()), "answer True or False"
 ### BEGIN HIDDEN TESTS
-check(weak_outcome_allowed == {"none": True, "producer": True, "consumer": True, "both": False, "block": True})
+check(weak_outcome_allowed == {"sb_fence_one_side": True, "sb_block_fences": True,
+                               "mp_strong_flag_producer_fence": True, "corr_atomics": False})
 ### END HIDDEN TESTS
