@@ -285,8 +285,8 @@ MODE, SIM_REASON = _decide()
 # go to stderr, and nbgrader scores a graded cell that writes to stderr 0; the course launches
 # small grids on host arrays on purpose. numba reads this when it loads or reloads its config.
 os.environ["NUMBA_DISABLE_PERFORMANCE_WARNINGS"] = "1"
-if "numba.core.config" in sys.modules:
-    sys.modules["numba.core.config"].reload_config()
+if "numba.core.config" in sys.modules:  # numba came first: change this one setting, leave the rest as loaded
+    sys.modules["numba.core.config"].DISABLE_PERFORMANCE_WARNINGS = 1
 if MODE == "sim":
     _cuda_loaded = "numba.cuda" in sys.modules
     _real_cuda = _cuda_loaded and "numba.cuda.simulator_init" not in sys.modules

@@ -13,6 +13,7 @@ import sys
 import textwrap
 
 import pytest
+from standin_driver import PYTHON_STANDIN_DRIVER
 
 from gpucourse import harness
 from gpucourse.build import ROOT
@@ -67,22 +68,8 @@ def test_torch_out_of_memory():
     assert "more GPU memory than is free" in text
 
 
-CHILD = textwrap.dedent("""
-    import ctypes, json, os
-    os.environ["GPUCOURSE_MODE"] = "gpu"
-
-    class StandInDriver:
-        def cuInit(self, flags):
-            return 0
-
-        def cuDeviceGetCount(self, count):
-            count._obj.value = 1
-            return 0
-
-    real_cdll = ctypes.CDLL
-    ctypes.CDLL = lambda name, *a, **k: StandInDriver() if name == "libcuda.so.1" else real_cdll(name, *a, **k)
-    import gpucourse
-    ctypes.CDLL = real_cdll
+CHILD = PYTHON_STANDIN_DRIVER + textwrap.dedent("""
+    import json
     from cuda.bindings.driver import CUresult
     from numba.cuda.cudadrv.driver import CudaAPIError, LinkerError
     from numba.cuda.cudadrv.error import CCSupportError

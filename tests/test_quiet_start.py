@@ -15,41 +15,11 @@ import sys
 import textwrap
 
 import pytest
+from standin_driver import PYTHON_STANDIN_DRIVER
 
 from gpucourse.build import ROOT
 
-CHILD = textwrap.dedent("""
-    import ctypes, os, sys
-    os.environ["GPUCOURSE_MODE"] = "gpu"
-
-    class StandInDriver:  # answers the start-up probe as a CUDA 13.0 driver with one H100 would
-        def cuInit(self, flags):
-            return 0
-
-        def cuDeviceGetCount(self, count):
-            count._obj.value = 1
-            return 0
-
-        def cuDriverGetVersion(self, version):
-            version._obj.value = 13000
-            return 0
-
-        def cuDeviceGet(self, handle, ordinal):
-            handle._obj.value = ordinal
-            return 0
-
-        def cuDeviceGetName(self, name, length, handle):
-            name.value = b"NVIDIA H100 80GB HBM3"
-            return 0
-
-        def cuDeviceGetAttribute(self, value, attribute, handle):
-            value._obj.value = {75: 9, 76: 0}[attribute]  # compute capability 9.0
-            return 0
-
-    real_cdll = ctypes.CDLL
-    ctypes.CDLL = lambda name, *a, **k: StandInDriver() if name == "libcuda.so.1" else real_cdll(name, *a, **k)
-    import gpucourse
-    ctypes.CDLL = real_cdll
+CHILD = PYTHON_STANDIN_DRIVER + textwrap.dedent("""
     from gpucourse import runtime
     assert runtime.MODE == "gpu", runtime.MODE
     from numba.core import config
