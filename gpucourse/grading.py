@@ -542,16 +542,16 @@ def _build_preprocessors() -> dict[str, type]:
             config=True)
 
         def preprocess(self, nb, resources=None, km=None):
-            self._stopped = None
+            self._stopped, self._sandbox_note = None, None
+            self._sandbox_read = self.sandbox == "off"
             self._started = time.monotonic()
             self._private = Path(tempfile.mkdtemp(prefix="gpucourse-kernel-"))
             self._notebook_dir = (resources or {}).get("metadata", {}).get("path") or os.getcwd()
             _write_header(self._private, nb.metadata.get(NOTE_KEY, {}).get("trusted_imports", []))
             try:
                 nb, resources = super().preprocess(nb, resources, km)
-                note = sandbox_note(self._private / "sandbox.json") if self.sandbox != "off" else None
-                if note:  # the batch reports the Landlock ABI; this kernel still ran without it
-                    nb.metadata.setdefault(NOTE_KEY, {}).setdefault("notes", []).append(note)
+                if self._sandbox_note:  # the batch reports the Landlock ABI; this kernel ran without it
+                    nb.metadata.setdefault(NOTE_KEY, {}).setdefault("notes", []).append(self._sandbox_note)
                 return nb, resources
             finally:
                 shutil.rmtree(self._private, ignore_errors=True)
@@ -634,6 +634,9 @@ def _build_preprocessors() -> dict[str, type]:
         def preprocess_cell(self, cell, resources, index):
             if cell.cell_type != "code" or not cell.source.strip():
                 return cell, resources
+            if not self._sandbox_read:  # the kernel is up, no learner code ran yet: read what was applied
+                self._sandbox_read = True
+                self._sandbox_note = sandbox_note(self._private / "sandbox.json")
             if self._stopped is None and time.monotonic() - self._started > self.notebook_timeout:
                 self._stopped = f"the notebook's {self.notebook_timeout} s time limit"
             if self._stopped is not None:
