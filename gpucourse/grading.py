@@ -140,14 +140,18 @@ def snapshot_environment(imports=()) -> None:
             functions[id(value)] = (value, value.__code__, value.__defaults__, value.__kwdefaults__)
 
     for name, module in modules.items():
-        for key, value in list(vars(module).items()):
+        try:  # only type checks and dict reads: a library object's own __getattr__ may raise
+            entries = list(vars(module).items())
+        except TypeError:
+            continue
+        for key, value in entries:
             if not (callable(value) or isinstance(value, types.ModuleType)):
                 continue
             attrs.append((module, key, value))
             remember_function(value)
-            if isinstance(value, type) and getattr(value, "__module__", None) == name:
+            if isinstance(value, type) and value.__dict__.get("__module__") == name:
                 for attr, member in list(vars(value).items()):
-                    inner = getattr(member, "__func__", member)  # classmethod, staticmethod
+                    inner = member.__func__ if isinstance(member, classmethod | staticmethod) else member
                     if isinstance(inner, types.FunctionType) or isinstance(member, property):
                         class_attrs.append((value, attr, member))
                         remember_function(inner)
@@ -542,16 +546,15 @@ def _build_preprocessors() -> dict[str, type]:
             config=True)
 
         def preprocess(self, nb, resources=None, km=None):
-            self._stopped, self._sandbox_note = None, None
-            self._sandbox_read = self.sandbox == "off"
+            self._stopped, self._kernel_checked, self._kernel_notes = None, False, []
             self._started = time.monotonic()
             self._private = Path(tempfile.mkdtemp(prefix="gpucourse-kernel-"))
             self._notebook_dir = (resources or {}).get("metadata", {}).get("path") or os.getcwd()
             _write_header(self._private, nb.metadata.get(NOTE_KEY, {}).get("trusted_imports", []))
             try:
                 nb, resources = super().preprocess(nb, resources, km)
-                if self._sandbox_note:  # the batch reports the Landlock ABI; this kernel ran without it
-                    nb.metadata.setdefault(NOTE_KEY, {}).setdefault("notes", []).append(self._sandbox_note)
+                # e.g. the batch reports the Landlock ABI, but this kernel ran without it
+                nb.metadata.setdefault(NOTE_KEY, {}).setdefault("notes", []).extend(self._kernel_notes)
                 return nb, resources
             finally:
                 shutil.rmtree(self._private, ignore_errors=True)
@@ -634,9 +637,12 @@ def _build_preprocessors() -> dict[str, type]:
         def preprocess_cell(self, cell, resources, index):
             if cell.cell_type != "code" or not cell.source.strip():
                 return cell, resources
-            if not self._sandbox_read:  # the kernel is up, no learner code ran yet: read what was applied
-                self._sandbox_read = True
-                self._sandbox_note = sandbox_note(self._private / "sandbox.json")
+            if not self._kernel_checked:  # the kernel is up, no learner code ran yet: read its start
+                self._kernel_checked = True
+                notes = [header_note(self._private)]
+                if self.sandbox != "off":
+                    notes.append(sandbox_note(self._private / "sandbox.json"))
+                self._kernel_notes = [note for note in notes if note]
             if self._stopped is None and time.monotonic() - self._started > self.notebook_timeout:
                 self._stopped = f"the notebook's {self.notebook_timeout} s time limit"
             if self._stopped is not None:
@@ -759,10 +765,34 @@ def _write_header(private_dir: Path, trusted_imports: list) -> None:
     startup = Path(private_dir) / "home" / ".ipython" / "profile_default" / "startup"
     startup.mkdir(parents=True, exist_ok=True)
     imports = [(str(name), str(what)) for name, what in trusted_imports]
-    (startup / "00-gpucourse-grader.py").write_text(
-        "import gpucourse.grading as _gpucourse_grading\n"
-        f"_gpucourse_grading.snapshot_environment({imports!r})\n"
-        "del _gpucourse_grading\n")
+    (startup / "00-gpucourse-grader.py").write_text(f"""\
+try:
+    import gpucourse.grading as _gpucourse_grading
+    _gpucourse_grading.snapshot_environment({imports!r})
+    _gpucourse_header = "ok"
+except BaseException as _gpucourse_error:  # reported by the grader, not raised into the notebook
+    _gpucourse_header = f"{{type(_gpucourse_error).__name__}}: {{_gpucourse_error}}"[:300]
+with open({str(Path(private_dir) / HEADER_STATUS)!r}, "w") as _gpucourse_file:
+    _gpucourse_file.write(_gpucourse_header)
+for _gpucourse_name in [n for n in globals() if n.startswith("_gpucourse_")]:
+    del globals()[_gpucourse_name]
+del _gpucourse_name
+""")
+
+
+HEADER_STATUS = "header-status.txt"
+
+
+def header_note(private_dir: Path) -> str | None:
+    """A line for the grade report when the header did not snapshot (None when it did)."""
+    try:
+        status = (Path(private_dir) / HEADER_STATUS).read_text()
+    except OSError:
+        status = "it did not run"
+    if status == "ok":
+        return None
+    return (f"the grader's kernel header failed ({status}): this submission's hidden tests ran without the "
+            "snapshot that protects them from changes to NumPy, builtins and imported names")
 
 
 def _from_hidden_tests(output, source: str) -> bool:

@@ -207,10 +207,53 @@ def test_hidden_tests_run_against_the_headers_snapshot_whatever_the_submission_c
         assert result[f"{name}, True"] == "failed", (name, "the wrong answer passed despite the snapshot")
 
 
-def test_the_header_snapshots_the_locked_imports(tmp_path):
-    grading._write_header(tmp_path, [["np", "numpy"], ["check", "gpucourse.grading.check"]])
-    header = (tmp_path / "home/.ipython/profile_default/startup/00-gpucourse-grader.py").read_text()
-    assert "snapshot_environment([('np', 'numpy'), ('check', 'gpucourse.grading.check')])" in header
+HEADER_PROBE = r"""
+import json, sys
+exec(open(sys.argv[1]).read())  # as IPython runs a startup file: in the notebook's namespace
+from gpucourse import grading
+left = sorted(name for name in globals() if name.startswith("_gpucourse"))
+print(json.dumps({"bindings": sorted(grading._SNAPSHOT["bindings"]), "left": left}))
+"""
+
+
+@pytest.mark.parametrize("lab", lab_names())
+def test_the_header_snapshots_each_labs_imports(lab, tmp_path):
+    """The grader's header runs, in a fresh interpreter, with what each lab's locked cells import
+    (a library object whose attribute access raises must not stop it), reports "ok", binds every
+    imported name and leaves nothing in the notebook's namespace."""
+    nb = to_notebook(ROOT / "solutions" / lab / f"{lab}.py")
+    locked = imported_names(c.source for c in nb.cells if c.cell_type == "code"
+                            and c.metadata.get("nbgrader", {}).get("locked")
+                            and c.metadata.get("nbgrader", {}).get("grade_id"))
+    grading._write_header(tmp_path, [[name, what] for name, what in locked.items()])
+    header = tmp_path / "home/.ipython/profile_default/startup/00-gpucourse-grader.py"
+    done = subprocess.run([sys.executable, "-c", HEADER_PROBE, str(header)], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / grading.HEADER_STATUS).read_text() == "ok"
+    assert grading.header_note(tmp_path) is None
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["bindings"] == sorted(locked) and result["left"] == [], result
+
+
+def test_the_snapshot_survives_objects_whose_attributes_raise(tmp_path):
+    """As numba's CUDA driver object does without a driver: any attribute access raises."""
+    (tmp_path / "touchy.py").write_text(
+        "class Raising:\n    def __getattr__(self, name):\n        raise RuntimeError('no driver')\n\n\n"
+        "class Holder:\n    member = Raising()\n\n    def method(self):\n        return 1\n\n\n"
+        "driver = Raising()\n")
+    code = ("import touchy\nfrom gpucourse import grading\ngrading.snapshot_environment([('touchy', 'touchy')])\n"
+            "touchy.Holder.method = lambda self: 2\ngrading._restore_snapshot({})\n"
+            "assert touchy.Holder().method() == 1\nprint('ok')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])})
+    assert done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_a_header_that_failed_or_never_ran_is_reported(tmp_path):
+    assert "did not run" in grading.header_note(tmp_path)
+    (tmp_path / grading.HEADER_STATUS).write_text("CudaSupportError: no driver")
+    assert "CudaSupportError" in grading.header_note(tmp_path)
 
 
 def test_redefining_check_is_only_noted():

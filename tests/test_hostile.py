@@ -379,6 +379,7 @@ def test_tampering_scores_0_and_a_redefined_check_is_only_noted(graded):
     assert "np.allclose" in _feedback_text(root, "patched_numpy")
     text = _feedback_text(root, "redefined_check")
     assert "defines `check`" in text.replace("\\", "") and "GraderIntegrity" not in text
+    assert "kernel header failed" not in (root / "grades.csv").read_text()  # every kernel had its snapshot
     for name in UNSEEN_TAMPERING:  # the visible check was fooled, the hidden one (on the snapshot) not
         text = _feedback_text(root, f"unseen_{name}")
         assert GENERIC_FAILURE in text and "GraderIntegrity" not in text, name
