@@ -13,14 +13,8 @@ Three layers, each usable alone:
   is capped), ``FinalizeGrades`` (cells that never ran or a tampered notebook score 0 with a note)
   and ``SanitizeFeedback`` (feedback shows code, scores and one-line verdicts, never hidden tests,
   their tracebacks or output).
-* **The sandbox** (Linux Landlock, no privileges needed): the kernel can read the Python
-  installation, the ``gpucourse`` package and ``data/``, and read/write only its own notebook
-  folder and a private home. ``solutions/``, the gradebook, other learners' submissions and the
-  exchange are out of reach; it cannot signal or trace the grader; as root it also drops every
-  capability. Where Landlock is missing grading still works and says that it is unsandboxed.
-
-Running this file as a script (``python -I -S grading.py --sandbox SPEC -- ARGV``) is the sandbox
-launcher: it restricts itself, then execs the kernel. Keep the top-level imports stdlib-only.
+* **The sandbox** (``gpucourse.sandbox``, Linux Landlock): the grading kernel reads only the Python
+  installation, the package and ``data/``, and writes only its notebook folder and a private home.
 """
 
 from __future__ import annotations
@@ -28,7 +22,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import csv
-import ctypes
 import json
 import os
 import queue
@@ -43,10 +36,19 @@ import threading
 import time
 from pathlib import Path
 
+from gpucourse.sandbox import (  # noqa: F401  (re-exported: grading's public API)
+    PACKAGE_DIR,
+    ROOT,
+    kernel_environment,
+    landlock_abi,
+    sandbox_command,
+    sandbox_note,
+    sandbox_paths,
+    sandbox_status,
+)
+
 GENERIC_FAILURE = "a hidden test failed: re-read the specification"
 BEGIN_HIDDEN, END_HIDDEN = "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"
-PACKAGE_DIR = Path(__file__).resolve().parent
-ROOT = PACKAGE_DIR.parent
 
 
 # ---------------------------------------------------------------------------------------------
@@ -77,10 +79,14 @@ _CHECK = check  # the grader's own check, bound for hidden tests even if a learn
 def run_hidden_tests(code: str, namespace: dict, local_namespace: dict | None = None) -> None:
     """Run the hidden part of a test cell (the autograder rewrites hidden blocks into this call).
 
-    Output is muted while it runs (so a learner's function cannot print the hidden inputs), the
-    grader's ``check`` is bound, and any failure — an assertion, an exception raised by the
-    learner's code, an interrupt — becomes one generic ``HiddenTestFailed`` line.
+    First everything the grader's header snapshotted before any learner code ran is put back
+    (``snapshot_environment``): hidden tests see the real NumPy, builtins and imported names
+    whatever the submission changed. Output is muted while it runs (so a learner's function cannot
+    print the hidden inputs), the grader's ``check`` is bound, and any failure — an assertion, an
+    exception raised by the learner's code, an interrupt — becomes one generic ``HiddenTestFailed``
+    line.
     """
+    _restore_snapshot(namespace)
     missing = object()
     saved_check = namespace.get("check", missing)
     namespace["check"] = _CHECK
@@ -97,6 +103,108 @@ def run_hidden_tests(code: str, namespace: dict, local_namespace: dict | None = 
             namespace["check"] = saved_check
     if failed:
         raise HiddenTestFailed(GENERIC_FAILURE) from None
+
+
+# -- the snapshot: what hidden tests rely on, captured before any learner code runs ----------------
+#
+# A scan of the source can only recognise patterns (``np.allclose = …``); the same change made
+# through an alias, ``vars()``, a list or a default argument reads differently. So the grader's
+# header (an IPython startup file, run before the first cell) imports the modules the lab's locked
+# cells import and remembers, for every loaded module, its functions, classes and submodules, each
+# function's code and defaults, the methods of its classes, and the names the locked cells bind.
+# Before each hidden block they are put back. (The grader's own module is in the snapshot too, but
+# a submission that replaces the entry point itself is only caught by the scan.)
+
+_SNAPSHOT: dict | None = None
+
+
+def snapshot_environment(imports=()) -> None:
+    """Called once by the grader's kernel header, before any learner code. ``imports``: the
+    ``(name, what)`` pairs that the lab's locked cells import (``imported_names``), in order."""
+    import importlib
+    import types
+
+    global _SNAPSHOT
+    bindings = {}
+    for name, what in imports:
+        try:
+            bindings[name] = _resolve(importlib, what)
+        except Exception:  # noqa: BLE001  (an import that fails will fail in its own cell too)
+            continue
+    modules = {name: module for name, module in list(sys.modules.items())
+               if isinstance(module, types.ModuleType) and name not in ("__main__", "__mp_main__")}
+    attrs, class_attrs, functions = [], [], {}
+
+    def remember_function(value) -> None:
+        if isinstance(value, types.FunctionType) and id(value) not in functions:
+            functions[id(value)] = (value, value.__code__, value.__defaults__, value.__kwdefaults__)
+
+    for name, module in modules.items():
+        try:  # only type checks and dict reads: a library object's own __getattr__ may raise
+            entries = list(vars(module).items())
+        except TypeError:
+            continue
+        for key, value in entries:
+            if not (callable(value) or isinstance(value, types.ModuleType)):
+                continue
+            attrs.append((module, key, value))
+            remember_function(value)
+            if isinstance(value, type) and value.__dict__.get("__module__") == name:
+                for attr, member in list(vars(value).items()):
+                    inner = member.__func__ if isinstance(member, classmethod | staticmethod) else member
+                    if isinstance(inner, types.FunctionType) or isinstance(member, property):
+                        class_attrs.append((value, attr, member))
+                        remember_function(inner)
+    _SNAPSHOT = {"modules": modules, "builtins": dict(vars(modules["builtins"])), "attrs": attrs,
+                 "class_attrs": class_attrs, "functions": list(functions.values()), "bindings": bindings}
+
+
+def _resolve(importlib, what: str):
+    """The object an import statement binds: ``numpy`` → the module, ``a.b.c`` → ``c`` of ``a.b``."""
+    try:
+        return importlib.import_module(what)
+    except ImportError:
+        module, _, attr = what.rpartition(".")
+        return getattr(importlib.import_module(module), attr)
+
+
+def _restore_snapshot(namespace: dict) -> set[str]:
+    """Put back everything in the snapshot; returns what had changed (empty without a snapshot)."""
+    snap = _SNAPSHOT
+    if snap is None:
+        return set()
+    missing = object()
+    changed = set()
+    builtins_dict = snap["modules"]["builtins"].__dict__
+    for key, value in snap["builtins"].items():  # first: the loops below use builtins
+        if builtins_dict.get(key, missing) is not value:
+            builtins_dict[key] = value
+            changed.add(f"builtins.{key}")
+    for name, module in snap["modules"].items():
+        if sys.modules.get(name) is not module:
+            sys.modules[name] = module
+            changed.add(f"sys.modules[{name!r}]")
+    for module, key, value in snap["attrs"]:
+        if module.__dict__.get(key, missing) is not value:
+            module.__dict__[key] = value
+            changed.add(f"{module.__name__}.{key}")
+    for cls, key, value in snap["class_attrs"]:
+        if cls.__dict__.get(key, missing) is not value:
+            with contextlib.suppress(Exception):
+                type.__setattr__(cls, key, value)
+                changed.add(f"{cls.__module__}.{cls.__qualname__}.{key}")
+    for function, code, defaults, kwdefaults in snap["functions"]:
+        if (function.__code__ is not code or function.__defaults__ is not defaults
+                or function.__kwdefaults__ is not kwdefaults):
+            function.__code__, function.__defaults__, function.__kwdefaults__ = code, defaults, kwdefaults
+            changed.add(f"{function.__module__}.{function.__qualname__} (its code or defaults)")
+    for name, value in snap["bindings"].items():
+        if namespace.get(name, missing) is not value:
+            namespace[name] = value
+            changed.add(f"the name `{name}`")
+    sys.settrace(None)  # a tracer could rewrite the hidden tests' frames
+    sys.setprofile(None)
+    return changed
 
 
 @contextlib.contextmanager
@@ -340,117 +448,6 @@ def _top_level_bindings(tree) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# The sandbox (Linux Landlock via ctypes; applied by the launcher right before it execs the kernel)
-# ---------------------------------------------------------------------------------------------
-
-_SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446  # same on every architecture
-_PR_SET_NO_NEW_PRIVS, _PR_CAPBSET_DROP = 38, 24
-_FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1, 2, 4, 8
-_FS_TRUNCATE = 1 << 14
-_FILE_RIGHTS = _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | _FS_TRUNCATE
-_SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1, 2
-SYSTEM_READ_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/proc", "/sys")
-SYSTEM_WRITE_PATHS = ("/dev",)
-
-
-def landlock_abi() -> int:
-    """The kernel's Landlock ABI version (0: unavailable)."""
-    if not sys.platform.startswith("linux"):
-        return 0
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        abi = libc.syscall(_SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
-    except Exception:
-        return 0
-    return max(int(abi), 0)
-
-
-def _handled_fs(abi: int) -> int:
-    rights = (1 << 13) - 1  # ABI 1: execute … make_sym
-    if abi >= 2:
-        rights |= 1 << 13  # refer
-    if abi >= 3:
-        rights |= _FS_TRUNCATE
-    return rights  # ioctl on devices (ABI 5) stays unrestricted: GPU drivers need it
-
-
-def _restrict_self(read: list[str], write: list[str], read_files: list[str]) -> int:
-    """Apply Landlock to this process (and everything it execs). Returns the ABI used."""
-    abi = landlock_abi()
-    if abi <= 0:
-        return 0
-    libc = ctypes.CDLL(None, use_errno=True)
-    handled = _handled_fs(abi)
-    attr = (ctypes.c_uint64 * 3)(handled, 0, _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL if abi >= 6 else 0)
-    size = 24 if abi >= 6 else 8
-    ruleset = libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
-    if ruleset < 0:
-        raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
-
-    class PathBeneath(ctypes.Structure):
-        _pack_ = 1
-        _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
-
-    read_rights = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
-    rules = [(p, read_rights) for p in read] + [(p, handled) for p in write]
-    rules += [(p, _FS_READ_FILE) for p in read_files]
-    for path, rights in rules:
-        try:
-            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-        except OSError:
-            continue
-        try:
-            if not os.path.isdir(path):
-                rights &= _FILE_RIGHTS
-            rule = PathBeneath(rights & handled, fd)
-            added = libc.syscall(_SYS_ADD_RULE, ruleset, ctypes.c_int(1), ctypes.byref(rule), ctypes.c_uint32(0))
-            if added < 0:
-                raise OSError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
-        finally:
-            os.close(fd)
-    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
-    if libc.syscall(_SYS_RESTRICT_SELF, ruleset, ctypes.c_uint32(0)) != 0:
-        raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
-    os.close(ruleset)
-    return abi
-
-
-def _drop_capabilities() -> None:
-    """As root, keep uid 0 but give up every capability (raw sockets, kill, ptrace, mount …)."""
-    if os.geteuid() != 0:
-        return
-    libc = ctypes.CDLL(None, use_errno=True)
-    for cap in range(64):
-        if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-            break  # past the last capability this kernel knows
-    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
-    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable × 2: all empty
-    libc.capset(ctypes.byref(header), ctypes.byref(data))
-
-
-def _sandbox_main(argv: list[str]) -> None:
-    """``grading.py --sandbox SPEC -- KERNEL_ARGV…``: restrict, then exec the kernel."""
-    spec = json.loads(argv[1])
-    kernel = argv[argv.index("--") + 1:]
-    read_files = list(spec.get("read_files", []))
-    if "-f" in kernel:  # the connection file that jupyter_client wrote for this kernel
-        read_files.append(kernel[kernel.index("-f") + 1])
-    abi = 0
-    try:
-        abi = _restrict_self(spec["read"], spec["write"], read_files)
-    except OSError as exc:
-        print(f"gpucourse sandbox: {exc}", file=sys.stderr)
-        if spec.get("mode") == "required":
-            os._exit(70)
-    if abi == 0 and spec.get("mode") == "required":
-        print("gpucourse sandbox: Landlock is not available in this kernel", file=sys.stderr)
-        os._exit(70)
-    _drop_capabilities()
-    os.execv(kernel[0], kernel)
-
-
-# ---------------------------------------------------------------------------------------------
 # nbgrader preprocessors (built on first use: the learner's kernel never imports nbgrader)
 # ---------------------------------------------------------------------------------------------
 
@@ -526,7 +523,9 @@ def _build_preprocessors() -> dict[str, type]:
                 found, cell_notes = scan_learner_code(cell.source, imported, locked)
                 tampering += [f"{name}, {item}" for item in found]
                 notes.update(cell_notes)
-            nb.metadata[NOTE_KEY] = {"tampering": tampering, "notes": sorted(notes)}
+            # what the kernel header imports and snapshots before any learner code runs
+            nb.metadata[NOTE_KEY] = {"tampering": tampering, "notes": sorted(notes),
+                                     "trusted_imports": [[name, what] for name, what in locked.items()]}
             return nb, resources
 
     class GuardedExecute(Execute):
@@ -547,12 +546,16 @@ def _build_preprocessors() -> dict[str, type]:
             config=True)
 
         def preprocess(self, nb, resources=None, km=None):
-            self._stopped = None
+            self._stopped, self._kernel_checked, self._kernel_notes = None, False, []
             self._started = time.monotonic()
             self._private = Path(tempfile.mkdtemp(prefix="gpucourse-kernel-"))
             self._notebook_dir = (resources or {}).get("metadata", {}).get("path") or os.getcwd()
+            _write_header(self._private, nb.metadata.get(NOTE_KEY, {}).get("trusted_imports", []))
             try:
-                return super().preprocess(nb, resources, km)
+                nb, resources = super().preprocess(nb, resources, km)
+                # e.g. the batch reports the Landlock ABI, but this kernel ran without it
+                nb.metadata.setdefault(NOTE_KEY, {}).setdefault("notes", []).extend(self._kernel_notes)
+                return nb, resources
             finally:
                 shutil.rmtree(self._private, ignore_errors=True)
 
@@ -571,8 +574,9 @@ def _build_preprocessors() -> dict[str, type]:
             return km
 
         def _sandbox_spec(self) -> dict:
-            return sandbox_paths(self._notebook_dir, self._private, extra_read=list(self.extra_read_paths),
+            spec = sandbox_paths(self._notebook_dir, self._private, extra_read=list(self.extra_read_paths),
                                  protected=[self._course_root()], mode=self.sandbox)
+            return {**spec, "status_file": str(self._private / "sandbox.json")}
 
         def _course_root(self) -> str:
             # autograded/<student>/<lab>/ → the course root is three levels up
@@ -633,6 +637,12 @@ def _build_preprocessors() -> dict[str, type]:
         def preprocess_cell(self, cell, resources, index):
             if cell.cell_type != "code" or not cell.source.strip():
                 return cell, resources
+            if not self._kernel_checked:  # the kernel is up, no learner code ran yet: read its start
+                self._kernel_checked = True
+                notes = [header_note(self._private)]
+                if self.sandbox != "off":
+                    notes.append(sandbox_note(self._private / "sandbox.json"))
+                self._kernel_notes = [note for note in notes if note]
             if self._stopped is None and time.monotonic() - self._started > self.notebook_timeout:
                 self._stopped = f"the notebook's {self.notebook_timeout} s time limit"
             if self._stopped is not None:
@@ -749,6 +759,42 @@ def _build_preprocessors() -> dict[str, type]:
             "FinalizeGrades": FinalizeGrades, "SanitizeFeedback": SanitizeFeedback}
 
 
+def _write_header(private_dir: Path, trusted_imports: list) -> None:
+    """The grader's kernel header: an IPython startup file in the kernel's private home, which runs
+    before the first cell and snapshots what hidden tests rely on (``snapshot_environment``)."""
+    startup = Path(private_dir) / "home" / ".ipython" / "profile_default" / "startup"
+    startup.mkdir(parents=True, exist_ok=True)
+    imports = [(str(name), str(what)) for name, what in trusted_imports]
+    (startup / "00-gpucourse-grader.py").write_text(f"""\
+try:
+    import gpucourse.grading as _gpucourse_grading
+    _gpucourse_grading.snapshot_environment({imports!r})
+    _gpucourse_header = "ok"
+except BaseException as _gpucourse_error:  # reported by the grader, not raised into the notebook
+    _gpucourse_header = f"{{type(_gpucourse_error).__name__}}: {{_gpucourse_error}}"[:300]
+with open({str(Path(private_dir) / HEADER_STATUS)!r}, "w") as _gpucourse_file:
+    _gpucourse_file.write(_gpucourse_header)
+for _gpucourse_name in [n for n in globals() if n.startswith("_gpucourse_")]:
+    del globals()[_gpucourse_name]
+del _gpucourse_name
+""")
+
+
+HEADER_STATUS = "header-status.txt"
+
+
+def header_note(private_dir: Path) -> str | None:
+    """A line for the grade report when the header did not snapshot (None when it did)."""
+    try:
+        status = (Path(private_dir) / HEADER_STATUS).read_text()
+    except OSError:
+        status = "it did not run"
+    if status == "ok":
+        return None
+    return (f"the grader's kernel header failed ({status}): this submission's hidden tests ran without the "
+            "snapshot that protects them from changes to NumPy, builtins and imported names")
+
+
 def _from_hidden_tests(output, source: str) -> bool:
     """Whether an error (not already generic) may come from a hidden block: its traceback points at
     a line of the block, or its message contains a word or number that only the block contains."""
@@ -779,67 +825,6 @@ def _unique(items):
 
 def _md_escape(text: str) -> str:
     return re.sub(r"([\\`*_<>\[\]#|])", r"\\\1", text)
-
-
-# ---------------------------------------------------------------------------------------------
-# Kernel launch: the sandbox spec and the environment
-# ---------------------------------------------------------------------------------------------
-
-
-def sandbox_command(kernel_argv: list[str], spec: dict) -> list[str]:
-    return [sys.executable, "-I", "-S", str(Path(__file__).resolve()), "--sandbox", json.dumps(spec), "--",
-            *kernel_argv]
-
-
-def _within(path: str, folder: str) -> bool:
-    try:
-        Path(path).resolve().relative_to(Path(folder).resolve())
-        return True
-    except ValueError:
-        return False
-
-
-def sandbox_paths(notebook_dir, private_dir, *, extra_read=(), protected=(), mode="auto") -> dict:
-    """What the grading kernel may read and write. A folder that contains a protected one (the
-    course root, solutions/) is never granted: only the package and data folders inside it."""
-    protected = [str(Path(p).resolve()) for p in [*protected, ROOT / "solutions"]]
-    read = set(SYSTEM_READ_PATHS) | {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
-    read |= {p for p in sys.path if p and os.path.isdir(p)}
-    read |= {str(PACKAGE_DIR), str(ROOT / "data"), *extra_read}
-    granted = []
-    for path in sorted(read):
-        if any(_within(secret, path) for secret in protected):
-            continue  # e.g. the repository root on sys.path, or "" (the grader's cwd)
-        granted.append(str(Path(path).resolve()))
-    write = [str(Path(notebook_dir).resolve()), str(Path(private_dir).resolve()), *SYSTEM_WRITE_PATHS]
-    return {"read": granted, "write": write, "read_files": [], "mode": mode}
-
-
-_ENV_KEEP = {"PATH", "LANG", "LANGUAGE", "TZ", "LD_LIBRARY_PATH", "PLOTLY_RENDERER", "OMP_NUM_THREADS",
-             "NBGRADER_EXECUTION", "SYSTEMROOT"}
-_ENV_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "NUMBA_", "GPUCOURSE_", "CUPY_", "MKL_", "OPENBLAS_")
-
-
-def kernel_environment(private_dir: Path) -> dict:
-    """A scrubbed environment (no tokens or credentials of the grader) with a private home."""
-    env = {k: v for k, v in os.environ.items() if k in _ENV_KEEP or k.startswith(_ENV_PREFIXES)}
-    home = Path(private_dir) / "home"
-    tmp = Path(private_dir) / "tmp"
-    for folder in (home, tmp):
-        folder.mkdir(parents=True, exist_ok=True)
-    env.update({
-        "HOME": str(home), "TMPDIR": str(tmp), "TEMP": str(tmp), "TMP": str(tmp),
-        "IPYTHONDIR": str(home / ".ipython"), "MPLCONFIGDIR": str(home / ".matplotlib"),
-        "XDG_CACHE_HOME": str(home / ".cache"), "XDG_CONFIG_HOME": str(home / ".config"),
-        "XDG_DATA_HOME": str(home / ".local/share"), "JUPYTER_DATA_DIR": str(home / ".jupyter-data"),
-        "JUPYTER_RUNTIME_DIR": str(home / ".jupyter-runtime"), "JUPYTER_CONFIG_DIR": str(home / ".jupyter"),
-        "NUMBA_CACHE_DIR": str(home / ".numba"), "CUPY_CACHE_DIR": str(home / ".cupy"),
-        "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1", "PYTHONHASHSEED": "0",
-        # a warning printed to stderr would cost a correct test cell its points (nbgrader's rule)
-        "PYTHONWARNINGS": "ignore", "NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS": "0",
-        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "/usr/bin:/bin")]),
-    })
-    return env
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1023,13 +1008,6 @@ def _print_summary(summary: list[dict], labs: dict, verbose: bool) -> None:
             note = f"  [{row['note'][:150]}]" if row["note"] else ""
             print(f"  {row['lab']:20s} {row['student']:20s} {row['score']:6.1f} / {row['max_score']:.1f}"
                   f"{note}")
-
-
-def sandbox_status() -> str:
-    abi = landlock_abi()
-    if abi:
-        return f"Landlock ABI {abi}"
-    return "UNAVAILABLE (no Landlock in this kernel: submissions can read what the grader can read)"
 
 
 # -- workers: one process each, nbgrader imported once, submissions fed one at a time ------------
@@ -1227,7 +1205,3 @@ def _write_csv(path: Path, rows: list[dict], fields: list[str]) -> None:
         writer = csv.DictWriter(handle, fieldnames=fields)
         writer.writeheader()
         writer.writerows(rows)
-
-
-if __name__ == "__main__" and len(sys.argv) > 2 and sys.argv[1] == "--sandbox":
-    _sandbox_main(sys.argv[1:])

@@ -260,16 +260,18 @@ def occupancy(
     reasons: dict[str, str] = {}
 
     # Registers (cudaOccMaxBlocksPerSMRegsLimit).
+    # NVIDIA's calculator also refuses a block whose warps, rounded up to a multiple of the four
+    # sub-partitions, need more registers than a block may have. Where a block may have the whole
+    # register file (every cc modelled here) the sub-partition rule below gives 0 blocks then
+    # anyway: per_warp × ⌈warps / 4⌉ > registers_per_sm / 4 means warps > 4 × ⌊registers_per_sm /
+    # 4 / per_warp⌋. So that check is left out; tests/test_occupancy_rounding.py checks the claim.
     per_warp = registers_per_warp(regs)
     per_block = per_warp * warps_per_block
-    assumed_per_block = per_warp * round_up(warps_per_block, SUB_PARTITIONS)  # the hardware's check
-    if assumed_per_block > arch.registers_per_block or per_block > arch.registers_per_block:
+    if per_block > arch.registers_per_block:
         regs_limit: int | None = 0
         reasons["registers"] = (
-            f"{warps_per_block} warps × {per_warp} registers (counted as "
-            f"{round_up(warps_per_block, 4)} warps, "
-            f"a multiple of 4) = {assumed_per_block:,} registers, more than the {arch.registers_per_block:,} "
-            "a block may have"
+            f"{warps_per_block} warps × {per_warp} registers = {per_block:,} registers, more than the "
+            f"{arch.registers_per_block:,} a block may have"
         )
     elif per_warp == 0:
         regs_limit = None

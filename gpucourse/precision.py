@@ -324,7 +324,7 @@ def running_sum_figure(value: float = 0.1, n: int = 4096, every: int = 32,
     run = accumulate if engine == "kernel" else reference_accumulate
     fig = charts.figure(
         f"Running sum of {n} × {float(np.float16(value)):.6g} (the fp16 value of {value:g})",
-        "terms added", "running sum",
+        "terms added (count)", "running sum (unitless)",
         charts.source_caption("measured", "results (not timings) computed now by "
                               + ("the Numba kernels" if engine == "kernel" else "NumPy")),
     )
@@ -375,8 +375,8 @@ def dot_errors_figure(functions: dict, kind: str = "adversarial", ns=(256, 1024,
     ns = [validate.integer("n", n, minimum=1, maximum=1 << 16) for n in ns]
     caption = charts.source_caption("measured", "results (not timings) of the kernels, computed now; exact "
                                                 "dot products by math.fsum; errors of 0 drawn at 1e-12")
-    fig = charts.figure(f"Dot products of fp16 inputs ({kind}): error vs n", "n", "error ÷ Σ|a·b| (log)",
-                        caption)
+    fig = charts.figure(f"Dot products of fp16 inputs ({kind}): error vs n", "n (elements per dot product)",
+                        "error ÷ Σ|a·b| (log)", caption)
     for index, (name, fn) in enumerate(functions.items()):
         errors = []
         for n in ns:
@@ -560,7 +560,7 @@ def train_all(steps: int = 60, problem: TinyProblem | None = None) -> dict[str, 
 def loss_curves_figure(steps: int = 60, runs: dict[str, TrainingRun] | None = None) -> go.Figure:
     """Training loss (÷ its first value) per step for fp32, fp16, fp16 + scaler and bf16 storage."""
     runs = runs or train_all(steps)
-    fig = charts.figure("Tiny model: training loss with fp16 and bf16 storage", "step",
+    fig = charts.figure("Tiny model: training loss with fp16 and bf16 storage", "training step (index)",
                         "loss ÷ initial loss (log)",
                         charts.source_caption("measured", "trained now with torch on the CPU; fp16/bf16 "
                                                           "storage emulated by exact rounding (seed 0)"))
@@ -631,7 +631,7 @@ def gradient_histogram_figure(fmt: str = "fp16", log2_scale: int = 0,
     detail = "; ".join(f"{name}: {100 * s:.0f} % become 0" for name, s in shares.items())
     fig = charts.figure(
         f"Gradients × 2^{log2_scale} against the range of {f.name}", "log2 |gradient × scale|",
-        "number of values",
+        "values (count)",
         charts.source_caption("measured", f"fp32 gradients of the tiny model at step 0, computed now on the "
                                           f"CPU. In {f.name}: {detail}"),
     )
@@ -995,7 +995,7 @@ def ceiling_figure(data: pd.DataFrame | None = None, source: str | None = None,
     else:
         device_name, label = _given_device(device_name)
     sheet = datasheet_tflops(device_name) or {}
-    fig = charts.figure("Measured ceiling vs datasheet, by dtype", "dtype", "TFLOP/s", source or "")
+    fig = charts.figure("Measured ceiling vs datasheet, by dtype", "dtype", "throughput (TFLOP/s)", source or "")
     names = list(MATMUL_DTYPES)
     if sheet:  # a device with no datasheet entry gets no datasheet bars (nothing is borrowed from another)
         fig.add_bar(x=names, y=[sheet.get(d) for d in names], name=f"datasheet ({label}, dense)",

@@ -28,6 +28,7 @@ from numba import cuda  # gpucourse (imported above through its package) has alr
 from plotly.subplots import make_subplots
 
 from gpucourse import charts, reference, runtime, validate, weakmemory
+from gpucourse.diagrams import _tint
 from gpucourse.errors import InvalidConfig, NoGPU
 from gpucourse.harness import measure
 from gpucourse.widgets import LiveChart
@@ -605,7 +606,7 @@ def litmus_recording_table() -> pd.DataFrame:
 def _canvas(title: str, height: int = 430) -> go.Figure:
     fig = go.Figure()
     fig.update_layout(title={"text": title, "x": 0.02}, template="plotly_white", height=height,
-                      margin={"l": 10, "r": 10, "t": 50, "b": 10}, showlegend=False)
+                      margin={"l": 10, "r": 10, "t": 50, "b": 70}, showlegend=False)  # b: room for the caption
     fig.update_xaxes(visible=False, range=[0, 100])
     fig.update_yaxes(visible=False, range=[-1, 60])
     return fig
@@ -635,20 +636,21 @@ def memory_model_picture(fenced: bool = False) -> go.Figure:
     title = ("With threadfence on both sides: the flag brings the data with it" if fenced
              else "No fences: block 1 can see the new flag and still the old data")
     fig = _canvas(title)
-    _box(fig, 2, 30, 46, 58, "", "#E8F1FA", text_y=55)
+    _box(fig, 2, 30, 46, 58, "", _tint(charts.PALETTE[0], 0.1), text_y=55)
     fig.add_annotation(x=24, y=55.5, text="<b>SM 0 · block 0 (producer)</b>", showarrow=False)
-    _box(fig, 54, 30, 98, 58, "", "#FDF1E0")
+    _box(fig, 54, 30, 98, 58, "", _tint(charts.PALETTE[1], 0.12))
     fig.add_annotation(x=76, y=55.5, text="<b>SM 1 · block 1 (consumer)</b>", showarrow=False)
+    fence_fill = _tint(charts.PALETTE[2], 0.25)
     steps_0 = ["data[0] = 1", "threadfence()  ← publish" if fenced else "", "flag[0] = 1"]
     steps_1 = ["r0 = flag[0]  → 1", "threadfence()  ← catch up" if fenced else "",
                "r1 = data[0]  → " + ("1" if fenced else "0 (stale!)")]
     for i, (a, b) in enumerate(zip(steps_0, steps_1, strict=True)):
         y = 49 - 6 * i
         if a:
-            _box(fig, 6, y - 2.3, 42, y + 2.3, a, "#FFFFFF" if "threadfence" not in a else "#CDE6D0", size=12)
+            _box(fig, 6, y - 2.3, 42, y + 2.3, a, "#FFFFFF" if "threadfence" not in a else fence_fill, size=12)
         if b:
-            colour = "#FFFFFF" if "threadfence" not in b else "#CDE6D0"
-            _box(fig, 58, y - 2.3, 94, y + 2.3, b, "#F6D0C5" if "stale" in b else colour, size=12)
+            colour = "#FFFFFF" if "threadfence" not in b else fence_fill
+            _box(fig, 58, y - 2.3, 94, y + 2.3, b, _tint(charts.PALETTE[3], 0.3) if "stale" in b else colour, size=12)
     _box(fig, 20, 3, 80, 20, "", "#EFEFEF")
     fig.add_annotation(x=50, y=17.5, text="<b>L2 / global memory</b>", showarrow=False)
     _box(fig, 28, 6, 46, 13, "data[0]: 0 → 1", "#FFFFFF")
@@ -661,19 +663,22 @@ def memory_model_picture(fenced: bool = False) -> go.Figure:
         _arrow(fig, 36, 30, 60, 13.5, "① flag arrives first", charts.PALETTE[3])
         _arrow(fig, 16, 30, 34, 13.5, "③ data arrives late", charts.PALETTE[3])
         _arrow(fig, 68, 13.5, 80, 30, "② flag seen, data still old", charts.PALETTE[3])
+    charts.set_source(fig, charts.source_caption("model", "a drawing of the CUDA/PTX memory model's message "
+                                                          "passing (PTX ISA, memory consistency model)"))
     return fig
 
 
 def scopes_picture() -> go.Figure:
     """Nested scopes of the CUDA/PTX memory model, and which operation orders memory at each."""
     fig = _canvas("Scopes: a fence or barrier orders memory only for threads inside its scope", height=470)
+    blue, green, orange, pink = (_tint(charts.PALETTE[i], a) for i, a in ((0, .1), (2, .12), (1, .12), (4, .15)))
     layers = [
         (2, 2, 98, 58, "#F2F2F2", "<b>system</b> (GPU + CPU + other GPUs): threadfence_system()", 55.5),
-        (6, 5, 94, 51, "#E3EEF7", "<b>GPU</b> (all blocks of all kernels): threadfence() = fence.sc.gpu; atomics",
+        (6, 5, 94, 51, blue, "<b>GPU</b> (all blocks of all kernels): threadfence() = fence.sc.gpu; atomics",
          48.5),
-        (10, 8, 90, 44, "#DCEFE3", "<b>cluster</b> (sm_90: blocks of one cluster, distributed shared memory)", 41.5),
-        (14, 11, 86, 37, "#FCF0DA", "<b>block</b> (CTA): syncthreads(), threadfence_block(), shared memory", 34.5),
-        (18, 14, 58, 29, "#F7E1EE", "<b>warp</b>: syncwarp()", 26.5),
+        (10, 8, 90, 44, green, "<b>cluster</b> (sm_90: blocks of one cluster, distributed shared memory)", 41.5),
+        (14, 11, 86, 37, orange, "<b>block</b> (CTA): syncthreads(), threadfence_block(), shared memory", 34.5),
+        (18, 14, 58, 29, pink, "<b>warp</b>: syncwarp()", 26.5),
     ]
     for x0, y0, x1, y1, colour, label, ty in layers:
         _box(fig, x0, y0, x1, y1, "", colour)
@@ -682,6 +687,8 @@ def scopes_picture() -> go.Figure:
         _box(fig, 21 + 9 * i, 17, 28 + 9 * i, 23, f"thread {i}", "#FFFFFF", size=10)
     _box(fig, 62, 15, 84, 28, "another block:<br>syncthreads and<br>threadfence_block<br>do not reach it", "#FFFFFF",
          dash="dash", size=11)
+    charts.set_source(fig, charts.source_caption("model", "a drawing of the scopes of the PTX ISA's memory "
+                                                          "consistency model"))
     return fig
 
 
@@ -836,7 +843,7 @@ def training_figure(steps: int = 25, seed: int = 0) -> go.Figure:
              charts.source_caption("counted", f"the race scheduler (random schedules, seed {seed}), {shape}"))
     gap = 100 * (racy[-1] / correct[-1] - 1)
     fig = charts.figure(f"The same training loop, {steps} steps: racy gradient merges end {gap:+.0f} % off in loss",
-                        "training step", "loss (mean squared error ÷ 2)", where)
+                        "training step (index)", "loss (mean squared error ÷ 2)", where)
     charts.line(fig, range(steps), exact, "NumPy reference (exact gradient)", 2, dash="dot")
     charts.line(fig, range(steps), correct, "blocks merge with cuda.atomic.add", 0)
     charts.line(fig, range(steps), racy, "blocks merge with a plain += (race)", 3)
@@ -868,7 +875,7 @@ def show_histogram(kernel, bins: int = 16, items: int = 256, seed: int = 0) -> g
     counts, expected, report = check_histogram(kernel, bins, items, "random", seed, engine="auto")
     lost = int(expected.sum() - counts.sum())
     fig = charts.figure(f"{report.kernel}: {lost:,} of {items:,} counts lost under a random interleaving (seed {seed})",
-                        "bin", "count", charts.source_caption("counted", report.caption))
+                        "bin (index)", "count (items)", charts.source_caption("counted", report.caption))
     fig.add_bar(x=list(range(bins)), y=list(expected), name="NumPy (correct)",
                 marker={"color": charts.PALETTE[2], "pattern": {"shape": "/"}})
     fig.add_bar(x=list(range(bins)), y=list(counts), name=f"{report.kernel} (race scheduler)",

@@ -731,7 +731,9 @@ def tiling_picture(tile: int = 4, n: int = 12, step: int = 1) -> go.Figure:
     fig.update_layout(
         title={"text": f"Tiled matmul, tile {tile}: the block that owns the orange tile of C, at step "
                        f"{step + 1} of {steps}", "x": 0.02},
-        template="plotly_white", height=520, showlegend=False, margin={"l": 10, "r": 10, "t": 50, "b": 10})
+        template="plotly_white", height=560, showlegend=False, margin={"l": 10, "r": 10, "t": 50, "b": 70})
+    charts.set_source(fig, charts.source_caption("model", "a drawing of shared-memory tiling (CUDA C++ Programming "
+                                                          "Guide, shared memory matrix multiplication)"))
     origin = {"A": (0, n + gap), "B": (n + gap, 0), "C": (n + gap, n + gap)}
     by = bx = min(1, steps - 1)  # the highlighted block: second row and column of tiles when there is one
 

@@ -1,7 +1,8 @@
 """Accessibility without a browser: every chart and picture of the finished lessons, and alt text.
 
-* Every figure builder of the finished lessons' modules (and the microscope's pictures), called with
-  its defaults: a title; axis titles that name a unit (or count or index something) on every
+* Every figure builder of every gpucourse module, found by `figure_builders` (so a new one cannot
+  be missed) and called with its defaults or as the lessons and labs call it, and the microscope's
+  pictures: a title; axis titles that name a unit (or count or index something) on every
   numeric axis; only the course's palette (charts.PALETTE), greys, black and white; series in the
   legend told apart by marker, dash or pattern as well as colour; a source caption.
 * Every lesson cell that displays a picture (a figure builder called directly in a code cell) comes
@@ -54,45 +55,137 @@ def _half_warp_branch(out):
         out[i] = 2.0
 
 
-def _widget_figure(build):
-    return lambda: go.Figure(build(threaded=False).figure)
+@cuda.jit
+def _handoff_broken(data, flag, out, producer, spin_cap):  # lab 06's broken hand-off, from its text
+    t = cuda.threadIdx.x
+    if cuda.blockIdx.x == producer:
+        data[t] = t + 1
+        cuda.syncthreads()
+        if t == 0:
+            flag[0] = 1
+    elif t == 0:
+        seen = cuda.atomic.add(flag, 0, 0)
+        polls = 0
+        while seen == 0 and polls < spin_cap:
+            seen = cuda.atomic.add(flag, 0, 0)
+            polls += 1
+        total = 0
+        for i in range(data.size):
+            total += data[i]
+        out[0] = total
+        out[1] = seen
 
 
-FIGURES = {
-    "warps.lane_map_figure": warps.lane_map_figure,
-    "warps.staircase_figure": warps.staircase_figure,
+def _occupancy_as_a_learner_writes_it(threads, registers, shared_bytes, cc):
+    from gpucourse.occupancy import occupancy
+
+    r = occupancy(threads, registers, shared_bytes, cc)
+    return {"blocks": r.active_blocks, "occupancy_pct": 100 * r.occupancy, "limiters": set(r.limiters)}
+
+
+def _stale_read_timeline():
+    from gpucourse import races, weakmemory
+
+    run = races.handoff(producer_block=1, spin_cap=200, fence=False, schedule="round-robin", memory="weak")
+    return weakmemory.timeline_figure(run["report"], "stale")
+
+
+# Builders that need arguments, called the way the lessons call them (every other builder is found
+# and called with its defaults by `figure_builders`).
+WITH_ARGUMENTS = {
     "warps.coverage_figure": lambda: warps.coverage_figure(40, 40),
-    "measuring.async_pitfall_figure": measuring.async_pitfall_figure,
-    "measuring.roofline_figure": measuring.roofline_figure,
     "measuring.roofline_figure(fp32)": lambda: measuring.roofline_figure("fp32"),
-    "diagrams.execution_hierarchy": diagrams.execution_hierarchy,
-    "diagrams.memory_hierarchy": diagrams.memory_hierarchy,
-    "coalescing.warp_figure": coalescing.warp_figure,
     "coalescing.warp_figure(stride 8, offset 1)": lambda: coalescing.warp_figure(stride=8, offset=1),
-    "coalescing.stride_figure": coalescing.stride_figure,
-    "coalescing.sectors_figure": coalescing.sectors_figure,
-    "coalescing.offset_figure": coalescing.offset_figure,
-    "coalescing.layout_figure": coalescing.layout_figure,
-    "coalescing.layout_bandwidth_figure": coalescing.layout_bandwidth_figure,
-    "coalescing.picture_widget": _widget_figure(coalescing.picture_widget),
-    "coalescing.stride_widget": _widget_figure(coalescing.stride_widget),
-    "coalescing.sectors_widget": _widget_figure(coalescing.sectors_widget),
-    "coalescing.offset_widget": _widget_figure(coalescing.offset_widget),
-    "coalescing.layout_widget": _widget_figure(coalescing.layout_widget),
-    "occupancy_lesson.sm_picture": occupancy_lesson.sm_picture,
-    "occupancy_lesson.occupancy_charts": occupancy_lesson.occupancy_charts,
-    "occupancy_lesson.explorer_figure": occupancy_lesson.explorer_figure,
-    "occupancy_lesson.speed_figure": occupancy_lesson.speed_figure,
     "occupancy_lesson.speed_figure(compute)": lambda: occupancy_lesson.speed_figure("compute"),
-    "occupancy_lesson.driver_comparison_figure": occupancy_lesson.driver_comparison_figure,
-    "occupancy_lesson.calculator_widget": _widget_figure(occupancy_lesson.calculator_widget),
-    "occupancy_lesson.occupancy_explorer": _widget_figure(occupancy_lesson.occupancy_explorer),
-    "occupancy_lesson.speed_explorer": _widget_figure(occupancy_lesson.speed_explorer),
     "microscope.picture_sectors": lambda: coalescing.trace_copy(stride=2).picture_sectors(array="src"),
     "microscope.picture_banks": lambda: microscope.trace(_column_read, 1, 32, np.zeros(32, np.float32))
     .picture_banks(op="load"),
     "microscope.picture_lanes": lambda: microscope.trace(_half_warp_branch, 1, 64, np.zeros(64)).picture_lanes(1),
+    "weakmemory.timeline_figure": _stale_read_timeline,
+    "occupancy_lesson.occupancy_chart": lambda: occupancy_lesson.occupancy_chart("threads_per_block"),
+    "races.memory_model_picture(fenced)": lambda: _races().memory_model_picture(fenced=True),
+    "occupancy_lesson.learner_curve_figure": lambda: occupancy_lesson.learner_curve_figure(
+        _occupancy_as_a_learner_writes_it, 37, 4 * 1024, (8, 6)),
+    "precision.dot_errors_figure": lambda: _precision().dot_errors_figure(
+        {"fp64 reference": lambda a, b: (a.astype(np.float64) * b.astype(np.float64)).sum(axis=1)},
+        ns=(64, 512), rows=2),
+    "races.show_histogram": lambda: _races().show_histogram(_races().histogram_atomic),
+    "races.show_handoff": lambda: _races().show_handoff(_handoff_broken),
 }
+# Builders the test cannot call alone, each with why; a new builder must be callable or named here.
+NOT_CALLED = {
+    "charts.*": "the chart primitives every builder above is made of",
+    "microscope.pictures.*": "drawn through the microscope's picture_* methods (above)",
+    "measuring.async_figure": "drawn by measuring.async_pitfall_figure (checked)",
+}
+
+
+def _precision():
+    from gpucourse import precision
+
+    return precision
+
+
+def _races():
+    from gpucourse import races
+
+    return races
+
+BUILDER_NAME = re.compile(r"(_figure|_picture|_charts?|_widget|_explorer|_timeline)$")
+
+
+def figure_builders() -> dict[str, object]:
+    """Every public function of every gpucourse module that returns a figure (annotated so, or named
+    like one: *_figure, *_picture, *_chart(s), *_widget, *_explorer, *_timeline), by module.name."""
+    found = {}
+    for info in pkgutil.walk_packages(gpucourse.__path__, "gpucourse."):
+        if info.name.endswith(("__main__", ".book")):
+            continue
+        module = importlib.import_module(info.name)
+        for name, func in inspect.getmembers(module, inspect.isfunction):
+            if name.startswith("_") or func.__module__ != module.__name__:
+                continue
+            returns = inspect.signature(func).return_annotation
+            if returns in (go.Figure, "go.Figure", "plotly.graph_objects.Figure") or BUILDER_NAME.search(name):
+                found[f"{info.name.removeprefix('gpucourse.')}.{name}"] = func
+    return found
+
+
+def _called_with_defaults(func):
+    def build():
+        parameters = inspect.signature(func).parameters
+        result = func(threaded=False) if "threaded" in parameters else func()
+        return result if isinstance(result, go.Figure) else go.Figure(result.figure)
+    return build
+
+
+def _needs_arguments(func) -> bool:
+    return any(p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD,
+                                                                    p.KEYWORD_ONLY)
+               for p in inspect.signature(func).parameters.values())
+
+
+def _not_called(name: str) -> bool:
+    return any(name == pattern or (pattern.endswith("*") and name.startswith(pattern[:-1]))
+               for pattern in NOT_CALLED)
+
+
+FIGURES = {name: _called_with_defaults(func) for name, func in figure_builders().items()
+           if not _needs_arguments(func) and not _not_called(name)}
+FIGURES.update(WITH_ARGUMENTS)
+
+
+def test_every_figure_builder_is_checked():
+    """A new figure builder is checked without anyone adding it here: called with its defaults, or,
+    if it needs arguments, it must have an entry in WITH_ARGUMENTS (or a reason in NOT_CALLED)."""
+    builders = figure_builders()
+    assert len(builders) >= 60, sorted(builders)
+    unchecked = [name for name in builders if name not in FIGURES and not _not_called(name)
+                 and not any(key.startswith(name) for key in WITH_ARGUMENTS)]
+    assert unchecked == [], f"add a call to WITH_ARGUMENTS for {unchecked}"
+    for lesson in ("tiling", "weakmemory", "races", "formats", "precision", "divergence"):
+        assert any(name.startswith(f"{lesson}.") for name in FIGURES), lesson
+
 
 # --- colours ---------------------------------------------------------------------------------------
 

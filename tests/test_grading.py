@@ -145,6 +145,117 @@ def test_ordinary_code_is_not_tampering(code):
     assert scan_learner_code(code, {"np", "check", "cuda"}, LOCKED) == ([], [])
 
 
+# Changes the scan cannot recognise (it reads patterns, not meaning): each makes a wrong answer pass
+# NumPy's check, unless hidden tests run against the snapshot the grader's header took.
+UNSEEN_TAMPERING = {
+    "alias": "m = np\nm.allclose = lambda *a, **k: True",
+    "vars": "import operator\noperator.setitem(vars(np), 'allclose', lambda *a, **k: True)",
+    "list": "fns = [np]\nfns[0].allclose = lambda *a, **k: True",
+    "default argument": "def helper(m=np):\n    m.allclose = lambda *a, **k: True\n\n\nhelper()",
+    "starred setattr": "setattr(*[np, 'allclose', lambda *a, **k: True])",
+    "function code": ("code, fn = '__co' + 'de__', textwrap.indent\n"
+                      "setattr(fn, code, getattr(lambda *a, **k: 'right', code))"),
+    "builtins": "import operator\nb = vars(operator)['__builtins__']\nb['all'] = lambda *a: True",
+    "rebound name": ("g = globals()\n"
+                     "g.update(np=type('N', (), {'allclose': staticmethod(lambda *a, **k: True),\n"
+                     "                           'zeros': staticmethod(abs), 'ones': staticmethod(abs)}))"),
+}
+UNSEEN_HIDDEN = {"function code": "check(textwrap.indent('wrong', '') == 'right')",
+                 "builtins": "check(all([wrong()[0] == 1]))"}
+
+SNAPSHOT_PROBE = r'''
+import json, sys, textwrap
+import numpy as np
+from gpucourse import grading
+
+patterns, hidden_for = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+grading.snapshot_environment([("np", "numpy"), ("textwrap", "textwrap"), ("check", "gpucourse.grading.check")])
+snapshot, result = grading._SNAPSHOT, {}
+for name, code in patterns.items():
+    for guarded in (False, True):
+        grading._SNAPSHOT = snapshot
+        grading._restore_snapshot({})  # a clean start for each case
+        ns = {"np": np, "textwrap": textwrap}
+        exec(code, ns)
+        exec("def wrong():\n    return np.zeros(3)", ns)
+        grading._SNAPSHOT = snapshot if guarded else None
+        try:
+            grading.run_hidden_tests(hidden_for.get(name, "check(np.allclose(wrong(), np.ones(3)))"), ns)
+            result[f"{name}, {guarded}"] = "passed"
+        except grading.HiddenTestFailed:
+            result[f"{name}, {guarded}"] = "failed"
+print(json.dumps(result))
+'''
+
+
+@pytest.mark.parametrize("name", list(UNSEEN_TAMPERING))
+def test_the_scan_does_not_see_these_changes(name):
+    tampering, _ = scan_learner_code(UNSEEN_TAMPERING[name], {"np", "check", "textwrap"}, LOCKED)
+    assert not tampering, name  # so grading must not rely on the scan for them (next test)
+
+
+def test_hidden_tests_run_against_the_headers_snapshot_whatever_the_submission_changed():
+    """Each change makes a wrong answer pass its hidden test without the snapshot (so the case is
+    real), and fail with it."""
+    done = subprocess.run([sys.executable, "-c", SNAPSHOT_PROBE, json.dumps(UNSEEN_TAMPERING),
+                           json.dumps(UNSEEN_HIDDEN)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    for name in UNSEEN_TAMPERING:
+        assert result[f"{name}, False"] == "passed", (name, "the change does not cheat: a useless case")
+        assert result[f"{name}, True"] == "failed", (name, "the wrong answer passed despite the snapshot")
+
+
+HEADER_PROBE = r"""
+import json, sys
+exec(open(sys.argv[1]).read())  # as IPython runs a startup file: in the notebook's namespace
+from gpucourse import grading
+left = sorted(name for name in globals() if name.startswith("_gpucourse"))
+print(json.dumps({"bindings": sorted(grading._SNAPSHOT["bindings"]), "left": left}))
+"""
+
+
+@pytest.mark.parametrize("lab", lab_names())
+def test_the_header_snapshots_each_labs_imports(lab, tmp_path):
+    """The grader's header runs, in a fresh interpreter, with what each lab's locked cells import
+    (a library object whose attribute access raises must not stop it), reports "ok", binds every
+    imported name and leaves nothing in the notebook's namespace."""
+    nb = to_notebook(ROOT / "solutions" / lab / f"{lab}.py")
+    locked = imported_names(c.source for c in nb.cells if c.cell_type == "code"
+                            and c.metadata.get("nbgrader", {}).get("locked")
+                            and c.metadata.get("nbgrader", {}).get("grade_id"))
+    grading._write_header(tmp_path, [[name, what] for name, what in locked.items()])
+    header = tmp_path / "home/.ipython/profile_default/startup/00-gpucourse-grader.py"
+    done = subprocess.run([sys.executable, "-c", HEADER_PROBE, str(header)], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / grading.HEADER_STATUS).read_text() == "ok"
+    assert grading.header_note(tmp_path) is None
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["bindings"] == sorted(locked) and result["left"] == [], result
+
+
+def test_the_snapshot_survives_objects_whose_attributes_raise(tmp_path):
+    """As numba's CUDA driver object does without a driver: any attribute access raises."""
+    (tmp_path / "touchy.py").write_text(
+        "class Raising:\n    def __getattr__(self, name):\n        raise RuntimeError('no driver')\n\n\n"
+        "class Holder:\n    member = Raising()\n\n    def method(self):\n        return 1\n\n\n"
+        "driver = Raising()\n")
+    code = ("import touchy\nfrom gpucourse import grading\ngrading.snapshot_environment([('touchy', 'touchy')])\n"
+            "touchy.Holder.method = lambda self: 2\ngrading._restore_snapshot({})\n"
+            "assert touchy.Holder().method() == 1\nprint('ok')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])})
+    assert done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_a_header_that_failed_or_never_ran_is_reported(tmp_path):
+    assert "did not run" in grading.header_note(tmp_path)
+    (tmp_path / grading.HEADER_STATUS).write_text("CudaSupportError: no driver")
+    assert "CudaSupportError" in grading.header_note(tmp_path)
+
+
 def test_redefining_check_is_only_noted():
     tampering, notes = scan_learner_code("def check(*args):\n    pass", {"np"})
     assert not tampering and notes and "`check`" in notes[0]
@@ -200,6 +311,67 @@ print(report)
     if landlock_abi() >= 6:
         assert report["signal grader"] == "PermissionError", report
     assert not any(str(course) == p or str(ROOT) == p for p in spec["read"])
+
+
+# Landlock stacks at most 16 rulesets: a process that already carries 16 cannot add the grader's,
+# which is how "Landlock is there but could not be applied" happens for real in this test.
+SIXTEEN_LAYERS = r"""
+import os, sys
+from gpucourse import sandbox
+for _ in range(16):
+    sandbox._restrict_self([], ["/"], [])  # everything allowed: only the count matters
+os.execv(sys.argv[1], sys.argv[1:])
+"""
+
+
+@pytest.mark.skipif(not landlock_abi(), reason="this Linux kernel has no Landlock")
+@pytest.mark.parametrize("mode", ["auto", "required"])
+def test_a_sandbox_that_cannot_be_applied_is_recorded(tmp_path, mode):
+    from gpucourse.sandbox import sandbox_note
+
+    spec = {**sandbox_paths(tmp_path, tmp_path, mode=mode), "status_file": str(tmp_path / "sandbox.json")}
+    kernel = [sys.executable, "-c", "print('kernel ran')"]
+    done = subprocess.run([sys.executable, "-c", SIXTEEN_LAYERS, *sandbox_command(kernel, spec)],
+                          capture_output=True, text=True, timeout=120, env=kernel_environment(tmp_path))
+    if mode == "required":
+        assert done.returncode == 70 and "kernel ran" not in done.stdout, done
+        return
+    assert done.returncode == 0 and "kernel ran" in done.stdout, done.stderr
+    status = json.loads((tmp_path / "sandbox.json").read_text())
+    assert status["abi"] == 0 and "landlock_restrict_self" in status["error"], status
+    assert "WITHOUT the Landlock sandbox" in sandbox_note(tmp_path / "sandbox.json")
+    # an applied sandbox writes its ABI and no note
+    done = subprocess.run(sandbox_command(kernel, spec), capture_output=True, text=True, timeout=120,
+                          env=kernel_environment(tmp_path))
+    assert "kernel ran" in done.stdout and json.loads((tmp_path / "sandbox.json").read_text())["abi"] > 0
+    assert sandbox_note(tmp_path / "sandbox.json") is None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not landlock_abi(), reason="this Linux kernel has no Landlock")
+def test_the_grade_report_says_when_a_submission_ran_unsandboxed(tmp_path):
+    """The batch still reports the Landlock ABI (it is there), but this grader cannot stack one more
+    ruleset: each submission's row in grades.csv says it was graded without the sandbox."""
+    import csv
+
+    import test_hostile
+
+    root = test_hostile._course(tmp_path)
+    folder = root / "submitted" / "alice" / test_hostile.LAB
+    folder.mkdir(parents=True)
+    nbformat.write(to_notebook(root / "solutions" / test_hostile.LAB / f"{test_hostile.LAB}.py"),
+                   folder / f"{test_hostile.LAB}.ipynb")
+    grade = ("import os, sys; from gpucourse import sandbox\n"
+             "for _ in range(16):\n    sandbox._restrict_self([], ['/'], [])\n"
+             "from gpucourse.grading import grade_all\nsys.exit(grade_all(sys.argv[1], jobs=1, quiet=True))\n")
+    done = subprocess.run([sys.executable, "-c", grade, str(root)], cwd=root, capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "sandbox: Landlock ABI" in done.stdout
+    with open(root / "grades.csv") as handle:
+        row = next(csv.DictReader(handle))
+    assert "WITHOUT the Landlock sandbox" in row["note"], row
+    assert float(row["score"]) == 6, row  # graded all the same
 
 
 def _autograded_notebook() -> nbformat.NotebookNode:

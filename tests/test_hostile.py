@@ -168,6 +168,18 @@ LEAKY = '''def add_one(x):
 '''
 
 
+# Tampering the scan does not recognise: each makes the visible `np.allclose` check pass a wrong
+# `scaled`; the hidden block runs against the header's snapshot, so the wrong answer still fails.
+UNSEEN_TAMPERING = {
+    "alias": "m = np\nm.allclose = lambda *args, **kwargs: True\n",
+    "vars": "import operator\n\noperator.setitem(vars(np), 'allclose', lambda *args, **kwargs: True)\n",
+    "list": "fns = [np]\nfns[0].allclose = lambda *args, **kwargs: True\n",
+    "default": "def _patch(m=np):\n    m.allclose = lambda *args, **kwargs: True\n\n\n_patch()\n",
+    "starred": "setattr(*[np, 'allclose', lambda *args, **kwargs: True])\n",
+}
+WRONG_SCALED = "\n\ndef scaled(a, k):\n    return np.ones(np.shape(a), dtype=np.float32)\n"
+
+
 def _course(tmp: Path) -> Path:
     root = tmp / "course"
     folder = root / "solutions" / LAB
@@ -242,6 +254,8 @@ def _submissions(root: Path) -> dict:
         "patched_numpy": _cells(solution, {"ex2_solution": (
             "np.allclose = lambda *args, **kwargs: True\n\n\ndef scaled(a, k):\n"
             "    return np.ones(np.shape(a), dtype=np.float32)\n")}),
+        **{f"unseen_{name}": _cells(solution, {"ex2_solution": code + WRONG_SCALED})
+           for name, code in UNSEEN_TAMPERING.items()},
         "big_output": _cells(solution, {"ex1_solution": (
             "for i in range(25_000):\n    print('line', i, 'x' * 70)\n\n\ndef add_one(x):\n    return x + 1\n")}),
         "reads_secrets": _cells(solution, {"ex1_solution": READS_SECRETS}),
@@ -265,6 +279,7 @@ EXPECTED = {  # ex1, ex2, ex3 (2 points each)
     "redefined_check": (0, 2, 2),  # hidden tests use the grader's own check
     "patched_grader": (0, 0, 0),  # tampering: every graded cell scores 0
     "patched_numpy": (0, 0, 0),
+    **{f"unseen_{name}": (2, 0, 2) for name in UNSEEN_TAMPERING},  # the wrong scaled fails its hidden test
     "big_output": (2, 2, 2),
     "reads_secrets": (0, 2, 2),  # nothing could be read, so the cheat fails
     "wrong_shape": (2, 0, 2),
@@ -337,7 +352,7 @@ def test_every_case_gets_its_exact_score_and_the_batch_carries_on(graded):
     assert "not a readable notebook" in rows["broken_json"]["note"]
     assert "no lab00_hostile.ipynb" in rows["misnamed"]["note"]
     assert (root / "grades_by_cell.csv").read_text().count("\n") >= 3 * 17
-    assert "lab00_hostile: 19 graded" in printed
+    assert f"lab00_hostile: {len(EXPECTED)} graded" in printed
 
 
 def test_time_limits_end_with_a_readable_note(graded):
@@ -368,6 +383,10 @@ def test_tampering_scores_0_and_a_redefined_check_is_only_noted(graded):
     assert "np.allclose" in _feedback_text(root, "patched_numpy")
     text = _feedback_text(root, "redefined_check")
     assert "defines `check`" in text.replace("\\", "") and "GraderIntegrity" not in text
+    assert "kernel header failed" not in (root / "grades.csv").read_text()  # every kernel had its snapshot
+    for name in UNSEEN_TAMPERING:  # the visible check was fooled, the hidden one (on the snapshot) not
+        text = _feedback_text(root, f"unseen_{name}")
+        assert GENERIC_FAILURE in text and "GraderIntegrity" not in text, name
 
 
 def test_megabytes_of_output_are_cut(graded):

@@ -149,7 +149,8 @@ CANNOT_LAUNCH = [
     ((9, 0), 1024, 65, 0, "registers"),
     # rpw 8160 → 8192; 16 warps × 8192 = 131072 > 65536.
     ((8, 0), 512, 255, 0, "registers"),
-    # 25 warps × 2560 = 64000 fits, but the hardware counts 28 warps (a multiple of 4): 71680 > 65536.
+    # 25 warps × 2560 = 64000 fit the block limit, but a sub-partition holds ⌊16384 / 2560⌋ = 6 warps:
+    # 24 in all, fewer than 25 (NVIDIA's header: counted as 28 warps, 71680 > 65536).
     ((9, 0), 800, 80, 0, "registers"),
     # 100 KB > the 99 KB a block may have on cc 8.6; 200 KB > 163 KB on cc 8.0; 227 KB + 1 B on cc 9.0.
     ((8, 6), 128, 32, 100 * KB, "shared memory"),
