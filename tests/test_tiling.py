@@ -371,10 +371,10 @@ def test_matmul_explorer_builds_without_a_gpu():
 # --- the same kernels compile for a real GPU (PTX for sm_90), checked without one -----------------------
 
 PTX_SCRIPT = r'''
-import json, re
-import numba  # reads the environment now: the real CUDA target
+import json, os, re
+from numba import cuda, float32, void  # no NUMBA_ENABLE_CUDASIM in this child: the real CUDA target
+os.environ["NUMBA_ENABLE_CUDASIM"] = "1"  # lets gpucourse import beside the real target (no GPU here)
 import gpucourse  # noqa: F401
-from numba import cuda, float32, void
 from gpucourse import tiling
 two, three = void(float32[:, :], float32[:, :]), void(float32[:, :], float32[:, :], float32[:, :])
 kernels = {"naive": (tiling.naive_matmul_kernel(), three)}
