@@ -11,6 +11,7 @@ runs). Runs longer than a second show progress; errors appear as one line in the
 
 from __future__ import annotations
 
+import copy
 import html
 import inspect
 import os
@@ -57,6 +58,7 @@ class LiveChart(widgets.VBox):
         head = [widgets.HTML(f"<p>{html.escape(description)}</p>")] if description else []
         super().__init__(head + [box, widgets.HBox([self.status, self.progress]), self.figure,
                                  self.show_data, self.table])
+        self.add_class("gpucourse-livechart")  # a hook for the browser tests and for styling
         self._run(self.values())
 
     def _repr_mimebundle_(self, **kwargs):
@@ -125,11 +127,15 @@ class LiveChart(widgets.VBox):
         self._apply(fig)
         self.runs += 1
         elapsed_s = time.monotonic() - self._started
-        self.status.value = f"<span>✓ updated in {elapsed_s:.2f} s</span>"
+        self.status.value = f'<span {self._counts()}>✓ updated in {elapsed_s:.2f} s</span>'
 
     def _fail(self, message: str) -> None:
         self.errors += 1
-        self.status.value = f'<span role="alert" style="color:#D55E00">⚠ {html.escape(message)}</span>'
+        self.status.value = f'<span role="alert" {self._counts()} style="color:#D55E00">⚠ {html.escape(message)}</span>'
+
+    def _counts(self) -> str:
+        # Finished runs, on the page: a browser (or test) waits for these, never for a fixed time.
+        return f'data-runs="{self.runs}" data-errors="{self.errors}"'
 
     def _apply(self, fig: go.Figure) -> None:
         target = self.figure
@@ -144,6 +150,12 @@ class LiveChart(widgets.VBox):
                 target.data = []
                 target.add_traces(list(fig.data))
             target.layout = fig.layout
+            target.layout.datarevision = self.runs + 1  # which run the chart shows (see _counts)
+        # plotly copies a FigureWidget's figure into its synced state only when the figure itself
+        # is displayed, not as a child of this box; a chart view created after an update was sent
+        # (the page was still loading) would otherwise draw an empty chart that never updates.
+        target._widget_layout = copy.deepcopy(target._layout_obj._props)
+        target._widget_data = copy.deepcopy(target._data)
         if self.show_data.value:
             self._toggle_table()
 
