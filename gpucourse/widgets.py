@@ -11,7 +11,6 @@ runs). Runs longer than a second show progress; errors appear as one line in the
 
 from __future__ import annotations
 
-import copy
 import html
 import inspect
 import os
@@ -47,7 +46,7 @@ class LiveChart(widgets.VBox):
         self.status = widgets.HTML(layout=widgets.Layout(min_height="1.6em"))
         self.progress = widgets.FloatProgress(min=0.0, max=1.0, description="progress",
                                               layout=widgets.Layout(visibility="hidden"))
-        self.figure = go.FigureWidget()
+        self.figure: go.FigureWidget | None = None  # made from the first run's figure (see _apply)
         self.show_data = widgets.ToggleButton(description="Show data table", icon="table",
                                               tooltip="Show the chart's numbers as a table")
         self.table = widgets.HTML()
@@ -56,10 +55,12 @@ class LiveChart(widgets.VBox):
             control.observe(self._on_change, names="value")
         box = widgets.HBox(list(controls.values()), layout=widgets.Layout(flex_flow="row wrap"))
         head = [widgets.HTML(f"<p>{html.escape(description)}</p>")] if description else []
+        self._run(self.values())
+        if self.figure is None:  # the first run failed: an empty chart under its message
+            self.figure = go.FigureWidget()
         super().__init__(head + [box, widgets.HBox([self.status, self.progress]), self.figure,
                                  self.show_data, self.table])
         self.add_class("gpucourse-livechart")  # a hook for the browser tests and for styling
-        self._run(self.values())
 
     def _repr_mimebundle_(self, **kwargs):
         # On the static website (GPUCOURSE_STATIC=1) there is no kernel behind the controls:
@@ -138,6 +139,13 @@ class LiveChart(widgets.VBox):
         return f'data-runs="{self.runs}" data-errors="{self.errors}"'
 
     def _apply(self, fig: go.Figure) -> None:
+        if self.figure is None:
+            # The page gets a widget's state when the widget is created, but can drop messages
+            # sent while it is still loading plotly's widget code: so the first chart is the
+            # state the FigureWidget is created with, not an update sent after it.
+            fig.layout.datarevision = self.runs + 1  # which run the chart shows (see _counts)
+            self.figure = go.FigureWidget(fig)
+            return
         target = self.figure
         same_shape = len(target.data) == len(fig.data) and all(
             a.type == b.type for a, b in zip(target.data, fig.data)
@@ -151,11 +159,6 @@ class LiveChart(widgets.VBox):
                 target.add_traces(list(fig.data))
             target.layout = fig.layout
             target.layout.datarevision = self.runs + 1  # which run the chart shows (see _counts)
-        # plotly copies a FigureWidget's figure into its synced state only when the figure itself
-        # is displayed, not as a child of this box; a chart view created after an update was sent
-        # (the page was still loading) would otherwise draw an empty chart that never updates.
-        target._widget_layout = copy.deepcopy(target._layout_obj._props)
-        target._widget_data = copy.deepcopy(target._data)
         if self.show_data.value:
             self._toggle_table()
 

@@ -86,6 +86,33 @@ def _stop(process: subprocess.Popen) -> None:
     psutil.wait_procs(alive, timeout=5)
 
 
+def _start_lab(root: Path, env: dict) -> tuple[subprocess.Popen, str, str, object]:
+    """Start JupyterLab on a free port and wait for its status API; another port if the one picked
+    was taken in between (another worker's server or kernel may bind it first)."""
+    for _attempt in range(3):
+        port, token = free_port(), secrets.token_hex(16)
+        cmd = lab_command(port, is_root=os.geteuid() == 0, has_display=False, root=root) + [
+            f"--IdentityProvider.token={token}", "--LabApp.expose_app_in_browser=True",
+        ]
+        log_path = root / "build" / f"lab-{port}.log"
+        log = open(log_path, "w")  # noqa: SIM115
+        server = subprocess.Popen(cmd, cwd=root, stdout=log, stderr=subprocess.STDOUT, env=env)
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + CEILING_S
+        while server.poll() is None and time.monotonic() < deadline:  # until its status API answers
+            try:
+                with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=10) as reply:
+                    json.load(reply)
+                return server, base, token, log
+            except OSError:
+                time.sleep(0.5)
+        _stop(server)
+        log.close()
+        if "already in use" not in log_path.read_text():
+            break
+    raise RuntimeError(f"JupyterLab did not start (exit {server.poll()}); see {log_path}")
+
+
 @contextmanager
 def lab_server(root: Path = ROOT):
     """JupyterLab on a free loopback port; stopped by its own PID at the end, nothing left running.
@@ -93,30 +120,14 @@ def lab_server(root: Path = ROOT):
     A fresh Jupyter config and runtime folder per server: no workspace from an earlier run
     reopens old tabs, and two servers (one per pytest worker) share no state.
     """
-    port, token = free_port(), secrets.token_hex(16)
-    cmd = lab_command(port, is_root=os.geteuid() == 0, has_display=False, root=root) + [
-        f"--IdentityProvider.token={token}", "--LabApp.expose_app_in_browser=True",
-    ]
     with tempfile.TemporaryDirectory(prefix="gpucourse-lab-") as scratch:
         env = lab_env(overrides=TEST_SETTING_OVERRIDES, config_path=Path(scratch) / "path")
         env["JUPYTER_CONFIG_DIR"] = str(Path(scratch) / "config")
         env["JUPYTER_RUNTIME_DIR"] = str(Path(scratch) / "runtime")
         env.pop("PLOTLY_RENDERER", None)  # tests/conftest.py sets "json" for the unit tests; the lab draws charts
         (root / "build").mkdir(exist_ok=True)
-        log = open(root / "build" / f"lab-{port}.log", "w")  # noqa: SIM115
-        server = subprocess.Popen(cmd, cwd=root, stdout=log, stderr=subprocess.STDOUT, env=env)
-        base = f"http://127.0.0.1:{port}"
+        server, base, token, log = _start_lab(root, env)
         try:
-            deadline = time.monotonic() + CEILING_S
-            while True:  # polls the server's own status API until it answers
-                try:
-                    with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=10) as reply:
-                        json.load(reply)
-                    break
-                except OSError:
-                    if server.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError(f"JupyterLab did not start (exit {server.poll()})") from None
-                    time.sleep(0.5)
             yield base, token
         finally:
             _stop(server)
