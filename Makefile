@@ -49,9 +49,12 @@ check-generated: setup ## fail if labs/ differs from what solutions/ generates
 lint: setup ## ruff
 	$(PY) -m ruff check .
 
+# Two workers, test by test (--dist loadgroup): the slow tests (nbgrader round trips, lessons run
+# headless and in the browser) spread over both; a module whose tests share an expensive fixture
+# (the website build, the hostile-grading batch, the hub) is one group and stays on one worker.
 test: setup ## the whole suite: lint, unit tests, notebooks, labs, nbgrader, browser
 	$(PY) -m ruff check .
-	$(PY) -m pytest -n 2 --dist loadfile
+	$(PY) -m pytest -n 2 --dist loadgroup --durations=25
 
 test-fast: setup ## unit tests only (no notebooks, nbgrader or browser)
 	$(PY) -m pytest -m "not slow and not gpu"

@@ -46,7 +46,7 @@ class LiveChart(widgets.VBox):
         self.status = widgets.HTML(layout=widgets.Layout(min_height="1.6em"))
         self.progress = widgets.FloatProgress(min=0.0, max=1.0, description="progress",
                                               layout=widgets.Layout(visibility="hidden"))
-        self.figure = go.FigureWidget()
+        self.figure: go.FigureWidget | None = None  # made from the first run's figure (see _apply)
         self.show_data = widgets.ToggleButton(description="Show data table", icon="table",
                                               tooltip="Show the chart's numbers as a table")
         self.table = widgets.HTML()
@@ -55,9 +55,12 @@ class LiveChart(widgets.VBox):
             control.observe(self._on_change, names="value")
         box = widgets.HBox(list(controls.values()), layout=widgets.Layout(flex_flow="row wrap"))
         head = [widgets.HTML(f"<p>{html.escape(description)}</p>")] if description else []
+        self._run(self.values())
+        if self.figure is None:  # the first run failed: an empty chart under its message
+            self.figure = go.FigureWidget()
         super().__init__(head + [box, widgets.HBox([self.status, self.progress]), self.figure,
                                  self.show_data, self.table])
-        self._run(self.values())
+        self.add_class("gpucourse-livechart")  # a hook for the browser tests and for styling
 
     def _repr_mimebundle_(self, **kwargs):
         # On the static website (GPUCOURSE_STATIC=1) there is no kernel behind the controls:
@@ -126,13 +129,24 @@ class LiveChart(widgets.VBox):
         self._apply(fig)
         self.runs += 1
         elapsed_s = time.monotonic() - self._started
-        self.status.value = f"<span>✓ updated in {elapsed_s:.2f} s</span>"
+        self.status.value = f'<span {self._counts()}>✓ updated in {elapsed_s:.2f} s</span>'
 
     def _fail(self, message: str) -> None:
         self.errors += 1
-        self.status.value = f'<span role="alert" style="color:#D55E00">⚠ {html.escape(message)}</span>'
+        self.status.value = f'<span role="alert" {self._counts()} style="color:#D55E00">⚠ {html.escape(message)}</span>'
+
+    def _counts(self) -> str:
+        # Finished runs, on the page: a browser (or test) waits for these, never for a fixed time.
+        return f'data-runs="{self.runs}" data-errors="{self.errors}"'
 
     def _apply(self, fig: go.Figure) -> None:
+        if self.figure is None:
+            # The page gets a widget's state when the widget is created, but can drop messages
+            # sent while it is still loading plotly's widget code: so the first chart is the
+            # state the FigureWidget is created with, not an update sent after it.
+            fig.layout.datarevision = self.runs + 1  # which run the chart shows (see _counts)
+            self.figure = go.FigureWidget(fig)
+            return
         target = self.figure
         same_shape = len(target.data) == len(fig.data) and all(
             a.type == b.type for a, b in zip(target.data, fig.data)
@@ -145,6 +159,7 @@ class LiveChart(widgets.VBox):
                 target.data = []
                 target.add_traces(list(fig.data))
             target.layout = fig.layout
+            target.layout.datarevision = self.runs + 1  # which run the chart shows (see _counts)
         if self.show_data.value:
             self._toggle_table()
 

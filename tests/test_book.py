@@ -2,12 +2,13 @@
 offline in a real Chromium with every chart rendered by the one shared plotly.js."""
 
 import pytest
-from browser import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS, chromium_missing_reason
+from browser import CEILING_S, CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS, chromium_missing_reason
 
 from gpucourse import book
 from gpucourse.build import lesson_sources
 
-pytestmark = pytest.mark.slow
+# one worker builds the site once for both tests (pytest -n 2 --dist loadgroup)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("book")]
 
 JS_CHARTS = """() => {
   const divs = [...document.querySelectorAll('.plotly-graph-div')];
@@ -18,6 +19,8 @@ JS_CHARTS = """() => {
     plotly: typeof window.Plotly === 'object' ? window.Plotly.version : null,
   };
 }"""
+# Plotly draws every chart of a static page from its own script: done when each has its SVG.
+JS_ALL_DRAWN = """() => [...document.querySelectorAll('.plotly-graph-div')].every(d => d.querySelector('.main-svg'))"""
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +48,7 @@ def test_pages_load_offline_and_charts_render(site):
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.set_default_timeout(CEILING_S * 1000)  # a ceiling only a broken page reaches
             remote, errors = [], []
             page.on("request", lambda r: remote.append(r.url) if r.url.startswith("http") else None)
             page.on("pageerror", lambda e: errors.append(str(e)))
@@ -54,7 +58,8 @@ def test_pages_load_offline_and_charts_render(site):
                 if name == "intro":
                     page.screenshot(path=str(SCREENSHOTS / "book_intro.png"))
                     continue
-                page.wait_for_selector(".js-plotly-plot .main-svg", timeout=20_000)
+                page.wait_for_selector(".js-plotly-plot .main-svg")
+                page.wait_for_function(JS_ALL_DRAWN)
                 charts = page.evaluate(JS_CHARTS)
                 assert charts["plotly"], f"{name}: plotly.js did not load from _static/"
                 assert charts["divs"] >= 1 and charts["drawn"] == charts["divs"], (name, charts)

@@ -8,7 +8,7 @@ from labtools import grade_lab, release_notebook, solution_notebook, with_cells
 
 LAB = "lab02_divergence"
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("nbgrader")]
+pytestmark = pytest.mark.slow
 
 COST_PER_LANE = '''
 def warp_cost(takes_a, cost_a, cost_b):

@@ -7,7 +7,7 @@ from labtools import grade_lab, release_notebook, solution_notebook, with_cells
 
 LAB = "lab03_coalescing"
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("nbgrader")]
+pytestmark = pytest.mark.slow
 
 # Right shape and right results, but a transposed *view*: each row's floats are still 32 bytes apart
 # in memory, so every access fetches 32 sectors.

@@ -8,7 +8,7 @@ from labtools import grade_lab, release_notebook, solution_notebook, with_cells
 
 LAB = "lab04_shared_memory"
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("nbgrader")]
+pytestmark = pytest.mark.slow
 
 LAUNCH = '''
 

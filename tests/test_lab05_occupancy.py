@@ -128,7 +128,6 @@ def test_the_solution_and_the_wrong_variants_without_nbgrader():
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("nbgrader")
 def test_lab05_round_trip(tmp_path):
     solution = solution_notebook(LAB)
     release = _release(tmp_path)

@@ -8,7 +8,7 @@ from labtools import grade_lab, release_notebook, solution_notebook, with_cells
 
 LAB = "lab06_races"
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("nbgrader")]
+pytestmark = pytest.mark.slow
 
 RACY = '''
 @cuda.jit

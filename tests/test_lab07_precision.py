@@ -9,7 +9,7 @@ from labtools import course_copy, grade_lab, solution_notebook, with_cells
 
 LAB = "lab07_precision"
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("nbgrader")]
+pytestmark = pytest.mark.slow
 
 # The running sum kept in fp16: overflows past 65504 and loses every addition below half its spacing.
 FP16_ACCUMULATOR = '''
