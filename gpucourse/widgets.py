@@ -4,9 +4,15 @@
     chart   # displays the controls, a status line, the chart and a "show data" table
 
 ``compute(**values)`` returns a plotly Figure (measured on a GPU, recorded or counted in the
-simulator). A change re-runs it and updates one FigureWidget in place. Changes made while a
-run is in flight coalesce: when it finishes, only the latest values run (no queue of stale
+simulator). A change re-runs it, updates the chart's figure in place and redraws it. Changes made
+while a run is in flight coalesce: when it finishes, only the latest values run (no queue of stale
 runs). Runs longer than a second show progress; errors appear as one line in the widget.
+
+The chart is drawn by an ``Output`` widget holding the figure as plotly's JSON mimetype, which
+JupyterLab's plotly extension renders with the one plotly.js it loads per page. Not a plotly
+``FigureWidget``: that one sends updates as transient messages, so a chart whose view was still
+loading stayed empty for good (the browser tests caught it under load), and since plotly 6 it
+stores the whole plotly.js bundle (~4.8 MB) in every chart's saved widget state.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from collections.abc import Callable
 
 import ipywidgets as widgets
 import plotly.graph_objects as go
+import plotly.io as pio
 
 from gpucourse.charts import data_table
 from gpucourse.errors import CourseError, explain_gpu_error
@@ -46,7 +53,8 @@ class LiveChart(widgets.VBox):
         self.status = widgets.HTML(layout=widgets.Layout(min_height="1.6em"))
         self.progress = widgets.FloatProgress(min=0.0, max=1.0, description="progress",
                                               layout=widgets.Layout(visibility="hidden"))
-        self.figure: go.FigureWidget | None = None  # made from the first run's figure (see _apply)
+        self.figure: go.Figure | None = None  # the first run's figure, updated in place (see _apply)
+        self.view = widgets.Output()  # draws self.figure (see _draw)
         self.show_data = widgets.ToggleButton(description="Show data table", icon="table",
                                               tooltip="Show the chart's numbers as a table")
         self.table = widgets.HTML()
@@ -57,8 +65,9 @@ class LiveChart(widgets.VBox):
         head = [widgets.HTML(f"<p>{html.escape(description)}</p>")] if description else []
         self._run(self.values())
         if self.figure is None:  # the first run failed: an empty chart under its message
-            self.figure = go.FigureWidget()
-        super().__init__(head + [box, widgets.HBox([self.status, self.progress]), self.figure,
+            self.figure = go.Figure()
+            self._draw()
+        super().__init__(head + [box, widgets.HBox([self.status, self.progress]), self.view,
                                  self.show_data, self.table])
         self.add_class("gpucourse-livechart")  # a hook for the browser tests and for styling
 
@@ -141,27 +150,31 @@ class LiveChart(widgets.VBox):
 
     def _apply(self, fig: go.Figure) -> None:
         if self.figure is None:
-            # The page gets a widget's state when the widget is created, but can drop messages
-            # sent while it is still loading plotly's widget code: so the first chart is the
-            # state the FigureWidget is created with, not an update sent after it.
-            fig.layout.datarevision = self.runs + 1  # which run the chart shows (see _counts)
-            self.figure = go.FigureWidget(fig)
-            return
-        target = self.figure
-        same_shape = len(target.data) == len(fig.data) and all(
-            a.type == b.type for a, b in zip(target.data, fig.data)
-        )
-        with target.batch_update():
-            if same_shape:
-                for old, new in zip(target.data, fig.data):
-                    old.update(new.to_plotly_json(), overwrite=True)
-            else:
-                target.data = []
-                target.add_traces(list(fig.data))
-            target.layout = fig.layout
-            target.layout.datarevision = self.runs + 1  # which run the chart shows (see _counts)
+            self.figure = fig
+        else:
+            target = self.figure
+            same_shape = len(target.data) == len(fig.data) and all(
+                a.type == b.type for a, b in zip(target.data, fig.data)
+            )
+            with target.batch_update():
+                if same_shape:
+                    for old, new in zip(target.data, fig.data):
+                        old.update(new.to_plotly_json(), overwrite=True)
+                else:
+                    target.data = []
+                    target.add_traces(list(fig.data))
+                target.layout = fig.layout
+        self.figure.layout.datarevision = self.runs + 1  # which run the chart shows (see _counts)
+        self._draw()
         if self.show_data.value:
             self._toggle_table()
+
+    def _draw(self) -> None:
+        # The whole figure is the Output's state (not a transient message): a view that renders
+        # late, or again after a reload, always shows the latest run.
+        bundle = pio.renderers["plotly_mimetype"].to_mimebundle(self.figure.to_dict())
+        bundle["text/plain"] = f"<chart: {self.figure.layout.title.text or 'untitled'}>"
+        self.view.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
 
     def _toggle_table(self, _change=None) -> None:
         self.table.value = data_table(self.figure).to_html(index=False, max_rows=200) if self.show_data.value else ""
