@@ -23,7 +23,7 @@ except Exception:  # a broken numba is reported by check_packages, not by a trac
 
 REQUIRED = ("numpy", "pandas", "numba", "plotly", "ipywidgets", "jupyterlab", "nbgrader", "jupytext")
 OPTIONAL_GPU = ("cupy", "torch")
-FIX = "run `make setup` (or `pip install -r requirements.txt`) in the course folder"
+FIX = "run `make setup` (or `python -m gpucourse setup`) in the course folder"
 
 
 @dataclass
