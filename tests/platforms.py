@@ -10,8 +10,9 @@
   cell, run for real against this repository, changes none of the GPU packages and adds no CUDA 13
   package; the lessons import in simulator mode. PyTorch is not installed (several GB): a dry run
   shows that the course installs next to torch 2.10.0 (a CUDA 12 build) without touching it.
-* ``py313``   Python 3.13, locks/cu13.txt without torch (torch 2.13.0 for 3.13 is a CUDA build of
-  several GB: a dry run checks it resolves): cuBLAS and cuRAND load, unit tests run.
+* ``py313``   Python 3.13, locks/cu13.txt without torch and the CUDA libraries only torch needs
+  (torch 2.13.0 for 3.13 is a CUDA build of several GB: a dry run checks that it exists for 3.13):
+  cuBLAS and cuRAND load (CuPy's [ctk] wheels), unit tests run.
 
 Run from the repository root: ``python3 tests/platforms.py [name ...]``. Venvs live in
 build/platforms/ and are reused; pip's cache makes a second run quick. Prints one line per check
@@ -36,6 +37,10 @@ ARCHS = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90")  # what CUDA 12's ptxas mu
 GPU_PACKAGE_PREFIXES = ("torch", "cupy", "numba-cuda", "cuda-", "nvidia-", "triton")
 NO_CUDA = ("cuda-bindings", "cuda-core", "cuda-toolkit", "cupy")
 sys.path.insert(0, str(ROOT))  # gpucourse.build: the install cell, as the notebooks carry it
+# torch 2.13.0 for Python 3.13 is a CUDA build of several GB: py313 installs the lock without it
+# and without the CUDA libraries only torch needs (a dry run checks that torch resolves there).
+TORCH_ONLY = ("torch==", "triton==", "nvidia-cudnn", "nvidia-nccl", "nvidia-nvshmem", "nvidia-cusparselt",
+              "nvidia-cufile", "nvidia-cuda-cupti", "nvidia-nvtx")
 UNIT_TESTS = ["tests/test_project.py", "tests/test_install.py", "tests/test_microscope_memory.py"]
 
 
@@ -155,7 +160,7 @@ def check_cu12() -> str:
     whole = dry_run(python, ["-r", str(ROOT / "locks" / "cu12.txt")], "--no-deps")
     names = {m["name"].lower().replace("_", "-"): m["version"] for m in whole}
     assert names["torch"].startswith("2.10") and not [n for n in names if n.endswith("-cu13")]
-    run([python, "-m", "pip", "install", "-q", "-c", ROOT / "locks" / "cu12.txt", "-e", ROOT,
+    run([python, "-m", "pip", "install", "-q", "-c", ROOT / "locks" / "cu12.txt", "-e", f"{ROOT}[lab]",
          "numba-cuda[cu12]", "cuda-toolkit[nvcc]", "pytest", "pyyaml", "packaging"])
     have = installed(python)
     assert have["cuda-toolkit"].startswith("12.") and "cupy-cuda13x" not in have
@@ -195,7 +200,7 @@ def check_py313() -> str:
     torch = dry_run(python, ["torch==2.13.0"], "--no-deps")
     assert torch[0]["version"] == "2.13.0"
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as req:
-        req.write("\n".join(lock_lines("cu13", skip=("torch==",))) + "\n")
+        req.write("\n".join(lock_lines("cu13", skip=TORCH_ONLY)) + "\n")
     try:
         run([python, "-m", "pip", "install", "-q", "-r", req.name])
     finally:
