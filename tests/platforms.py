@@ -186,7 +186,8 @@ def check_colab() -> str:
         cell = INSTALL_CELL.format(repo=f"file://{ROOT}")
         lessons = "from gpucourse import runtime, warps, divergence, coalescing, tiling, races, precision\n"
         lessons += "import gpucourse.occupancy_lesson, gpucourse.microscope\nprint(runtime.banner().lines()[0])"
-        out = run([python, "-c", cell + "\n" + lessons], cwd=work, env=dict(os.environ, GPUCOURSE_MODE="sim")).stdout
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"GPUCOURSE_MODE": "sim"}
+        out = run([python, "-c", cell + "\n" + lessons], cwd=work, env=env).stdout
     after = {n: v for n, v in installed(python).items() if n.startswith(GPU_PACKAGE_PREFIXES)}
     assert after == before, f"the install changed GPU packages: {before} -> {after}"
     added = [n for n in installed(python) if n.endswith("-cu13") or "cuda13" in n]
