@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -94,6 +95,16 @@ def dry_run(python: Path, requirements: list[str], *extra: str) -> list[dict]:
         return [item["metadata"] for item in json.loads(report.read_text())["install"]]
 
 
+def lock_resolves(python: Path, stack: str) -> int:
+    """The whole lock, dependencies included, resolves to itself: nothing missing, no other version."""
+    lock = {ln.split("==")[0]: ln.split("==")[1] for ln in lock_lines(stack)}
+    plan = dry_run(python, ["-r", str(ROOT / "locks" / f"{stack}.txt")])
+    got = {re.sub(r"[-_.]+", "-", m["name"]).lower(): m["version"].split("+")[0] for m in plan}
+    wrong = {n: v for n, v in got.items() if lock.get(n) != v}
+    assert not wrong, f"locks/{stack}.txt is incomplete or inconsistent here: {wrong}"
+    return len(got)
+
+
 def unit_tests(python: Path, tests: list[str], marker: str = "not slow and not gpu") -> str:
     env = dict(os.environ, PYTHONPATH=str(ROOT), GPUCOURSE_MODE="sim")
     done = run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", marker, *tests], env=env)
@@ -102,6 +113,7 @@ def unit_tests(python: Path, tests: list[str], marker: str = "not slow and not g
 
 def check_nocuda() -> str:
     python = fresh_venv("nocuda", "3.11")
+    run([python, "-m", "pip", "install", "-q", "-U", "pip"])  # a newer resolver: minutes faster
     run([python, ROOT / "gpucourse" / "install.py", "--cuda", "sim", "--venv", python.parent.parent])
     have = installed(python)
     found = [n for n in have if n.startswith(NO_CUDA) or n.startswith("nvidia-")]
@@ -157,14 +169,12 @@ print(len(sigs) * {len(ARCHS)}, "kernels to SASS,", version)
 def check_cu12() -> str:
     python = fresh_venv("cu12", "3.12")
     run([python, "-m", "pip", "install", "-q", "-U", "pip"])  # PEP 658 metadata: the dry run reads no wheel
-    whole = dry_run(python, ["-r", str(ROOT / "locks" / "cu12.txt")], "--no-deps")
-    names = {m["name"].lower().replace("_", "-"): m["version"] for m in whole}
-    assert names["torch"].startswith("2.10") and not [n for n in names if n.endswith("-cu13")]
+    resolved = lock_resolves(python, "cu12")
     run([python, "-m", "pip", "install", "-q", "-c", ROOT / "locks" / "cu12.txt", "-e", f"{ROOT}[lab]",
          "numba-cuda[cu12]", "cuda-toolkit[nvcc]", "pytest", "pyyaml", "packaging"])
     have = installed(python)
     assert have["cuda-toolkit"].startswith("12.") and "cupy-cuda13x" not in have
-    return f"lock resolves ({len(whole)} packages); {compile_kernels(python)}; unit tests: " + unit_tests(
+    return f"lock resolves to itself ({resolved} packages); {compile_kernels(python)}; unit tests: " + unit_tests(
         python, UNIT_TESTS)
 
 
@@ -178,7 +188,10 @@ def check_colab() -> str:
     # torch is not installed (several GB): resolve the course next to Colab's kind of torch instead
     beside_torch = dry_run(python, [str(ROOT), "torch==2.10.0"])
     planned = {m["name"].lower().replace("_", "-"): m["version"] for m in beside_torch}
-    assert planned["torch"] == "2.10.0" and not [n for n in planned if n.endswith("-cu13") or "cuda13" in n]
+    cuda13 = [n for n, v in planned.items() if n.endswith("-cu13") or "cuda13" in n
+              or (n.startswith("nvidia-") and not n.endswith("-cu12"))
+              or (n.startswith("cuda-") and v.startswith("13"))]
+    assert planned["torch"] == "2.10.0" and not cuda13, cuda13
     # the notebooks' first code cell, run for real, with this repository as the course's address
     from gpucourse.build import INSTALL_CELL
 
@@ -198,8 +211,8 @@ def check_colab() -> str:
 
 def check_py313() -> str:
     python = fresh_venv("py313", "3.13")
-    torch = dry_run(python, ["torch==2.13.0"], "--no-deps")
-    assert torch[0]["version"] == "2.13.0"
+    run([python, "-m", "pip", "install", "-q", "-U", "pip"])  # PEP 658 metadata: the dry run reads no wheel
+    resolved = lock_resolves(python, "cu13")  # torch 2.13.0 included: its metadata only
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as req:
         req.write("\n".join(lock_lines("cu13", skip=TORCH_ONLY)) + "\n")
     try:
@@ -209,7 +222,8 @@ def check_py313() -> str:
     run([python, "-m", "pip", "install", "-q", "--no-deps", "-e", ROOT])
     libs = run([python, "-c", "from cuda import pathfinder\nfor lib in ('cublas', 'curand'):\n"
                 "    print(lib, pathfinder.load_nvidia_dynamic_lib(lib).abs_path.rsplit('/', 1)[-1])"]).stdout.split()
-    return f"cu13 lock without torch installs; loads {' '.join(libs)}; unit tests: " + unit_tests(python, UNIT_TESTS)
+    tests = unit_tests(python, UNIT_TESTS)
+    return f"cu13 lock resolves to itself ({resolved} packages), installs without torch; loads {libs}; {tests}"
 
 
 CHECKS = {"nocuda": check_nocuda, "cu12": check_cu12, "colab": check_colab, "py313": check_py313}
