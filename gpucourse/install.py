@@ -20,6 +20,7 @@ import argparse
 import ctypes
 import hashlib
 import os
+import platform as _platform
 import subprocess
 import sys
 from pathlib import Path
@@ -56,8 +57,15 @@ def version_text(version: int) -> str:
     return f"{version // 1000}.{version % 1000 // 10}"
 
 
-def choose_stack(driver: int | None, asked: str | None = None, platform: str = sys.platform) -> tuple[str, str]:
+INTEL_MAC = ("this is an Intel Mac: numba 0.63 and newer and PyTorch 2.3 and newer publish no packages for it, "
+             "so the course cannot install here; open the notebooks on Colab (README, 'Colab and Kaggle')")
+
+
+def choose_stack(driver: int | None, asked: str | None = None, platform: str = sys.platform,
+                 machine: str = _platform.machine()) -> tuple[str, str]:
     """(stack, one line saying why) for a driver version (None: no driver) and an optional override."""
+    if platform == "darwin" and machine == "x86_64":
+        raise SystemExit(INTEL_MAC)
     if asked:
         if asked not in STACKS:
             raise SystemExit(f"CUDA={asked} is not a stack: choose one of {', '.join(STACKS)}")

@@ -22,8 +22,14 @@ from gpucourse.build import ROOT
     (None, "win32", "sim", "WSL2"),
 ])
 def test_the_stack_follows_the_driver(driver, platform, stack, says):
-    chosen, why = install.choose_stack(driver, platform=platform)
+    chosen, why = install.choose_stack(driver, platform=platform, machine="arm64" if platform == "darwin" else "x86_64")
     assert chosen == stack and says in why
+
+
+def test_an_intel_mac_is_told_in_one_line_to_use_colab():
+    # numba 0.68 and torch 2.13 (the locks) publish no macOS x86_64 wheels
+    with pytest.raises(SystemExit, match="Intel Mac.*Colab"):
+        install.choose_stack(None, platform="darwin", machine="x86_64")
 
 
 def test_the_stack_asked_for_wins_and_a_wrong_one_is_one_clear_line():
@@ -31,7 +37,7 @@ def test_the_stack_asked_for_wins_and_a_wrong_one_is_one_clear_line():
     assert install.choose_stack(13000, "12", platform="linux")[0] == "12"
     assert install.choose_stack(12040, "sim", platform="linux")[0] == "sim"
     with pytest.raises(SystemExit, match="WSL2"):
-        install.choose_stack(None, "13", platform="win32")
+        install.choose_stack(None, "13", platform="win32", machine="AMD64")
     with pytest.raises(SystemExit, match="not a stack"):
         install.choose_stack(None, "11", platform="linux")
 
