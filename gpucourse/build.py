@@ -55,8 +55,10 @@ def colab_badge(path: str) -> str:
 # run-time ranges only, no GPU extra, so the preinstalled torch, CuPy and numba-cuda stay.
 INSTALL_CELL = """\
 # On Colab or Kaggle: fetch the course and install it next to the GPU packages already here.
-import importlib.util, os, subprocess, sys
-if importlib.util.find_spec("gpucourse") is None:
+import os, subprocess, sys
+try:
+    import gpucourse
+except ImportError:
     subprocess.run(["git", "clone", "-q", "--depth=1", "{repo}", "gpucourse-src"], check=True)
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "./gpucourse-src"], check=True)
     sys.path.insert(0, os.path.abspath("gpucourse-src"))"""

@@ -224,6 +224,7 @@ def check_py313() -> str:
     libs = run([python, "-c", "from cuda import pathfinder\nfor lib in ('cublas', 'curand'):\n"
                 "    print(lib, pathfinder.load_nvidia_dynamic_lib(lib).abs_path.rsplit('/', 1)[-1])"]).stdout.split()
     tests = unit_tests(python, UNIT_TESTS)
+    libs = " ".join(libs)
     return f"cu13 lock resolves to itself ({resolved} packages), installs without torch; loads {libs}; {tests}"
 
 
