@@ -1,11 +1,15 @@
 # The course's commands. `make help` lists them. Works with a plain venv (.venv, made on
-# first use from the pinned requirements) or inside the conda environment made from
-# environment.yml (`conda env create -f environment.yml && conda activate gpucourse`).
+# first use from the lock that fits this machine's NVIDIA driver: locks/cu13.txt or
+# locks/cu12.txt) or inside a conda environment made from environment.yml (CUDA 13) or
+# environment-cu12.yml (`conda env create -f environment.yml && conda activate gpucourse`).
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 PORT ?= 8888
+# The Python that makes .venv (3.11, 3.12 or 3.13); CUDA=12, 13 or sim picks the stack by hand.
+PYTHON ?= python3
+CUDA ?=
 
-ifeq ($(CONDA_DEFAULT_ENV),gpucourse)
+ifneq ($(filter gpucourse gpucourse-cu12,$(CONDA_DEFAULT_ENV)),)
 PY := python
 STAMP := .setup-conda.stamp
 else
@@ -15,20 +19,17 @@ endif
 
 LABS := $(notdir $(wildcard solutions/lab*))
 
-.PHONY: help setup lab test test-fast test-gpu lint notebooks labs check-generated grade feedback doctor record gpu-report mutate book clean
+.PHONY: help setup lab test test-fast test-gpu test-platforms lint notebooks labs check-generated grade feedback doctor record gpu-report mutate book clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 
-setup: $(STAMP) ## create the environment if it is missing (.venv from pinned requirements)
-
-.venv/.setup-stamp: pyproject.toml requirements.txt constraints.txt
-	@python3 -c 'import sys; v = sys.version_info[:2]; sys.exit(0 if v in [(3, 11), (3, 12)] else "gpucourse needs Python 3.11 or 3.12, found %d.%d" % v)'
-	@test -x .venv/bin/python || python3 -m venv .venv
-	@echo "Installing the course's pinned packages into .venv (a minute or two the first time)…"
-	.venv/bin/python -m pip install -q -r requirements.txt -c constraints.txt
-	.venv/bin/python -m pip install -q --no-deps -e .
-	@touch $@
+setup: ## make .venv for this machine: CUDA 13 or 12 stack from the driver (CUDA=12|13|sim to choose)
+ifeq ($(STAMP),.setup-conda.stamp)
+	@$(MAKE) -s $(STAMP)
+else
+	@$(PYTHON) gpucourse/install.py $(if $(CUDA),--cuda $(CUDA))
+endif
 
 .setup-conda.stamp: pyproject.toml
 	python -m pip install -q --no-deps -e .
@@ -65,6 +66,9 @@ test-gpu: setup ## the GPU tier (needs an NVIDIA GPU): pytest -m gpu, then every
 
 mutate: setup ## the mutation pass: break each rule on tools/mutate.py's list, expect a test to fail
 	$(PY) tools/mutate.py
+
+test-platforms: setup ## other environments: no CUDA package (macOS/Windows), CUDA 12, Colab-like, Python 3.13
+	$(PY) tests/platforms.py
 
 doctor: setup ## the pre-flight check: versions, mode, GPU, a 10-second sanity benchmark
 	$(PY) -m gpucourse doctor

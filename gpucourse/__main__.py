@@ -1,4 +1,5 @@
-"""Command line: python -m gpucourse {doctor,record,gpu-report,notebooks,labs,lab,grade,feedback,book}."""
+"""Command line: python -m gpucourse {setup,doctor,record,gpu-report,compile-check,notebooks,labs,lab,
+grade,feedback,book}."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from gpucourse.errors import CourseError
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gpucourse", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
+    setup = sub.add_parser("setup", help="make .venv with the stack for this machine (what `make setup` does)")
+    setup.add_argument("--cuda", choices=("13", "12", "sim"), help="the stack (default: from the NVIDIA driver)")
     sub.add_parser("doctor", help="pre-flight check for learners and instructors")
     rec = sub.add_parser("record", help="run every registered sweep on this GPU into data/reference/")
     rec.add_argument("sweeps", nargs="*", help="sweep names (default: all)")
@@ -40,6 +43,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args) -> int:
+    if args.command == "setup":
+        from gpucourse.install import main as install
+
+        return install(["--cuda", args.cuda] if args.cuda else [])
     if args.command == "compile-check":
         from gpucourse.compilecheck import main as compile_check
 
@@ -78,7 +85,12 @@ def _run(args) -> int:
         return 0
     if args.command == "lab":
         from gpucourse.launch import main as launch
+        from gpucourse.launch import reexec_in_course_venv
 
+        reexec_in_course_venv(["-m", "gpucourse", "lab", "--port", str(args.port)])
+        from gpucourse.build import build_notebooks
+
+        build_notebooks()  # what `make lab` does first (Windows has no make)
         launch(args.port)
         return 0
     if args.command == "book":

@@ -21,6 +21,14 @@ import jupytext
 import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# The course's public home: the ONE setting for Colab/Kaggle. Every notebook's first cells (the
+# "Open in Colab" badge and the install cell) and the README's links are made from it. Until the
+# course has a public home it is a placeholder; then set it (an https git address) and publish the
+# generated notebooks (`make notebooks`) on COLAB_BRANCH, which the badges open.
+COURSE_REPO = "https://github.com/OWNER/gpucourse"
+COLAB_BRANCH = "main"
+
 LEAK_MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
 KERNELSPEC = {"display_name": "Python 3 (gpucourse)", "language": "python", "name": "python3"}
 
@@ -33,6 +41,43 @@ def lab_names(root: Path = ROOT) -> list[str]:
     return sorted(p.name for p in (root / "solutions").glob("lab*") if (p / f"{p.name}.py").exists())
 
 
+def colab_url(path: str, repo: str = COURSE_REPO, branch: str = COLAB_BRANCH) -> str:
+    """Colab's address for a notebook of the repository (``path`` relative to its root)."""
+    return f"https://colab.research.google.com/github/{repo.removeprefix('https://github.com/')}/blob/{branch}/{path}"
+
+
+def colab_badge(path: str) -> str:
+    return f"[![Open in Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab_url(path)})"
+
+
+# The first code cell of every notebook. Where the course is missing (Colab, Kaggle, any Jupyter)
+# it fetches the repository (lessons read data/ beside the package) and pip-installs its
+# run-time ranges only, no GPU extra, so the preinstalled torch, CuPy and numba-cuda stay.
+INSTALL_CELL = """\
+# On Colab or Kaggle: fetch the course and install it next to the GPU packages already here.
+import os, subprocess, sys
+try:
+    import gpucourse
+except ImportError:
+    subprocess.run(["git", "clone", "-q", "--depth=1", "{repo}", "gpucourse-src"], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "./gpucourse-src"], check=True)
+    sys.path.insert(0, os.path.abspath("gpucourse-src"))"""
+
+
+def colab_cells(path: str, lab: bool) -> list[nbformat.NotebookNode]:
+    """The badge and the install cell; in a lab both are locked nbgrader cells (graded as trusted)."""
+    badge = nbformat.v4.new_markdown_cell(f"{colab_badge(path)} · on Colab: run the cell below first"
+                                          + (", run the checks, then *File → Download → .ipynb* and hand "
+                                             "that file in" if lab else ""))
+    install = nbformat.v4.new_code_cell(INSTALL_CELL.format(repo=COURSE_REPO))
+    for cell, grade_id in ((badge, "colab-badge"), (install, "colab-install")):
+        cell.id = grade_id
+        if lab:
+            cell.metadata["nbgrader"] = {"grade": False, "grade_id": grade_id, "locked": True,
+                                         "schema_version": 3, "solution": False, "task": False}
+    return [badge, install]
+
+
 def to_notebook(source: Path) -> nbformat.NotebookNode:
     nb = jupytext.read(source)
     nb.metadata = {"kernelspec": KERNELSPEC, "language_info": {"name": "python"}}
@@ -40,6 +85,10 @@ def to_notebook(source: Path) -> nbformat.NotebookNode:
         cell.metadata.pop("lines_to_next_cell", None)
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
         cell.id = grade_id or f"cell-{index:03d}"
+    lab = source.parent.parent.name == "solutions"
+    # a lab opens on Colab as the student version (labs/), a lesson as notebooks/NN_x.ipynb
+    path = f"labs/{source.stem}/{source.stem}.ipynb" if lab else f"notebooks/{source.stem}.ipynb"
+    nb.cells[:0] = colab_cells(path, lab)
     return nb
 
 

@@ -23,7 +23,7 @@ except Exception:  # a broken numba is reported by check_packages, not by a trac
 
 REQUIRED = ("numpy", "pandas", "numba", "plotly", "ipywidgets", "jupyterlab", "nbgrader", "jupytext")
 OPTIONAL_GPU = ("cupy", "torch")
-FIX = "run `make setup` (or `pip install -r requirements.txt`) in the course folder"
+FIX = "run `make setup` (or `python -m gpucourse setup`) in the course folder"
 
 
 @dataclass
@@ -43,15 +43,18 @@ def _version(dist: str) -> str:
 
 
 def check_packages() -> list[Check]:
-    checks = [Check("python", sys.version_info[:2] in [(3, 11), (3, 12)], platform.python_version(),
-                    "use Python 3.11 or 3.12")]
+    checks = [Check("python", sys.version_info[:2] in [(3, 11), (3, 12), (3, 13)], platform.python_version(),
+                    "use Python 3.11, 3.12 or 3.13")]
     for module in REQUIRED:
         try:
             importlib.import_module(module)
             checks.append(Check(module, True, _version({"numba": "numba"}.get(module, module))))
         except Exception as exc:  # a broken install shows up as any exception
             checks.append(Check(module, False, f"cannot import ({type(exc).__name__}: {exc})", FIX))
-    checks.append(Check("numba-cuda", _version("numba-cuda") != "not installed", _version("numba-cuda"), FIX))
+    cuda_target = _version("numba-cuda")
+    if cuda_target == "not installed" and not runtime.is_gpu():  # the simulator stack (macOS, Windows)
+        cuda_target = "not installed: kernels run in the CUDA simulator that ships with numba"
+    checks.append(Check("numba-cuda", cuda_target != "not installed", cuda_target, FIX))
     return checks
 
 

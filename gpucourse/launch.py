@@ -54,6 +54,26 @@ def lab_env(env: dict | None = None, *, overrides: dict | None = None, config_pa
     return env
 
 
+def reexec_in_course_venv(args: list[str], root: Path = ROOT) -> None:
+    """Run ``python <args>`` with .venv's Python instead when this one lacks JupyterLab.
+
+    So that `python -m gpucourse lab` works from the system's Python after `python -m gpucourse
+    setup` (Windows and macOS without make); returns when this Python is the right one.
+    """
+    from importlib.util import find_spec
+
+    from gpucourse.install import venv_python
+
+    python = venv_python(root / ".venv")
+    if find_spec("jupyterlab") is not None or not python.exists():
+        return
+    if os.name == "nt":  # os.execv on Windows does not replace the process: wait for the child
+        import subprocess
+
+        sys.exit(subprocess.run([str(python), *args]).returncode)
+    os.execv(str(python), [str(python), *args])
+
+
 def main(port: int) -> None:
     has_display = bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")) or sys.platform == "darwin"
     cmd = lab_command(port, is_root=hasattr(os, "geteuid") and os.geteuid() == 0, has_display=has_display)

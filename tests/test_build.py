@@ -13,7 +13,8 @@ def test_notebooks_are_generated_identically_with_stable_cell_ids(tmp_path):
     first = nbformat.writes(build.to_notebook(source))
     assert first == nbformat.writes(build.to_notebook(source))
     nb = build.to_notebook(source)
-    assert nb.cells[0].id == "cell-000" and nb.metadata["kernelspec"]["name"] == "python3"
+    assert [c.id for c in nb.cells[:3]] == ["colab-badge", "colab-install", "cell-000"]
+    assert nb.metadata["kernelspec"]["name"] == "python3"
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
 
 

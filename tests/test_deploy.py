@@ -14,7 +14,7 @@ DEPLOY = ROOT / "deploy"
 
 def _pins() -> dict[str, str]:
     pins = {}
-    for line in (ROOT / "requirements.txt").read_text().splitlines():
+    for line in (ROOT / "locks" / "cu13.txt").read_text().splitlines():
         match = re.match(r"^([A-Za-z0-9_.-]+)(?:\[[^]]*\])?==([^\s;#]+)", line.strip())
         if match:
             pins[match.group(1).lower()] = match.group(2)

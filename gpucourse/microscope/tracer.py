@@ -292,7 +292,10 @@ def _as_dtype(dtype) -> np.dtype:
     try:
         return np.dtype(dtype)
     except TypeError:
-        from numba.cuda.np import numpy_support
+        try:
+            from numba.cuda.np import numpy_support  # numba-cuda
+        except ImportError:  # numba's own CUDA simulator (no CUDA package installed)
+            from numba.np import numpy_support
 
         try:
             return numpy_support.as_dtype(dtype)

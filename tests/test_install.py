@@ -1,0 +1,89 @@
+"""`make setup` picks the stack from the NVIDIA driver; every notebook opens on Colab (no GPU needed)."""
+
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from gpucourse import build, install
+from gpucourse.build import ROOT
+
+
+@pytest.mark.parametrize(("driver", "platform", "stack", "says"), [
+    (None, "linux", "13", "no NVIDIA driver found: installing the default CUDA 13 stack"),
+    (11080, "linux", "13", "CUDA 11.8 is older than either stack"),
+    (12040, "linux", "12", "NVIDIA driver for CUDA 12.4: installing the CUDA 12 stack"),
+    (12080, "linux", "12", "CUDA 12.8: installing the CUDA 12 stack"),
+    (13000, "linux", "13", "CUDA 13.0: installing the CUDA 13 stack"),
+    (13020, "linux", "13", "CUDA 13.2"),
+    (None, "darwin", "sim", "macOS"),
+    (None, "win32", "sim", "WSL2"),
+])
+def test_the_stack_follows_the_driver(driver, platform, stack, says):
+    chosen, why = install.choose_stack(driver, platform=platform, machine="arm64" if platform == "darwin" else "x86_64")
+    assert chosen == stack and says in why
+
+
+def test_an_intel_mac_is_told_in_one_line_to_use_colab():
+    # numba 0.68 and torch 2.13 (the locks) publish no macOS x86_64 wheels
+    with pytest.raises(SystemExit, match="Intel Mac.*Colab"):
+        install.choose_stack(None, platform="darwin", machine="x86_64")
+
+
+def test_the_stack_asked_for_wins_and_a_wrong_one_is_one_clear_line():
+    assert install.choose_stack(None, "12", platform="linux")[0] == "12"
+    assert install.choose_stack(13000, "12", platform="linux")[0] == "12"
+    assert install.choose_stack(12040, "sim", platform="linux")[0] == "sim"
+    with pytest.raises(SystemExit, match="WSL2"):
+        install.choose_stack(None, "13", platform="win32", machine="AMD64")
+    with pytest.raises(SystemExit, match="not a stack"):
+        install.choose_stack(None, "11", platform="linux")
+
+
+def test_each_stack_installs_its_own_lock_and_the_simulator_stack_no_gpu_extra():
+    python = ROOT / ".venv" / "bin" / "python"
+    cu12 = install.install_commands("12", python)
+    assert cu12[0][-2:] == ["-r", str(ROOT / "locks" / "cu12.txt")] and "--no-deps" in cu12[1]
+    assert install.install_commands("13", python)[0][-1] == str(ROOT / "locks" / "cu13.txt")
+    (sim,) = install.install_commands("sim", python)
+    assert sim[-1] == f"{ROOT}[lab,sim,test,site,hub]" and str(ROOT / "locks" / "cu13.txt") in sim
+    assert "cu12" not in sim[-1] and "cu13" not in sim[-1]
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler for the stand-in driver library")
+@pytest.mark.parametrize("version", [11080, 12040, 13000])
+def test_the_driver_version_is_read_from_the_driver_library(tmp_path, version):
+    source = tmp_path / "libcuda.c"
+    source.write_text(f"int cuDriverGetVersion(int *v) {{ *v = {version}; return 0; }}\n")
+    lib = tmp_path / "libcuda.so.1"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(source)], check=True)
+    assert install.driver_cuda_version([str(lib)]) == version
+    assert install.driver_cuda_version([str(tmp_path / "missing.so")]) is None
+
+
+def test_make_setup_runs_the_installer_with_the_stack_asked_for():
+    dry = subprocess.run(["make", "-n", "setup", "CUDA=12"], cwd=ROOT, capture_output=True, text=True,
+                         env={"PATH": "/usr/bin:/bin"}).stdout
+    assert "gpucourse/install.py --cuda 12" in dry
+    shown = subprocess.run([sys.executable, "gpucourse/install.py", "--show", "--cuda", "12"], cwd=ROOT,
+                           capture_output=True, text=True)
+    assert shown.returncode == 0 and shown.stdout.startswith("12\t")
+
+
+def test_every_lesson_and_lab_opens_on_colab_from_its_first_cell_and_the_readme():
+    readme = (ROOT / "README.md").read_text()
+    sources = build.lesson_sources() + [ROOT / "solutions" / lab / f"{lab}.py" for lab in build.lab_names()]
+    for source in sources:
+        nb = build.to_notebook(source)
+        badge, cell = nb.cells[0], nb.cells[1]
+        folder = "labs" if source.parent.parent.name == "solutions" else "notebooks"
+        path = f"{folder}/{source.stem}/{source.stem}.ipynb" if folder == "labs" else f"notebooks/{source.stem}.ipynb"
+        assert build.colab_url(path) in badge.source and build.colab_url(path) in readme, path
+        assert build.COURSE_REPO in cell.source and cell.cell_type == "code"
+        # only the course's ranges: no GPU extra, so Colab's torch, CuPy and numba-cuda stay
+        assert not re.search(r"\[(cu1\d|sim)\]|cupy|torch|numba-cuda", cell.source)
+        if folder == "labs":
+            assert cell.metadata["nbgrader"]["locked"] and "Download" in badge.source
+    assert readme.count(build.COURSE_REPO.removeprefix("https://github.com/")) >= len(sources)
