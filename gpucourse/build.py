@@ -47,7 +47,9 @@ def colab_url(path: str, repo: str = COURSE_REPO, branch: str = COLAB_BRANCH) ->
 
 
 def colab_badge(path: str) -> str:
-    return f"[![Open in Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab_url(path)})"
+    # A text link, not Colab's badge image: that image is fetched from the network, and the course
+    # (JupyterLab offline, the static website) must open without one.
+    return f"**[Open in Colab]({colab_url(path)})**"
 
 
 # The first code cell of every notebook. Where the course is missing (Colab, Kaggle, any Jupyter)

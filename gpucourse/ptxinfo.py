@@ -307,13 +307,18 @@ def _run_child(jobs: list[dict], cc: tuple[int, int]) -> tuple[list[dict], float
     return answer["results"], elapsed
 
 
-def _numba_cuda_version() -> str:
+def _compiler_versions() -> str:
+    """The compiler behind the PTX: numba-cuda and the libNVVM wheel (a PTX cached from another NVVM
+    can carry a PTX version this machine's ptxas cannot read)."""
     from importlib import metadata
 
-    try:
-        return metadata.version("numba-cuda")
-    except metadata.PackageNotFoundError:
-        return "unknown"
+    versions = []
+    for package in ("numba-cuda", "nvidia-nvvm", "nvidia-cuda-nvcc-cu12", "cuda-toolkit"):
+        try:
+            versions.append(f"{package} {metadata.version(package)}")
+        except metadata.PackageNotFoundError:
+            pass
+    return ", ".join(versions) or "unknown"
 
 
 def compile_ptx(kernels: list[tuple[object, str]], cc=(9, 0)) -> list[dict]:
@@ -323,7 +328,7 @@ def compile_ptx(kernels: list[tuple[object, str]], cc=(9, 0)) -> list[dict]:
     """
     cc = tuple(cc)
     jobs = [_job_for(kernel, signature) for kernel, signature in kernels]
-    keys = [_digest("ptx", job["fingerprint"], job["name"], job["signature"], cc, _numba_cuda_version())
+    keys = [_digest("ptx", job["fingerprint"], job["name"], job["signature"], cc, _compiler_versions())
             for job in jobs]
     out: list[dict | None] = []
     for key in keys:

@@ -155,3 +155,15 @@ def test_a_kernel_that_does_not_compile_is_unknown(tmp_path, monkeypatch):
 
     u = ptxinfo.resource_usage(broken, "void(float32[::1])", (9, 0), use_gpu=False)
     assert not u.known and "could not compile" in u.reason
+
+
+def test_cached_ptx_is_keyed_by_the_compiler_that_made_it(monkeypatch):
+    # PTX that a newer libNVVM wrote (".version 9.5") cannot be read by an older ptxas: a machine whose
+    # toolkit changed must compile again, not reuse the cache.
+    from importlib import metadata
+
+    real_version = metadata.version
+    before = ptxinfo._compiler_versions()
+    monkeypatch.setattr(metadata, "version",
+                        lambda name: "99.0" if name == "nvidia-nvvm" else real_version(name))
+    assert ptxinfo._compiler_versions() != before and "nvidia-nvvm 99.0" in ptxinfo._compiler_versions()
