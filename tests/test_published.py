@@ -70,3 +70,11 @@ def test_unknown_source_or_table_is_one_clear_error():
         published.provenance("no-such-source")
     with pytest.raises(InvalidConfig, match="has no table"):
         published.load("sgemm-cuda", "nope")
+
+
+def test_the_index_lists_every_source_with_its_provenance_and_licence():
+    index = pd.read_csv(published.PUBLISHED_ROOT / "sources.csv")
+    assert sorted(index.source_id) == SOURCES
+    for row in index.itertuples():
+        assert (published.PUBLISHED_ROOT / row.provenance).is_file()
+        assert published.provenance(row.source_id)["licence"].split(" ")[0] in row.licence
