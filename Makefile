@@ -28,7 +28,7 @@ setup: ## make .venv for this machine: CUDA 13 or 12 stack from the driver (CUDA
 ifeq ($(STAMP),.setup-conda.stamp)
 	@$(MAKE) -s $(STAMP)
 else
-	@$(PYTHON) gpucourse/install.py $(if $(CUDA),--cuda $(CUDA))
+	@$(PYTHON) gpucourse/tooling/install.py $(if $(CUDA),--cuda $(CUDA))
 endif
 
 .setup-conda.stamp: pyproject.toml

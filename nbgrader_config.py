@@ -1,7 +1,7 @@
 # nbgrader course configuration: nbgrader's "source" is solutions/, its "release" is labs/.
 # Run nbgrader from the repository root (or use `make labs`, `make grade`, `make feedback`).
 # The hardened grading pieces (sandboxed kernel, time limits that always end, hidden tests that
-# never reach feedback) live in gpucourse/grading.py; instructor/README.md explains them.
+# never reach feedback) live in gpucourse/tooling/grading.py; instructor/README.md explains them.
 import importlib.util
 import os
 
@@ -66,12 +66,12 @@ c.Autograde.sanitize_preprocessors = [
     "nbgrader.preprocessors.OverwriteKernelspec",
     "nbgrader.preprocessors.OverwriteCells",
     "nbgrader.preprocessors.CheckCellMetadata",
-    "gpucourse.grading.GuardSubmission",  # tamper scan, hidden tests wrapped, skip tags dropped
+    "gpucourse.tooling.grading.GuardSubmission",  # tamper scan, hidden tests wrapped, skip tags dropped
 ]
 c.Autograde.autograde_preprocessors = [
-    "gpucourse.grading.GuardedExecute",  # sandboxed kernel, limits that always end
+    "gpucourse.tooling.grading.GuardedExecute",  # sandboxed kernel, limits that always end
     "nbgrader.preprocessors.IgnorePattern",
-    "gpucourse.grading.FinalizeGrades",  # cells that never ran / a tampered notebook score 0
+    "gpucourse.tooling.grading.FinalizeGrades",  # cells that never ran / a tampered notebook score 0
     "nbgrader.preprocessors.LimitOutput",
     "nbgrader.preprocessors.SaveAutoGrades",
     "nbgrader.preprocessors.AssignLatePenalties",
@@ -82,5 +82,5 @@ c.Autograde.autograde_preprocessors = [
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
-    "gpucourse.grading.SanitizeFeedback",
+    "gpucourse.tooling.grading.SanitizeFeedback",
 ]

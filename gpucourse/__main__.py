@@ -44,19 +44,19 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args) -> int:
     if args.command == "setup":
-        from gpucourse.install import main as install
+        from gpucourse.tooling.install import main as install
 
         return install(["--cuda", args.cuda] if args.cuda else [])
     if args.command == "compile-check":
-        from gpucourse.compilecheck import main as compile_check
+        from gpucourse.measure.compilecheck import main as compile_check
 
         return compile_check(args.arch, args.only)
     if args.command == "doctor":
-        from gpucourse.doctor import run_doctor
+        from gpucourse.tooling.doctor import run_doctor
 
         return run_doctor()
     if args.command == "record":
-        from gpucourse import reference
+        from gpucourse.measure import reference
 
         if args.list:
             for name, sweep in sorted(reference.load_all_sweeps().items()):
@@ -66,13 +66,13 @@ def _run(args) -> int:
             print(f"wrote {path}")
         return 0
     if args.command == "notebooks":
-        from gpucourse.build import build_notebooks
+        from gpucourse.tooling.build import build_notebooks
 
         paths = build_notebooks()
         print(f"{len(paths)} notebooks up to date")
         return 0
     if args.command == "labs":
-        from gpucourse import build
+        from gpucourse.tooling import build
 
         if args.check:
             problems = build.check_labs()
@@ -84,32 +84,32 @@ def _run(args) -> int:
         print("generated:", ", ".join(build.generate_labs()))
         return 0
     if args.command == "lab":
-        from gpucourse.launch import main as launch
-        from gpucourse.launch import reexec_in_course_venv
+        from gpucourse.tooling.launch import main as launch
+        from gpucourse.tooling.launch import reexec_in_course_venv
 
         reexec_in_course_venv(["-m", "gpucourse", "lab", "--port", str(args.port)])
-        from gpucourse.build import build_notebooks
+        from gpucourse.tooling.build import build_notebooks
 
         build_notebooks()  # what `make lab` does first (Windows has no make)
         launch(args.port)
         return 0
     if args.command == "book":
-        from gpucourse.book import build as build_book
+        from gpucourse.tooling.book import build as build_book
 
         build_book()
         return 0
     if args.command == "gpu-report":
-        from gpucourse import gpureport
+        from gpucourse.measure import gpureport
 
         done = gpureport.build(args.out, practice=args.rehearsal)
         print(f"wrote {done.path} and {done.data_folder}")
         return 0
     if args.command == "grade":
-        from gpucourse.grading import grade_all
+        from gpucourse.tooling.grading import grade_all
 
         return grade_all(jobs=args.jobs)
     if args.command == "feedback":
-        from gpucourse.grading import feedback_all
+        from gpucourse.tooling.grading import feedback_all
 
         return feedback_all()
     return 2

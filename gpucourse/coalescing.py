@@ -30,10 +30,12 @@ import plotly.graph_objects as go
 # loads: numba.cuda is the GPU or the simulator.
 from numba import cuda
 
-from gpucourse import charts, reference, runtime, validate
+from gpucourse import validate
 from gpucourse.errors import CourseError, InvalidConfig, WrongResult
 from gpucourse.hardware import WARP_SIZE
-from gpucourse.harness import Measurement, measure
+from gpucourse.measure import reference, runtime
+from gpucourse.measure.harness import Measurement, measure
+from gpucourse.viz import charts
 
 LESSON = "03_coalescing"
 SECTOR_BYTES = 32  # since compute capability 6.0 global memory is served in 32-byte sectors
@@ -509,7 +511,7 @@ def _measure_copy_on_device(n, stride, offset, name, label, copy_ceiling_gbps, m
 
 
 def _ceiling_and_datasheet() -> tuple[float, float | None]:
-    from gpucourse import ceilings
+    from gpucourse.measure import ceilings
 
     return ceilings.copy_gbps(), runtime.device().datasheet_bandwidth_gbps
 
@@ -928,35 +930,35 @@ def _controls(**which):
 
 
 def picture_widget(stride=8, offset=0, dtype="float32", threaded=True):
-    from gpucourse.widgets import LiveChart
+    from gpucourse.viz.widgets import LiveChart
 
     return LiveChart(_controls(stride=stride, offset=offset, dtype=dtype), warp_figure, threaded=threaded,
                      description="Stride, offset and element size → the sectors one warp touches.")
 
 
 def stride_widget(dtype="float32", stride=8, threaded=True):
-    from gpucourse.widgets import LiveChart
+    from gpucourse.viz.widgets import LiveChart
 
     return LiveChart(_controls(dtype=dtype, stride=stride), stride_figure, threaded=threaded,
                      description="Effective bandwidth of the strided copy; the star marks your stride.")
 
 
 def sectors_widget(dtype="float32", offset=0, threaded=True):
-    from gpucourse.widgets import LiveChart
+    from gpucourse.viz.widgets import LiveChart
 
     return LiveChart(_controls(dtype=dtype, offset=offset), sectors_figure, threaded=threaded,
                      description="Sectors per warp request, counted by the microscope for every stride.")
 
 
 def offset_widget(dtype="float32", offset=1, threaded=True):
-    from gpucourse.widgets import LiveChart
+    from gpucourse.viz.widgets import LiveChart
 
     return LiveChart(_controls(dtype=dtype, offset=offset), offset_figure, threaded=threaded,
                      description="Effective bandwidth of a copy that starts `offset` elements late.")
 
 
 def layout_widget(layout="array of structs", threaded=True):
-    from gpucourse.widgets import LiveChart
+    from gpucourse.viz.widgets import LiveChart
 
     return LiveChart(_controls(layout=layout), layout_figure, threaded=threaded,
                      description="Each memory access of the chosen kernel, as the microscope counts it.")

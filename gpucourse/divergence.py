@@ -38,10 +38,12 @@ import pandas as pd
 import plotly.graph_objects as go
 from numba import cuda  # importing gpucourse has already chosen the mode (simulator or GPU)
 
-from gpucourse import charts, reference, runtime, validate
+from gpucourse import validate
 from gpucourse.errors import InvalidConfig, NoGPU, WrongResult
 from gpucourse.hardware import WARP_SIZE
-from gpucourse.harness import measure
+from gpucourse.measure import reference, runtime
+from gpucourse.measure.harness import measure
+from gpucourse.viz import charts
 
 PLACEMENTS = ("interleaved", "clustered", "sorted", "random")
 PLACEMENT_TEXT = {
@@ -1087,7 +1089,7 @@ def _placement_dropdown(value: str = "interleaved"):
 
 def timeline_chart(threaded: bool = True):
     """Fraction and placement → the issue-slot picture of two warps."""
-    from gpucourse.widgets import LiveChart
+    from gpucourse.viz.widgets import LiveChart
 
     return LiveChart({"fraction": _fraction_slider(), "placement": _placement_dropdown()},
                      compute=warp_timeline_figure, threaded=threaded,
@@ -1098,7 +1100,7 @@ def fraction_chart(threaded: bool = True):
     """Fraction, placement, path A's cost and path B's → time vs fraction, model beside measurement."""
     import ipywidgets as w
 
-    from gpucourse.widgets import LiveChart
+    from gpucourse.viz.widgets import LiveChart
 
     return LiveChart(
         {
@@ -1117,7 +1119,7 @@ def simt_chart(threaded: bool = True):
     """Fraction and path B → SIMT efficiency per placement, counted by the microscope and modelled."""
     import ipywidgets as w
 
-    from gpucourse.widgets import LiveChart
+    from gpucourse.viz.widgets import LiveChart
 
     return LiveChart({"fraction": _fraction_slider(),
                       "path_b": w.Dropdown(options=list(PATH_B), value="same", description="path B")},
@@ -1129,7 +1131,7 @@ def lanes_chart(threaded: bool = True):
     """Fraction, placement and warp → the microscope's active-lane picture of that warp."""
     import ipywidgets as w
 
-    from gpucourse.widgets import LiveChart
+    from gpucourse.viz.widgets import LiveChart
 
     return LiveChart({"fraction": _fraction_slider(), "placement": _placement_dropdown(),
                       "warp": w.BoundedIntText(value=0, min=0, max=MICROSCOPE_THREADS // WARP_SIZE - 1,

@@ -33,8 +33,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from gpucourse import validate
-from gpucourse.charts import PALETTE, set_source, source_caption
 from gpucourse.errors import InvalidConfig
+from gpucourse.viz.charts import PALETTE, set_source, source_caption
 
 
 @dataclass(frozen=True)
@@ -455,7 +455,7 @@ def explorer(initial: str = "0.1", *, threaded: bool = True):
     """The formats explorer: type a value, see its bits and the value stored in every format."""
     import ipywidgets as widgets
 
-    from gpucourse.widgets import LiveChart
+    from gpucourse.viz.widgets import LiveChart
 
     text = widgets.Text(value=initial, description="value", continuous_update=False,
                         placeholder="0.1, 65504, 1e-8, 2**-24, inf")

@@ -17,10 +17,12 @@ import time
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from numba import cuda  # after gpucourse.runtime (imported by the package) chose the mode
+from numba import cuda  # after gpucourse.measure.runtime (imported by the package) chose the mode
 
-from gpucourse import charts, reference, runtime, validate
-from gpucourse.harness import measure
+from gpucourse import validate
+from gpucourse.measure import reference, runtime
+from gpucourse.measure.harness import measure
+from gpucourse.viz import charts
 
 # One dependent fp32 FMA per iteration (~4 cycles of latency each): about 2 ms at ~2 GHz.
 SPIN_ITERATIONS = 1_000_000
@@ -118,7 +120,7 @@ def async_pitfall_figure() -> go.Figure:
 
 def ceilings() -> pd.DataFrame:
     """This GPU's measured ceilings beside the datasheet (GPU only)."""
-    from gpucourse import ceilings as probe
+    from gpucourse.measure import ceilings as probe
 
     info = runtime.device()
     sheet = runtime.datasheet_tflops(info.name)

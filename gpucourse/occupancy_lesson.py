@@ -4,7 +4,7 @@ the SM picture, and the GPU sweeps (latency hiding; our calculator against the d
 * ``KERNELS``: the lesson's kernels (memory-bound copies, compute-bound FMA chains, a
   register-hungry kernel and a shared-memory reduction) with their signatures.
 * ``usage_table(max_registers=None)``: registers / shared memory / spills of each, from
-  numba-cuda on a GPU, else from PTX + ptxas, else "unknown" (gpucourse.ptxinfo).
+  numba-cuda on a GPU, else from PTX + ptxas, else "unknown" (gpucourse.measure.ptxinfo).
 * ``sm_picture``: one SM's warp slots, register file and shared memory filled by resident blocks.
 * ``occupancy_charts``: the calculator's three classic charts (vs block size, registers,
   shared memory), each point coloured *and* shaped by the limiter.
@@ -27,12 +27,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from numba import cuda, float32
 
-from gpucourse import (
-    charts,
-    reference,
-    runtime,  # noqa: I001  (decides the mode before numba is imported)
-)
 from gpucourse.errors import InvalidConfig, NoGPU
+from gpucourse.measure import reference, runtime
+from gpucourse.measure.ptxinfo import ResourceUsage, gpu_kernel, resource_usage, resource_usage_all
 from gpucourse.occupancy import (
     ARCHITECTURES,
     KB,
@@ -42,7 +39,7 @@ from gpucourse.occupancy import (
     architecture,
     occupancy,
 )
-from gpucourse.ptxinfo import ResourceUsage, gpu_kernel, resource_usage, resource_usage_all
+from gpucourse.viz import charts
 
 LESSON = "05_occupancy"
 FMA_B = np.float32(0.9990234375)  # exactly representable: the chain neither overflows nor underflows
@@ -190,7 +187,7 @@ def kernel_source(name: str) -> str:
     """The source of a lesson kernel, as CI ran it (for the learner to read)."""
     import inspect
 
-    from gpucourse.ptxinfo import python_function
+    from gpucourse.measure.ptxinfo import python_function
 
     return inspect.getsource(python_function(lesson_kernel(name).kernel)).rstrip()
 
@@ -660,7 +657,7 @@ def occupancy_explorer(cc=None, *, threaded: bool = True):
     """Kernel, block size, max_registers, typed registers, dynamic shared memory → the three charts."""
     import ipywidgets as w
 
-    from gpucourse.widgets import LiveChart
+    from gpucourse.viz.widgets import LiveChart
 
     cc = cc or lesson_cc()
     arch = architecture(cc)
@@ -711,7 +708,7 @@ def calculator_widget(cc=None, *, threaded: bool = True):
     """A bare calculator: block size, registers and shared memory typed in → the SM picture."""
     import ipywidgets as w
 
-    from gpucourse.widgets import LiveChart
+    from gpucourse.viz.widgets import LiveChart
 
     cc = cc or lesson_cc()
     arch = architecture(cc)
@@ -943,7 +940,7 @@ class SpeedRig:
 
     def measure(self, name: str, threads_per_block: int, dynamic_shared_bytes: int, *, min_total_ms=500.0):
         """One harness measurement of kernel ``name`` with this block size and shared-memory padding."""
-        from gpucourse.harness import measure
+        from gpucourse.measure.harness import measure
 
         k = lesson_kernel(name)
         dispatcher, _ = gpu_kernel(k.kernel, k.signature)
@@ -978,7 +975,7 @@ class SpeedRig:
     def ceiling(self) -> float | None:
         if self.kind != "memory":
             return None
-        from gpucourse import ceilings
+        from gpucourse.measure import ceilings
 
         return ceilings.copy_gbps()
 
@@ -1163,7 +1160,7 @@ def speed_figure(kind: str = "memory", progress=None) -> go.Figure:
             "measured", f"{runtime.device().name}; occupancy from the calculator, confirmed by the driver"
         )
         if kind == "memory":
-            from gpucourse import ceilings
+            from gpucourse.measure import ceilings
 
             ceiling = ceilings.copy_gbps()
     else:
@@ -1214,7 +1211,7 @@ def speed_explorer(*, threaded: bool = True):
     """A LiveChart over the kind of kernel: memory-bound or compute-bound, speed vs occupancy."""
     import ipywidgets as w
 
-    from gpucourse.widgets import LiveChart
+    from gpucourse.viz.widgets import LiveChart
 
     return LiveChart(
         {

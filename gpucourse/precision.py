@@ -28,9 +28,11 @@ import plotly.graph_objects as go
 from numba import cuda  # gpucourse/__init__ ran first and chose the mode: the GPU or the simulator
 from numba.types import float16, float32
 
-from gpucourse import charts, formats, reference, runtime, validate
+from gpucourse import formats, validate
 from gpucourse.errors import InvalidConfig, NoGPU
-from gpucourse.harness import measure
+from gpucourse.measure import reference, runtime
+from gpucourse.measure.harness import measure
+from gpucourse.viz import charts
 
 LESSON = "07_precision"
 METHODS = ("fp16", "fp16_kahan", "fp32", "fp32_kahan")
@@ -1031,7 +1033,7 @@ def vocab_result() -> tuple[pd.DataFrame | None, pd.DataFrame | None, str]:
 def running_sum_widget(value: float = 0.1, *, threaded: bool = True):
     import ipywidgets as w
 
-    from gpucourse.widgets import LiveChart
+    from gpucourse.viz.widgets import LiveChart
 
     return LiveChart(
         {"value": w.FloatText(value=value, description="add"),
@@ -1043,7 +1045,7 @@ def running_sum_widget(value: float = 0.1, *, threaded: bool = True):
 def accumulation_widget(data: str = "uniform", max_n: int = 4096, *, threaded: bool = True):
     import ipywidgets as w
 
-    from gpucourse.widgets import LiveChart
+    from gpucourse.viz.widgets import LiveChart
 
     return LiveChart(
         {"data": w.Dropdown(options=DATA_KINDS, value=data, description="inputs"),
@@ -1055,7 +1057,7 @@ def accumulation_widget(data: str = "uniform", max_n: int = 4096, *, threaded: b
 def gradient_widget(fmt: str = "fp16", log2_scale: int = 0, *, threaded: bool = True):
     import ipywidgets as w
 
-    from gpucourse.widgets import LiveChart
+    from gpucourse.viz.widgets import LiveChart
 
     sample = gradient_sample()
     return LiveChart(
@@ -1068,7 +1070,7 @@ def gradient_widget(fmt: str = "fp16", log2_scale: int = 0, *, threaded: bool = 
 def throughput_widget(*, threaded: bool = True):
     import ipywidgets as w
 
-    from gpucourse.widgets import LiveChart
+    from gpucourse.viz.widgets import LiveChart
 
     return LiveChart(
         {"dtypes": w.SelectMultiple(options=MATMUL_DTYPES, value=MATMUL_DTYPES, description="dtypes", rows=5),

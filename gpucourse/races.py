@@ -27,11 +27,13 @@ import plotly.graph_objects as go
 from numba import cuda  # gpucourse (imported above through its package) has already chosen the mode
 from plotly.subplots import make_subplots
 
-from gpucourse import charts, reference, runtime, validate, weakmemory
-from gpucourse.diagrams import _tint
+from gpucourse import validate, weakmemory
 from gpucourse.errors import InvalidConfig, NoGPU
-from gpucourse.harness import measure
-from gpucourse.widgets import LiveChart
+from gpucourse.measure import reference, runtime
+from gpucourse.measure.harness import measure
+from gpucourse.viz import charts
+from gpucourse.viz.diagrams import _tint
+from gpucourse.viz.widgets import LiveChart
 
 MAX_BINS = 1024  # one shared-memory histogram of int32 bins per block: 4 KiB
 HIST_THREADS = 256

@@ -40,10 +40,12 @@ import plotly.graph_objects as go
 # module-level name so that the simulator (and the microscope) can swap in their own.
 from numba import cuda, float32
 
-from gpucourse import charts, reference, runtime, validate
+from gpucourse import validate
 from gpucourse.errors import InvalidConfig, NoGPU
 from gpucourse.hardware import MAX_THREADS_PER_BLOCK, WARP_SIZE
-from gpucourse.harness import measure, poison
+from gpucourse.measure import reference, runtime
+from gpucourse.measure.harness import measure, poison
+from gpucourse.viz import charts
 
 TILES = (8, 16, 32)
 BANKS = 32
@@ -637,7 +639,7 @@ def fraction_figure(max_n: int = 4096) -> go.Figure:
 def ceilings_for_roofline() -> dict:
     """Bandwidth (GB/s) and fp32 peak (GFLOP/s) lines: measured + datasheet on a GPU, datasheet otherwise."""
     if runtime.is_gpu():
-        from gpucourse import ceilings
+        from gpucourse.measure import ceilings
 
         info = runtime.device()
         out = {"copy_gbps": ceilings.copy_gbps(), "library_gflops": ceilings.matmul_tflops("float32") * 1e3,
@@ -1308,7 +1310,7 @@ def folklore_table(n: int = 4096) -> pd.DataFrame:
 def matmul_explorer(*, threaded: bool = True):
     import ipywidgets as w
 
-    from gpucourse.widgets import LiveChart
+    from gpucourse.viz.widgets import LiveChart
 
     return LiveChart({
         "tile": w.Dropdown(options=list(TILES), value=16, description="tile"),
@@ -1320,7 +1322,7 @@ def matmul_explorer(*, threaded: bool = True):
 def transpose_explorer(*, threaded: bool = True):
     import ipywidgets as w
 
-    from gpucourse.widgets import LiveChart
+    from gpucourse.viz.widgets import LiveChart
 
     return LiveChart({
         "tile": w.Dropdown(options=list(TILES), value=32, description="tile"),
@@ -1332,7 +1334,7 @@ def transpose_explorer(*, threaded: bool = True):
 def bank_explorer(*, threaded: bool = True):
     import ipywidgets as w
 
-    from gpucourse.widgets import LiveChart
+    from gpucourse.viz.widgets import LiveChart
 
     return LiveChart({
         "tile": w.IntSlider(value=32, min=4, max=32, step=4, description="tile"),
@@ -1348,7 +1350,7 @@ def bank_explorer(*, threaded: bool = True):
 def barrier_explorer(*, threaded: bool = True):
     import ipywidgets as w
 
-    from gpucourse.widgets import LiveChart
+    from gpucourse.viz.widgets import LiveChart
 
     return LiveChart({
         "case": w.Dropdown(options=list(BARRIER_CASES), value="no barrier after the load",

@@ -14,11 +14,13 @@ import math
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from numba import cuda  # after gpucourse.runtime (imported by the package) chose the mode
+from numba import cuda  # after gpucourse.measure.runtime (imported by the package) chose the mode
 
-from gpucourse import charts, reference, runtime, validate
+from gpucourse import validate
 from gpucourse.hardware import WARP_SIZE
-from gpucourse.harness import measure
+from gpucourse.measure import reference, runtime
+from gpucourse.measure.harness import measure
+from gpucourse.viz import charts
 
 STAIRCASE_THREADS = (1, 8, 16, 31, 32, 33, 48, 63, 64, 65, 96, 97, 128)
 FMA_ITERATIONS = 4096

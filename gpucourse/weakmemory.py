@@ -73,8 +73,9 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from gpucourse import charts, validate
+from gpucourse import validate
 from gpucourse.errors import CourseError, InvalidConfig
+from gpucourse.viz import charts
 
 try:  # one-microsecond switches between simulated threads; OS threads otherwise (same results, slower)
     import greenlet as _greenlet

@@ -30,7 +30,7 @@
 # This course runs with or without an NVIDIA GPU. The box below says which mode you are in.
 
 # %%
-from gpucourse import runtime
+from gpucourse.measure import runtime
 
 runtime.banner()
 
@@ -48,7 +48,7 @@ runtime.banner()
 # schedulers, registers and shared memory.*
 
 # %%
-from gpucourse import diagrams
+from gpucourse.viz import diagrams
 
 diagrams.execution_hierarchy()
 
@@ -99,7 +99,7 @@ measuring.async_pitfall_figure()
 # %% [markdown]
 # ## How the course measures: one harness
 #
-# Every timing in the course comes from `gpucourse.harness.measure`:
+# Every timing in the course comes from `gpucourse.measure.harness.measure`:
 # 1. it runs the kernel once untimed and **checks the result** (a fast wrong kernel is never timed);
 # 2. warms up for ~25 ms of GPU time;
 # 3. times with **CUDA events** on the GPU's stream (launches under ~10 µs are batched
@@ -115,7 +115,7 @@ measuring.async_pitfall_figure()
 # performance.
 
 # %%
-from gpucourse.harness import measure
+from gpucourse.measure.harness import measure
 
 if runtime.is_gpu():
     xp = runtime.xp
@@ -150,7 +150,7 @@ prediction_vector_add_limited_by = "..."  # "bandwidth" or "compute"
 # %%
 import ipywidgets as w
 
-from gpucourse.widgets import LiveChart
+from gpucourse.viz.widgets import LiveChart
 
 LiveChart({"precision": w.Dropdown(options=["bf16", "fp32"], value="bf16", description="matmul")},
           compute=measuring.roofline_figure)

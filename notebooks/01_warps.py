@@ -26,7 +26,7 @@
 # 4. predict the shape of the "time vs threads per block" curve of a compute-bound kernel.
 
 # %%
-from gpucourse import runtime
+from gpucourse.measure import runtime
 
 runtime.banner()
 
@@ -67,7 +67,7 @@ warps.lane_map_figure(block_x=12, block_y=8)
 # %%
 import ipywidgets as w
 
-from gpucourse.widgets import LiveChart
+from gpucourse.viz.widgets import LiveChart
 
 LiveChart(
     {

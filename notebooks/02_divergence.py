@@ -31,7 +31,7 @@
 # 5. judge when partitioning or sorting the data so that warps agree is worth its own cost.
 
 # %%
-from gpucourse import runtime
+from gpucourse.measure import runtime
 
 runtime.banner()
 

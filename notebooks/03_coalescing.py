@@ -28,7 +28,7 @@
 # 5. read sectors per request from the microscope, and find the same number in a profiler.
 
 # %%
-from gpucourse import runtime
+from gpucourse.measure import runtime
 
 runtime.banner()
 

@@ -23,7 +23,7 @@
 # coalescing).*
 
 # %%
-from gpucourse import runtime
+from gpucourse.measure import runtime
 
 runtime.banner()
 

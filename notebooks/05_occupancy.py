@@ -29,7 +29,7 @@
 #    with little work per thread, not necessarily for one with independent instructions (ILP).
 
 # %%
-from gpucourse import runtime
+from gpucourse.measure import runtime
 
 runtime.banner()
 

@@ -22,7 +22,7 @@
 # (warps), lesson 04 (shared memory and `syncthreads`).*
 
 # %%
-from gpucourse import runtime
+from gpucourse.measure import runtime
 
 runtime.banner()
 

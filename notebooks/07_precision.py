@@ -34,7 +34,7 @@
 # 6. say why a matrix dimension of 50304 can beat 50257, and check it by measurement.
 
 # %%
-from gpucourse import runtime
+from gpucourse.measure import runtime
 
 runtime.banner()
 

@@ -1,7 +1,7 @@
 """A real JupyterLab (started the way `make lab` starts it) driven by Playwright in Debian's Chromium.
 
 Every wait here ends on a signal of the page itself: a Run All command's promise, the kernel's
-status, a chart's data revision (gpucourse.widgets.LiveChart numbers each update it applies) and
+status, a chart's data revision (gpucourse.viz.widgets.LiveChart numbers each update it applies) and
 its status line. The ceilings are generous so that only a real failure reaches them, however
 loaded the machine is (two pytest workers on two cores); no fixed sleep decides a result.
 """
@@ -23,8 +23,8 @@ from pathlib import Path
 import nbformat
 import psutil
 
-from gpucourse.build import ROOT, lesson_sources, to_notebook
-from gpucourse.launch import lab_command, lab_env
+from gpucourse.tooling.build import ROOT, lesson_sources, to_notebook
+from gpucourse.tooling.launch import lab_command, lab_env
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -200,7 +200,7 @@ JS_PLOTS = """(root) => [...(root || document).querySelectorAll('.js-plotly-plot
     (layout.shapes || []).map(s => [s.x0, s.x1, s.y0, s.y1]), (layout.annotations || []).map(a => a.text)]);
 })"""
 
-# A LiveChart's own signals (gpucourse/widgets.py): its chart's layout.datarevision is the number
+# A LiveChart's own signals (gpucourse/viz/widgets.py): its chart's layout.datarevision is the number
 # of the run it shows; its status line carries data-runs/data-errors once a run has ended (no
 # data attributes while one is running).
 JS_CHART_STATE = """(chart) => {

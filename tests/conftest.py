@@ -4,7 +4,7 @@ import pytest
 
 os.environ.setdefault("PLOTLY_RENDERER", "json")
 
-from gpucourse import runtime  # noqa: E402  (decides the mode before numba is imported)
+from gpucourse.measure import runtime  # noqa: E402  (decides the mode before numba is imported)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from gpucourse import runtime
+from gpucourse.measure import runtime
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import nbformat
 
-from gpucourse.build import ROOT, to_notebook
-from gpucourse.grading import read_scores
+from gpucourse.tooling.build import ROOT, to_notebook
+from gpucourse.tooling.grading import read_scores
 
 # What the course itself sets or reads: a learner's kernel starts without any of them, and so must
 # every kernel the tests start (importing gpucourse here set NUMBA_ENABLE_CUDASIM in this process).

@@ -38,7 +38,7 @@ PYENV = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
 ARCHS = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90")  # what CUDA 12's ptxas must cover for the course
 GPU_PACKAGE_PREFIXES = ("torch", "cupy", "numba-cuda", "cuda-", "nvidia-", "triton")
 NO_CUDA = ("cuda-bindings", "cuda-core", "cuda-toolkit", "cupy")
-sys.path.insert(0, str(ROOT))  # gpucourse.build: the install cell, as the notebooks carry it
+sys.path.insert(0, str(ROOT))  # gpucourse.tooling.build: the install cell, as the notebooks carry it
 # torch 2.13.0 for Python 3.13 is a CUDA build of several GB: py313 installs the lock without it
 # and without the CUDA libraries only torch needs (a dry run checks that torch resolves there).
 TORCH_ONLY = ("torch==", "triton==", "nvidia-cudnn", "nvidia-nccl", "nvidia-nvshmem", "nvidia-cusparselt",
@@ -115,7 +115,7 @@ def unit_tests(python: Path, tests: list[str], marker: str = "not slow and not g
 def check_nocuda() -> str:
     python = fresh_venv("nocuda", "3.11")
     run([python, "-m", "pip", "install", "-q", "-U", "pip"])  # a newer resolver: minutes faster
-    run([python, ROOT / "gpucourse" / "install.py", "--cuda", "sim", "--venv", python.parent.parent])
+    run([python, ROOT / "gpucourse" / "tooling" / "install.py", "--cuda", "sim", "--venv", python.parent.parent])
     have = installed(python)
     found = [n for n in have if n.startswith(NO_CUDA) or n.startswith("nvidia-")]
     assert not found, f"the simulator stack must hold no CUDA package, found {found}"
@@ -194,11 +194,12 @@ def check_colab() -> str:
               or (n.startswith("cuda-") and v.startswith("13"))]
     assert planned["torch"] == "2.10.0" and not cuda13, cuda13
     # the notebooks' first code cell, run for real, with this repository as the course's address
-    from gpucourse.build import INSTALL_CELL
+    from gpucourse.tooling.build import INSTALL_CELL
 
     with tempfile.TemporaryDirectory() as work:
         cell = INSTALL_CELL.format(repo=f"file://{ROOT}")
-        lessons = "from gpucourse import runtime, warps, divergence, coalescing, tiling, races, precision\n"
+        lessons = ("from gpucourse.measure import runtime\n"
+                   "from gpucourse import warps, divergence, coalescing, tiling, races, precision\n")
         lessons += "import gpucourse.occupancy_lesson, gpucourse.microscope\nprint(runtime.banner().lines()[0])"
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"GPUCOURSE_MODE": "sim"}
         out = run([python, "-c", cell + "\n" + lessons], cwd=work, env=env).stdout

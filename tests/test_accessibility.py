@@ -25,8 +25,9 @@ import pytest
 from numba import cuda, float32  # tests/conftest.py imported gpucourse first: the simulator is chosen
 
 import gpucourse
-from gpucourse import charts, coalescing, diagrams, measuring, microscope, occupancy_lesson, warps
-from gpucourse.build import lesson_sources
+from gpucourse import coalescing, measuring, microscope, occupancy_lesson, warps
+from gpucourse.tooling.build import lesson_sources
+from gpucourse.viz import charts, diagrams
 
 ALT_TEXT = re.compile(r"\*Picture \(alt text\):\s*\S.*\*", re.DOTALL)
 
@@ -114,7 +115,7 @@ WITH_ARGUMENTS = {
 }
 # Builders the test cannot call alone, each with why; a new builder must be callable or named here.
 NOT_CALLED = {
-    "charts.*": "the chart primitives every builder above is made of",
+    "viz.charts.*": "the chart primitives every builder above is made of",
     "microscope.pictures.*": "drawn through the microscope's picture_* methods (above)",
     "measuring.async_figure": "drawn by measuring.async_pitfall_figure (checked)",
 }
@@ -418,7 +419,7 @@ def test_every_picture_has_alt_text(source):
 
 def test_alt_text_check_finds_a_picture_without_it(tmp_path):
     lesson = tmp_path / "99_x.py"
-    lesson.write_text("# %% [markdown]\n# Some prose.\n\n# %%\nfrom gpucourse import diagrams\n\n"
+    lesson.write_text("# %% [markdown]\n# Some prose.\n\n# %%\nfrom gpucourse.viz import diagrams\n\n"
                       "diagrams.memory_hierarchy()\n\n# %% [markdown]\n# *Picture (alt text): boxes.*\n\n"
                       "# %%\ndiagrams.execution_hierarchy()\n")
     assert missing_alt_text(lesson) == [

@@ -4,8 +4,8 @@ offline in a real Chromium with every chart rendered by the one shared plotly.js
 import pytest
 from browser import CEILING_S, CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS, chromium_missing_reason
 
-from gpucourse import book
-from gpucourse.build import lesson_sources
+from gpucourse.tooling import book
+from gpucourse.tooling.build import lesson_sources
 
 # one worker builds the site once for both tests (pytest -n 2 --dist loadgroup)
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("book")]

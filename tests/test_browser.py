@@ -32,13 +32,13 @@ from browser import (
     write_lesson_notebooks,
 )
 
-from gpucourse.build import ROOT, lesson_sources
+from gpucourse.tooling.build import ROOT, lesson_sources
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(chromium_missing_reason() is not None,
                                                    reason=chromium_missing_reason() or "")]
 TIMINGS: dict[str, dict[str, float]] = {}
 
-CHARTS = ".gpucourse-livechart"  # every LiveChart (gpucourse/widgets.py) on the page
+CHARTS = ".gpucourse-livechart"  # every LiveChart (gpucourse/viz/widgets.py) on the page
 JS_IS_FOCUSED = "(el) => document.activeElement === el"
 JS_CELL_NUMBER = """(c) => { const cell = c.closest('.jp-Cell');
   return [...cell.closest('.jp-Notebook').querySelectorAll('.jp-Cell')].indexOf(cell); }"""

@@ -5,7 +5,7 @@ import shutil
 import nbformat
 import pytest
 
-from gpucourse import build
+from gpucourse.tooling import build
 
 
 def test_notebooks_are_generated_identically_with_stable_cell_ids(tmp_path):

@@ -10,8 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpucourse import charts, coalescing, reference, runtime
+from gpucourse import coalescing
 from gpucourse.errors import InvalidConfig
+from gpucourse.measure import reference, runtime
+from gpucourse.viz import charts
 
 # (dtype, stride, offset, sectors per request)
 HAND_COUNTS = [

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gpucourse import compilecheck, ptxinfo
 from gpucourse.errors import InvalidConfig
+from gpucourse.measure import compilecheck, ptxinfo
 
 ROOT = Path(__file__).resolve().parents[1]
 needs_ptxas = pytest.mark.skipif(ptxinfo.find_ptxas() is None, reason="needs ptxas (the cuda-toolkit[nvcc] wheel)")

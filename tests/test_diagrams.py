@@ -1,6 +1,7 @@
 """Lesson 00's memory-hierarchy picture: the L2 size comes from a device query or a cited source."""
 
-from gpucourse import diagrams, runtime
+from gpucourse.measure import runtime
+from gpucourse.viz import diagrams
 
 
 def _l2_box(fig) -> str:

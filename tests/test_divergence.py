@@ -5,8 +5,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpucourse import charts, divergence, reference
+from gpucourse import divergence
 from gpucourse.errors import InvalidConfig, NoGPU
+from gpucourse.measure import reference
+from gpucourse.viz import charts
 
 WARP = 32
 

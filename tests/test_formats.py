@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from gpucourse import charts, formats
+from gpucourse import formats
 from gpucourse.errors import InvalidConfig
 from gpucourse.formats import FORMATS, decode, encode, quantize
+from gpucourse.viz import charts
 
 TORCH_DTYPES = {
     "fp16": torch.float16, "bf16": torch.bfloat16,

@@ -3,7 +3,7 @@
 A bare literal (``1.0``, ``0.999``) or a Python float argument is a float64 in Numba, and one
 float64 operand turns the whole expression into ``.f64`` instructions: 1/32 to 1/64 of the fp32
 rate on T4, L4 and GeForce cards (CUDA C++ Programming Guide, "Arithmetic Instructions" table).
-numba-cuda's ``compile_ptx`` runs the real CUDA target on the CPU (gpucourse.ptxinfo, in a child
+numba-cuda's ``compile_ptx`` runs the real CUDA target on the CPU (gpucourse.measure.ptxinfo, in a child
 process), so the PTX shows the instructions a GPU would run.
 """
 
@@ -13,7 +13,8 @@ import re
 
 import pytest
 
-from gpucourse import coalescing, measuring, ptxinfo, races, warps
+from gpucourse import coalescing, measuring, races, warps
+from gpucourse.measure import ptxinfo
 
 # A Python float passed as ``dt`` arrives as float64: its one conversion to fp32 is allowed.
 ALLOWED_F64 = re.compile(r"^(ld\.param\.f64|cvt\.rn\.f32\.f64)\b")
@@ -73,7 +74,7 @@ def test_fp32_kernels_have_no_float64_arithmetic(ptx, name):
 
 
 def test_the_harness_blocking_kernel_compiles_to_nanosleep():
-    from gpucourse import harness
+    from gpucourse.measure import harness
 
     (result,) = ptxinfo.compile_ptx([(harness.block_for, "void(int64)")], cc=(7, 5))  # nanosleep: cc ≥ 7.0
     if "error" in result and "cannot compile here" in result["error"]:

@@ -8,7 +8,8 @@
 
 import pytest
 
-from gpucourse import coalescing, runtime
+from gpucourse import coalescing
+from gpucourse.measure import runtime
 
 pytestmark = pytest.mark.gpu
 
@@ -17,7 +18,7 @@ SWEEP_ELEMENTS = 1 << 26  # float32: 256 MiB each way (2 GiB arrays at stride 8)
 
 
 def test_stride_one_copy_reaches_the_copy_ceiling():
-    from gpucourse import ceilings
+    from gpucourse.measure import ceilings
 
     ceiling_gbps = ceilings.measure_copy_gbps()
     m = coalescing.measure_copy(1, 0, "float32", n_elements=LARGE_ELEMENTS, copy_ceiling_gbps=ceiling_gbps)

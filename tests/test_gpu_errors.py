@@ -15,9 +15,9 @@ import textwrap
 import pytest
 from standin_driver import PYTHON_STANDIN_DRIVER
 
-from gpucourse import harness
-from gpucourse.build import ROOT
 from gpucourse.errors import RESTART, GPUError, explain_gpu_error
+from gpucourse.measure import harness
+from gpucourse.tooling.build import ROOT
 
 
 def _one_line(exc: BaseException, what: str = "my kernel") -> str:

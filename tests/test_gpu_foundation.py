@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from gpucourse import harness, reference, runtime
+from gpucourse.measure import harness, reference, runtime
 
 pytestmark = pytest.mark.gpu
 
@@ -61,7 +61,7 @@ def test_a_wrong_kernel_is_never_timed():
 
 
 def test_copy_ceiling_is_near_the_datasheet():
-    from gpucourse import ceilings
+    from gpucourse.measure import ceilings
 
     gbps = ceilings.measure_copy_gbps(256 * 2**20)
     sheet = runtime.device().datasheet_bandwidth_gbps
@@ -78,7 +78,7 @@ def test_staircase_33_threads_cost_what_64_do():
 
 
 def test_doctor_passes_on_a_healthy_gpu():
-    from gpucourse.doctor import run_doctor
+    from gpucourse.tooling.doctor import run_doctor
 
     lines = []
     assert run_doctor(lines.append) == 0, "\n".join(lines)
@@ -101,7 +101,7 @@ def test_an_illegal_address_is_one_plain_sentence():
     code = (
         "import gpucourse, numpy as np\n"
         "from numba import cuda\n"
-        "from gpucourse.harness import gpu_errors\n"
+        "from gpucourse.measure.harness import gpu_errors\n"
         "@cuda.jit\n"
         "def bad(x):\n"
         "    x[10**9] = 1\n"

@@ -6,7 +6,7 @@ Every expectation is a ratio or an equality measured in one run, never an absolu
 import pytest
 
 from gpucourse import occupancy_lesson as ol
-from gpucourse import ptxinfo, runtime
+from gpucourse.measure import ptxinfo, runtime
 from gpucourse.occupancy import occupancy
 
 pytestmark = pytest.mark.gpu

@@ -6,7 +6,9 @@ Performance expectations are ratios measured in one run, never absolute times.""
 import numpy as np
 import pytest
 
-from gpucourse import charts, races, runtime
+from gpucourse import races
+from gpucourse.measure import runtime
+from gpucourse.viz import charts
 
 pytestmark = pytest.mark.gpu
 

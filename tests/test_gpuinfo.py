@@ -6,7 +6,8 @@ import ctypes
 
 import pytest
 
-from gpucourse import charts, gpuinfo, harness, runtime
+from gpucourse.measure import gpuinfo, harness, runtime
+from gpucourse.viz import charts
 
 
 class FakeNVML:
@@ -107,7 +108,7 @@ def test_recorded_and_counted_captions_never_ask_about_sharing(monkeypatch):
 
 
 def test_deploy_documents_the_three_ways_to_give_out_gpus():
-    from gpucourse.build import ROOT
+    from gpucourse.tooling.build import ROOT
 
     text = (ROOT / "deploy" / "README.md").read_text()
     section = text.split("## GPUs and learners: three choices", 1)[1].split("\n## ", 1)[0]

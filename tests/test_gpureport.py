@@ -8,9 +8,9 @@ import json
 import pandas as pd
 import pytest
 
-from gpucourse import gpureport, reference, rehearsal
 from gpucourse.__main__ import main
 from gpucourse.errors import NoGPU
+from gpucourse.measure import gpureport, reference, rehearsal
 
 pytestmark = pytest.mark.slow  # one full rehearsal: about a minute on two busy cores
 

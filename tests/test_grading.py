@@ -13,9 +13,9 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from gpucourse import grading
-from gpucourse.build import ROOT, lab_names, to_notebook
-from gpucourse.grading import (
+from gpucourse.tooling import grading
+from gpucourse.tooling.build import ROOT, lab_names, to_notebook
+from gpucourse.tooling.grading import (
     GENERIC_FAILURE,
     HiddenTestFailed,
     check,
@@ -29,7 +29,7 @@ from gpucourse.grading import (
     strip_hidden_tests,
 )
 
-LOCKED = {"np": "numpy", "runtime": "gpucourse.runtime", "check": "gpucourse.grading.check"}
+LOCKED = {"np": "numpy", "runtime": "gpucourse.measure.runtime", "check": "gpucourse.tooling.grading.check"}
 TEST_CELL = '''"""Check that f doubles."""
 assert f(1) == 2, "f(1) should be 2"
 ### BEGIN HIDDEN TESTS
@@ -102,15 +102,15 @@ def test_every_lab_can_be_hardened(lab):
 
 
 @pytest.mark.parametrize("code", [
-    "import gpucourse.grading as g\ng.check = lambda *a: None",
-    "from gpucourse import grading\nsetattr(grading, 'check', print)",
+    "import gpucourse.tooling.grading as g\ng.check = lambda *a: None",
+    "from gpucourse.tooling import grading\nsetattr(grading, 'check', print)",
     "check.__code__ = (lambda *a: None).__code__",
     "np.allclose = lambda *a, **k: True",
     "np.testing.assert_allclose = print",
     "import numpy\nnumpy.allclose = lambda *a, **k: True",
     "__builtins__.print = None",
     "import builtins\nbuiltins.len = lambda x: 0",
-    "import sys\nsys.modules['gpucourse.grading'] = None",
+    "import sys\nsys.modules['gpucourse.tooling.grading'] = None",
     "exec(open('x').read())",
     "eval('1')",
     "import ctypes",
@@ -137,7 +137,7 @@ def test_tampering_is_found(code):
     "%%time\nx = 1",
     "globals()['helper'] = 3",
     "def f(:\n",  # a syntax error is its own verdict when it runs
-    "import numpy as np\nfrom gpucourse import runtime",  # the same imports as the lab's setup cell
+    "import numpy as np\nfrom gpucourse.measure import runtime",  # the same imports as the lab's setup cell
     "for layer in net.modules():\n    pass",
     "def g(np_like):\n    np = np_like\n    return np",  # a local name, not the notebook's
 ])
@@ -166,10 +166,10 @@ UNSEEN_HIDDEN = {"function code": "check(textwrap.indent('wrong', '') == 'right'
 SNAPSHOT_PROBE = r'''
 import json, sys, textwrap
 import numpy as np
-from gpucourse import grading
+from gpucourse.tooling import grading
 
 patterns, hidden_for = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-grading.snapshot_environment([("np", "numpy"), ("textwrap", "textwrap"), ("check", "gpucourse.grading.check")])
+grading.snapshot_environment([("np", "numpy"), ("textwrap", "textwrap"), ("check", "gpucourse.tooling.grading.check")])
 snapshot, result = grading._SNAPSHOT, {}
 for name, code in patterns.items():
     for guarded in (False, True):
@@ -210,7 +210,7 @@ def test_hidden_tests_run_against_the_headers_snapshot_whatever_the_submission_c
 HEADER_PROBE = r"""
 import json, sys
 exec(open(sys.argv[1]).read())  # as IPython runs a startup file: in the notebook's namespace
-from gpucourse import grading
+from gpucourse.tooling import grading
 left = sorted(name for name in globals() if name.startswith("_gpucourse"))
 print(json.dumps({"bindings": sorted(grading._SNAPSHOT["bindings"]), "left": left}))
 """
@@ -242,7 +242,8 @@ def test_the_snapshot_survives_objects_whose_attributes_raise(tmp_path):
         "class Raising:\n    def __getattr__(self, name):\n        raise RuntimeError('no driver')\n\n\n"
         "class Holder:\n    member = Raising()\n\n    def method(self):\n        return 1\n\n\n"
         "driver = Raising()\n")
-    code = ("import touchy\nfrom gpucourse import grading\ngrading.snapshot_environment([('touchy', 'touchy')])\n"
+    code = ("import touchy\nfrom gpucourse.tooling import grading\n"
+            "grading.snapshot_environment([('touchy', 'touchy')])\n"
             "touchy.Holder.method = lambda self: 2\ngrading._restore_snapshot({})\n"
             "assert touchy.Holder().method() == 1\nprint('ok')\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
@@ -284,7 +285,7 @@ def test_the_sandbox_hides_everything_but_the_notebook_folder(tmp_path):
     probe = r'''
 import os, sys
 from pathlib import Path
-import gpucourse.grading  # the library is readable
+import gpucourse.tooling.grading  # the library is readable
 report = {}
 for name, path in [("gradebook", sys.argv[1]), ("solutions", sys.argv[2]), ("own folder", "mine.txt")]:
     try:
@@ -317,7 +318,7 @@ print(report)
 # which is how "Landlock is there but could not be applied" happens for real in this test.
 SIXTEEN_LAYERS = r"""
 import os, sys
-from gpucourse import sandbox
+from gpucourse.tooling import sandbox
 for _ in range(16):
     sandbox._restrict_self([], ["/"], [])  # everything allowed: only the count matters
 os.execv(sys.argv[1], sys.argv[1:])
@@ -327,7 +328,7 @@ os.execv(sys.argv[1], sys.argv[1:])
 @pytest.mark.skipif(not landlock_abi(), reason="this Linux kernel has no Landlock")
 @pytest.mark.parametrize("mode", ["auto", "required"])
 def test_a_sandbox_that_cannot_be_applied_is_recorded(tmp_path, mode):
-    from gpucourse.sandbox import sandbox_note
+    from gpucourse.tooling.sandbox import sandbox_note
 
     spec = {**sandbox_paths(tmp_path, tmp_path, mode=mode), "status_file": str(tmp_path / "sandbox.json")}
     kernel = [sys.executable, "-c", "print('kernel ran')"]
@@ -361,9 +362,9 @@ def test_the_grade_report_says_when_a_submission_ran_unsandboxed(tmp_path):
     folder.mkdir(parents=True)
     nbformat.write(to_notebook(root / "solutions" / test_hostile.LAB / f"{test_hostile.LAB}.py"),
                    folder / f"{test_hostile.LAB}.ipynb")
-    grade = ("import os, sys; from gpucourse import sandbox\n"
+    grade = ("import os, sys; from gpucourse.tooling import sandbox\n"
              "for _ in range(16):\n    sandbox._restrict_self([], ['/'], [])\n"
-             "from gpucourse.grading import grade_all\nsys.exit(grade_all(sys.argv[1], jobs=1, quiet=True))\n")
+             "from gpucourse.tooling.grading import grade_all\nsys.exit(grade_all(sys.argv[1], jobs=1, quiet=True))\n")
     done = subprocess.run([sys.executable, "-c", grade, str(root)], cwd=root, capture_output=True, text=True,
                           timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stdout + done.stderr
@@ -424,9 +425,9 @@ def test_nbgrader_configuration():
     config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
     assert config.Execute.timeout >= 60 and config.Execute.raise_on_iopub_timeout is False
     assert config.OverwriteCells.add_missing_cells is True
-    assert "gpucourse.grading.GuardedExecute" in config.Autograde.autograde_preprocessors
-    assert "gpucourse.grading.GuardSubmission" in config.Autograde.sanitize_preprocessors
-    assert "gpucourse.grading.SanitizeFeedback" in config.GenerateFeedback.preprocessors
+    assert "gpucourse.tooling.grading.GuardedExecute" in config.Autograde.autograde_preprocessors
+    assert "gpucourse.tooling.grading.GuardSubmission" in config.Autograde.sanitize_preprocessors
+    assert "gpucourse.tooling.grading.SanitizeFeedback" in config.GenerateFeedback.preprocessors
     assert Path(config.IncludeHeaderFooter.header) == ROOT / "instructor" / "header.ipynb"
     for name in ("GuardSubmission", "GuardedExecute", "FinalizeGrades", "SanitizeFeedback"):
         assert isinstance(getattr(grading, name), type)

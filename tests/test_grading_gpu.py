@@ -11,8 +11,8 @@ import shutil
 import nbformat
 import pytest
 
-from gpucourse.build import ROOT, to_notebook
-from gpucourse.grading import grade_all, nbgrader_api, read_scores
+from gpucourse.tooling.build import ROOT, to_notebook
+from gpucourse.tooling.grading import grade_all, nbgrader_api, read_scores
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow, pytest.mark.xdist_group("hostile")]
 

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from gpucourse import harness
 from gpucourse.errors import InvalidConfig, WrongResult
+from gpucourse.measure import harness
 
 
 class QueuedTimer:
@@ -265,7 +265,7 @@ def test_the_cold_flush_reads_twice_the_l2_and_never_writes_it():
 
 @pytest.fixture
 def l2_of_50_mib(monkeypatch):
-    from gpucourse import runtime
+    from gpucourse.measure import runtime
 
     info = runtime.DeviceInfo(name="NVIDIA Test GPU", compute_capability=(9, 0), l2_bytes=50 * 2**20,
                               datasheet_bandwidth_gbps=4800.0)

@@ -17,9 +17,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from gpucourse import runtime
-from gpucourse.build import to_notebook
-from gpucourse.grading import GENERIC_FAILURE, feedback_all, grade_all, landlock_abi, nbgrader_api, read_scores
+from gpucourse.measure import runtime
+from gpucourse.tooling.build import to_notebook
+from gpucourse.tooling.grading import GENERIC_FAILURE, feedback_all, grade_all, landlock_abi, nbgrader_api, read_scores
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("hostile"),
               pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")]
@@ -40,7 +40,7 @@ SOURCE = f'''# %% [markdown] {_meta("intro")}
 # %% {_meta("setup")}
 import numpy as np
 
-from gpucourse.grading import check
+from gpucourse.tooling.grading import check
 
 # %% {_meta("ex1_solution", locked=False, solution=True)}
 def add_one(x):
@@ -110,7 +110,7 @@ def scaled(a, k):
     return np.asarray(a, dtype=np.float32) * k
 '''
 
-KERNEL_LOOP = '''from gpucourse import runtime
+KERNEL_LOOP = '''from gpucourse.measure import runtime
 
 cuda = runtime.cuda
 
@@ -249,7 +249,7 @@ def _submissions(root: Path) -> dict:
         "redefined_check": _cells(solution, {"ex1_solution": (
             "def check(*args, **kwargs):\n    pass\n\n\ndef add_one(x):\n    return 2\n")}),
         "patched_grader": _cells(solution, {"ex1_solution": (
-            "import gpucourse.grading\n\ngpucourse.grading.check = lambda *args, **kwargs: None\n\n\n"
+            "import gpucourse.tooling.grading\n\ngpucourse.grading.check = lambda *args, **kwargs: None\n\n\n"
             "def add_one(x):\n    return x + 1\n")}),
         "patched_numpy": _cells(solution, {"ex2_solution": (
             "np.allclose = lambda *args, **kwargs: True\n\n\ndef scaled(a, k):\n"

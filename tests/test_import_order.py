@@ -9,7 +9,7 @@ import textwrap
 import pytest
 from labtools import learner_env
 
-from gpucourse import runtime
+from gpucourse.measure import runtime
 
 LAUNCH = """
 import numpy as np
@@ -34,13 +34,13 @@ def run_fresh(code: str) -> subprocess.CompletedProcess:
 
 
 def test_numba_imported_before_gpucourse_still_launches():
-    done = run_fresh("from numba.types import float32\nfrom gpucourse import runtime\n" + LAUNCH)
+    done = run_fresh("from numba.types import float32\nfrom gpucourse.measure import runtime\n" + LAUNCH)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == f"launched {runtime.MODE}"
 
 
 def test_gpucourse_first_launches():
-    done = run_fresh("from gpucourse import runtime\nfrom numba.types import float32\n" + LAUNCH)
+    done = run_fresh("from gpucourse.measure import runtime\nfrom numba.types import float32\n" + LAUNCH)
     assert done.returncode == 0, done.stderr[-2000:]
 
 

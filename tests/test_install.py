@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from gpucourse import build, install
-from gpucourse.build import ROOT
+from gpucourse.tooling import build, install
+from gpucourse.tooling.build import ROOT
 
 
 @pytest.mark.parametrize(("driver", "platform", "stack", "says"), [
@@ -66,8 +66,8 @@ def test_the_driver_version_is_read_from_the_driver_library(tmp_path, version):
 def test_make_setup_runs_the_installer_with_the_stack_asked_for():
     dry = subprocess.run(["make", "-n", "setup", "CUDA=12"], cwd=ROOT, capture_output=True, text=True,
                          env={"PATH": "/usr/bin:/bin"}).stdout
-    assert "gpucourse/install.py --cuda 12" in dry
-    shown = subprocess.run([sys.executable, "gpucourse/install.py", "--show", "--cuda", "12"], cwd=ROOT,
+    assert "gpucourse/tooling/install.py --cuda 12" in dry
+    shown = subprocess.run([sys.executable, "gpucourse/tooling/install.py", "--show", "--cuda", "12"], cwd=ROOT,
                            capture_output=True, text=True)
     assert shown.returncode == 0 and shown.stdout.startswith("12\t")
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from gpucourse.build import ROOT, to_notebook
+from gpucourse.tooling.build import ROOT, to_notebook
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("jupyterhub")]
 

@@ -9,8 +9,8 @@ import nbformat
 import pytest
 from labtools import course_copy, grade_lab, release_notebook, solution_notebook, with_cells
 
-from gpucourse.build import ROOT
 from gpucourse.occupancy import occupancy
+from gpucourse.tooling.build import ROOT
 
 LAB = "lab05_occupancy"
 

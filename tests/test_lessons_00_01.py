@@ -4,8 +4,10 @@ import types
 
 import pytest
 
-from gpucourse import charts, diagrams, launch, measuring, warps
+from gpucourse import measuring, warps
 from gpucourse.errors import InvalidConfig
+from gpucourse.tooling import launch
+from gpucourse.viz import charts, diagrams
 
 
 def test_lane_map_follows_the_hardware_rule():
@@ -98,7 +100,7 @@ def test_lab_command_flags():
 
 
 def test_doctor_passes_in_simulator_mode_and_fails_with_a_fix(monkeypatch):
-    from gpucourse import doctor
+    from gpucourse.tooling import doctor
 
     lines = []
     assert doctor.run_doctor(lines.append) == 0

@@ -12,7 +12,8 @@ import plotly.graph_objects as go
 import pytest
 from numba import cuda, float32
 
-from gpucourse import microscope, runtime
+from gpucourse import microscope
+from gpucourse.measure import runtime
 
 ROOT = Path(__file__).resolve().parents[1]
 

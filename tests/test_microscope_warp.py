@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from gpucourse import microscope, runtime
+from gpucourse import microscope
+from gpucourse.measure import runtime
 from gpucourse.microscope import warp
 
 FULL = 0xFFFFFFFF

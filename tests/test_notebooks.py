@@ -9,8 +9,8 @@ import pytest
 from labtools import learner_env
 from nbclient import NotebookClient
 
-from gpucourse import runtime
-from gpucourse.build import ROOT, lab_names, lesson_sources, to_notebook
+from gpucourse.measure import runtime
+from gpucourse.tooling.build import ROOT, lab_names, lesson_sources, to_notebook
 
 pytestmark = pytest.mark.slow
 CELL_TIMEOUT_S = 300

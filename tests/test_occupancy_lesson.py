@@ -4,10 +4,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpucourse import charts, ptxinfo, reference, runtime
 from gpucourse import occupancy_lesson as ol
 from gpucourse.errors import InvalidConfig, NoGPU
+from gpucourse.measure import ptxinfo, reference, runtime
 from gpucourse.occupancy import LIMITERS, occupancy
+from gpucourse.viz import charts
 
 KB = 1024
 sim_only = pytest.mark.skipif(runtime.is_gpu(), reason="checks the simulator-mode behaviour")

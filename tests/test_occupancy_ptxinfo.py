@@ -6,8 +6,8 @@ import time
 import pytest
 
 from gpucourse import occupancy_lesson as ol
-from gpucourse import ptxinfo
 from gpucourse.errors import InvalidConfig
+from gpucourse.measure import ptxinfo
 
 SAMPLE = """ptxas info    : 8 bytes gmem
 ptxas info    : Compiling entry function '_ZN8__main__6hungry' for 'sm_90'

@@ -8,9 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpucourse import charts, precision, reference, runtime
+from gpucourse import precision
 from gpucourse.errors import InvalidConfig, NoGPU
+from gpucourse.measure import reference, runtime
 from gpucourse.precision import METHODS, accumulate, reference_accumulate
+from gpucourse.viz import charts
 
 # --- the classic demos, run for real ---------------------------------------------------------------
 

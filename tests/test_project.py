@@ -10,7 +10,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-from gpucourse.build import ROOT
+from gpucourse.tooling.build import ROOT
 
 
 def pins_from_lines(lines) -> dict[str, str]:

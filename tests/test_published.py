@@ -5,9 +5,9 @@ import json
 import pandas as pd
 import pytest
 
-from gpucourse import published
 from gpucourse.errors import InvalidConfig
-from gpucourse.reference import REFERENCE_ROOT
+from gpucourse.measure import published
+from gpucourse.measure.reference import REFERENCE_ROOT
 
 SOURCES = published.source_ids()
 

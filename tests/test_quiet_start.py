@@ -17,10 +17,10 @@ import textwrap
 import pytest
 from standin_driver import PYTHON_STANDIN_DRIVER
 
-from gpucourse.build import ROOT
+from gpucourse.tooling.build import ROOT
 
 CHILD = PYTHON_STANDIN_DRIVER + textwrap.dedent("""
-    from gpucourse import runtime
+    from gpucourse.measure import runtime
     assert runtime.MODE == "gpu", runtime.MODE
     from numba.core import config
     from numba.cuda.dispatcher import _LaunchConfiguration

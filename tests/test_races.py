@@ -10,9 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpucourse import charts, races, reference, runtime, weakmemory
+from gpucourse import races, weakmemory
 from gpucourse.errors import InvalidConfig, NoGPU
-from gpucourse.reference import Recording
+from gpucourse.measure import reference, runtime
+from gpucourse.measure.reference import Recording
+from gpucourse.viz import charts
 
 cuda = runtime.cuda
 
@@ -396,7 +398,7 @@ def test_every_kernel_compiles_for_sm90():
     """The simulator accepts code a GPU rejects: compile each kernel to PTX with the real CUDA target."""
     import os
 
-    from gpucourse.build import ROOT
+    from gpucourse.tooling.build import ROOT
 
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "GPUCOURSE_MODE")}
     done = subprocess.run([sys.executable, "-c", PTX_SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True,

@@ -3,8 +3,8 @@ import json
 import pandas as pd
 import pytest
 
-from gpucourse import gpuinfo, harness, reference, runtime
 from gpucourse.errors import CourseError, NoGPU
+from gpucourse.measure import gpuinfo, harness, reference, runtime
 
 
 @pytest.fixture

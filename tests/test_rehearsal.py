@@ -1,4 +1,4 @@
-"""The GPU-mode code paths, rehearsed on the CPU (gpucourse.rehearsal): harness with events,
+"""The GPU-mode code paths, rehearsed on the CPU (gpucourse.measure.rehearsal): harness with events,
 every registered sweep through `make record`, provenance, the loader, a chart of a measured result.
 
 Plain tests (not marked gpu): they run in `make test` on a machine without a GPU. Every number
@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 from numba import cuda  # after gpucourse (imported by conftest) chose the simulator
 
-from gpucourse import charts, harness, reference, rehearsal, runtime, warps
+from gpucourse import warps
 from gpucourse.errors import CourseError
+from gpucourse.measure import harness, reference, rehearsal, runtime
+from gpucourse.viz import charts
 
 
 @pytest.fixture(scope="module")

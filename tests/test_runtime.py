@@ -4,8 +4,8 @@ import sys
 
 import pytest
 
-from gpucourse import runtime
 from gpucourse.errors import CourseError, InvalidConfig, NoGPU
+from gpucourse.measure import runtime
 
 
 def run_python(code: str, **env) -> subprocess.CompletedProcess:
@@ -27,7 +27,7 @@ def test_simulator_mode_here_sets_the_simulator_before_numba():
 
 
 def test_forced_sim_mode_says_why():
-    code = "from gpucourse import runtime; print(runtime.MODE, '|', runtime.SIM_REASON)"
+    code = "from gpucourse.measure import runtime; print(runtime.MODE, '|', runtime.SIM_REASON)"
     done = run_python(code, GPUCOURSE_MODE="sim")
     assert done.stdout.strip() == "sim | GPUCOURSE_MODE=sim was set"
 

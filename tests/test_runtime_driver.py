@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from gpucourse import runtime
+from gpucourse.measure import runtime
 
 GCC = shutil.which("gcc") or shutil.which("cc")
 pytestmark = pytest.mark.skipif(GCC is None or not sys.platform.startswith("linux"),
@@ -47,7 +47,7 @@ int cuDeviceGetAttribute(int *value, int attribute, int device) {
 """
 
 CHILD = """
-from gpucourse import runtime
+from gpucourse.measure import runtime
 print(runtime.MODE, '|', runtime.SIM_REASON)
 mode, reason = runtime.decide(stack=lambda: runtime.Stack(12, "cuda-bindings 12.9.0"))
 print(mode, '|', reason)
@@ -144,7 +144,7 @@ def test_forcing_gpu_on_a_gpu_the_stack_cannot_use_fails_in_one_line(stand_in, d
 
 def test_forcing_gpu_on_a_usable_gpu_starts_gpu_mode(stand_in):
     done = run_child(child_env(stand_in, "13.0", "9.0", GPUCOURSE_MODE="gpu"),
-                     "from gpucourse import runtime; print(runtime.MODE)")
+                     "from gpucourse.measure import runtime; print(runtime.MODE)")
     assert done.stdout.strip() == "gpu", done.stderr
 
 

@@ -7,8 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpucourse import charts, reference, runtime, tiling
+from gpucourse import tiling
 from gpucourse.errors import InvalidConfig, NoGPU
+from gpucourse.measure import reference, runtime
+from gpucourse.viz import charts
 
 RNG = np.random.default_rng(4)
 

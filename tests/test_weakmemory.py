@@ -6,8 +6,10 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from gpucourse import charts, runtime, weakmemory
+from gpucourse import weakmemory
 from gpucourse.errors import InvalidConfig
+from gpucourse.measure import runtime
+from gpucourse.viz import charts
 
 cuda = runtime.cuda  # kernels reach `cuda` through a module-level name
 

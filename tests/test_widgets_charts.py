@@ -2,9 +2,9 @@ import threading
 
 import ipywidgets as w
 
-from gpucourse import charts
 from gpucourse.errors import InvalidConfig
-from gpucourse.widgets import LiveChart
+from gpucourse.viz import charts
+from gpucourse.viz.widgets import LiveChart
 
 
 def small_figure(n):

@@ -131,10 +131,10 @@ MUTATIONS: list[Mutation] = [
              "        return min(max(lo, last + 1), hi)\n", "        return hi\n",
              "the adversarial chooser reads the stalest value it may (so weak outcomes show)", WEAK),
     # --- the grading tamper scan ------------------------------------------------------------------------
-    Mutation("scan-misses-setattr", "gpucourse/grading.py",
+    Mutation("scan-misses-setattr", "gpucourse/tooling/grading.py",
              'elif node.func.id in {"setattr", "delattr"} and', 'elif node.func.id in {"delattr"} and',
              "setattr(module, name, value) on an imported module is tampering", SCAN),
-    Mutation("scan-misses-eval", "gpucourse/grading.py",
+    Mutation("scan-misses-eval", "gpucourse/tooling/grading.py",
              '_FORBIDDEN_CALLS = {"exec", "eval", "compile", "__import__"}',
              '_FORBIDDEN_CALLS = {"exec", "compile", "__import__"}',
              "eval() runs code the grader cannot read", SCAN),

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import nbformat
 
-from gpucourse.build import ROOT, nbgrader, to_notebook
-from gpucourse.grading import grade_all, nbgrader_api, read_scores
+from gpucourse.tooling.build import ROOT, nbgrader, to_notebook
+from gpucourse.tooling.grading import grade_all, nbgrader_api, read_scores
 
 
 def _variants(lab: str) -> list[nbformat.NotebookNode]:

@@ -34,7 +34,7 @@ def _title(text: str, source: str) -> dict:
 
 def _caption(fig: go.Figure) -> go.Figure:
     """The provenance line every course chart carries, under the x-axis title."""
-    from gpucourse.charts import set_source, source_caption
+    from gpucourse.viz.charts import set_source, source_caption
 
     fig.update_layout(margin={"b": 120})
     set_source(fig, source_caption("counted", "one launch traced in the simulator by gpucourse.microscope"))

@@ -28,8 +28,9 @@
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
 import numpy as np
 
-from gpucourse import microscope, runtime
-from gpucourse.grading import check
+from gpucourse import microscope
+from gpucourse.measure import runtime
+from gpucourse.tooling.grading import check
 from gpucourse.warps import coverage_figure
 
 cuda = runtime.cuda

@@ -35,8 +35,8 @@
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
 import numpy as np
 
-from gpucourse import runtime
-from gpucourse.grading import check
+from gpucourse.measure import runtime
+from gpucourse.tooling.grading import check
 from gpucourse.microscope import trace
 
 cuda = runtime.cuda

@@ -34,9 +34,9 @@
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
 import numpy as np
 
-from gpucourse import runtime
+from gpucourse.measure import runtime
 from gpucourse.coalescing import drift_aos, drift_reference, make_particles, warp_figure
-from gpucourse.grading import check
+from gpucourse.tooling.grading import check
 from gpucourse.microscope import trace
 
 cuda = runtime.cuda

@@ -30,8 +30,8 @@
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
 import numpy as np
 
-from gpucourse import runtime  # first: it decides GPU or simulator before numba is imported
-from gpucourse.grading import check
+from gpucourse.measure import runtime  # first: it decides GPU or simulator before numba is imported
+from gpucourse.tooling.grading import check
 from gpucourse.microscope import trace
 from numba import float32
 

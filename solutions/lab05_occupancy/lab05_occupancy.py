@@ -28,8 +28,8 @@
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
 from IPython.display import display
 
-from gpucourse import runtime
-from gpucourse.grading import check
+from gpucourse.measure import runtime
+from gpucourse.tooling.grading import check
 from gpucourse.occupancy_lesson import learner_curve_figure
 
 display(runtime.banner())  # first output: the mode banner

@@ -32,8 +32,9 @@
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
 import numpy as np
 
-from gpucourse import runtime, weakmemory
-from gpucourse.grading import check
+from gpucourse.measure import runtime
+from gpucourse import weakmemory
+from gpucourse.tooling.grading import check
 from gpucourse.races import check_histogram, histogram_values, run_handoff, show_handoff, show_histogram
 
 cuda = runtime.cuda

@@ -37,9 +37,10 @@ import re
 import numpy as np
 from numba.types import float32
 
-from gpucourse import precision, ptxinfo, runtime
+from gpucourse import precision
+from gpucourse.measure import ptxinfo, runtime
 from gpucourse.formats import quantize
-from gpucourse.grading import check
+from gpucourse.tooling.grading import check
 
 cuda = runtime.cuda
 

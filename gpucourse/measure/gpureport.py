@@ -11,7 +11,7 @@
 4. times a widget's response: a lesson chart's control changed, until the chart is redrawn;
 5. writes ``<out>/gpu-report.md`` with all of it, the device and the provenance.
 
-``--rehearsal`` runs the same on a machine without a GPU (gpucourse.rehearsal): the GPU tier
+``--rehearsal`` runs the same on a machine without a GPU (gpucourse.measure.rehearsal): the GPU tier
 is collected but not run, sweeps run on the simulator at small sizes, and every number and the
 report itself are marked rehearsal.
 """
@@ -28,16 +28,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpucourse import harness, reference, rehearsal, runtime
 from gpucourse.errors import NoGPU
+from gpucourse.measure import harness, reference, rehearsal, runtime
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SPREAD_SWEEP = "warps.staircase"
 SPREAD_TARGET = 0.02  # relative difference between two runs of the same point
 SPREAD_MIN_MS = 0.1  # the target holds for kernels of at least 100 µs
 
 
-# --- 1. the GPU tier, through a pytest plugin (``-p gpucourse.gpureport``) ----------------------------
+# --- 1. the GPU tier, through a pytest plugin (``-p gpucourse.measure.gpureport``) ----------------------------
 
 
 def pytest_addoption(parser):
@@ -106,7 +106,7 @@ def run_gpu_tier(out: Path, *, practice: bool, tests: Path = ROOT / "tests") -> 
     if practice:
         env["GPUCOURSE_MODE"] = "sim"
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    command = [sys.executable, "-m", "pytest", "-m", "gpu", "-p", "gpucourse.gpureport",
+    command = [sys.executable, "-m", "pytest", "-m", "gpu", "-p", "gpucourse.measure.gpureport",
                "-p", "no:cacheprovider", "-o", "enable_assertion_pass_hook=true", "-q",
                f"--gpureport-json={target}", str(tests)]
     if practice:
@@ -149,7 +149,7 @@ def widget_response_s(practice: bool) -> float:
     import ipywidgets as widgets
 
     from gpucourse import warps
-    from gpucourse.widgets import LiveChart
+    from gpucourse.viz.widgets import LiveChart
 
     slider = widgets.IntSlider(value=32, min=1, max=128)
     chart = LiveChart({"max_threads": slider}, warps.staircase_figure, threaded=False)

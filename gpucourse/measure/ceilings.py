@@ -10,8 +10,8 @@ import json
 import os
 from pathlib import Path
 
-from gpucourse import runtime
 from gpucourse.errors import NoGPU
+from gpucourse.measure import runtime
 
 CACHE_PATH = Path(os.environ.get("GPUCOURSE_CACHE", Path.home() / ".cache" / "gpucourse")) / "ceilings.json"
 COPY_BYTES = 1 << 30  # 1 GiB each way: far beyond any L2
@@ -46,7 +46,7 @@ def measure_copy_gbps(nbytes: int = COPY_BYTES, *, min_total_ms: float = 500.0) 
     """Device-to-device copy bandwidth, counting bytes read plus bytes written."""
     import cupy
 
-    from gpucourse.harness import measure
+    from gpucourse.measure.harness import measure
 
     nbytes = min(nbytes, runtime.free_memory_bytes() // 4)
     src = cupy.random.random(nbytes // 4, dtype=cupy.float32)
@@ -64,7 +64,7 @@ def measure_matmul_tflops(dtype: str = "float32", n: int = MATMUL_N) -> float:
     """A large library (cuBLAS through torch) matmul on random data; fp32 with TF32 off."""
     import torch
 
-    from gpucourse.harness import measure
+    from gpucourse.measure.harness import measure
 
     torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
     old = torch.backends.cuda.matmul.allow_tf32

@@ -26,10 +26,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpucourse import runtime
 from gpucourse.errors import CourseError, InvalidConfig, NoGPU
+from gpucourse.measure import runtime
 
-REFERENCE_ROOT = Path(__file__).resolve().parent.parent / "data" / "reference"
+REFERENCE_ROOT = Path(__file__).resolve().parents[2] / "data" / "reference"
 PROVENANCE_FILE = "provenance.json"
 # Modules that register sweeps; imported by load_all_sweeps() (a missing one is skipped).
 SWEEP_MODULES = (
@@ -130,7 +130,7 @@ def load(name: str, gpu: str | None = None, root: Path = REFERENCE_ROOT, *,
 
 def missing_provenance(folder: Path) -> list[str]:
     """What a recording folder lacks before it may join data/reference/ (empty when complete)."""
-    from gpucourse.harness import REQUIRED_PROVENANCE
+    from gpucourse.measure.harness import REQUIRED_PROVENANCE
 
     folder = Path(folder)
     path = folder / PROVENANCE_FILE
@@ -169,8 +169,8 @@ def record(names: list[str] | None = None, root: Path = REFERENCE_ROOT, command:
     Inside ``rehearsal.rehearse()`` the same code runs every sweep that has rehearsal sizes on the
     simulator, into ``<root>/rehearsal/`` (never into the course's data/reference/), every file
     marked rehearsal; the sweeps that cannot run there are listed under "not_rehearsed"."""
-    from gpucourse import rehearsal
-    from gpucourse.harness import provenance
+    from gpucourse.measure import rehearsal
+    from gpucourse.measure.harness import provenance
 
     if not runtime.is_gpu():
         raise NoGPU("make record runs the sweeps on a real GPU and there is none here; nothing was written")

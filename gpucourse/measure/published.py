@@ -6,7 +6,7 @@ kernel) beside one or more small CSVs extracted by ``tools/extract_published.py`
 are never mixed with ``data/reference/`` and never shown as the learner's GPU: a chart that draws
 them names the source with ``caption()``.
 
-    from gpucourse import published
+    from gpucourse.measure import published
     table = published.load("gpu-benches-stream", "scale_gbps_vs_occupancy")
     published.caption("gpu-benches-stream")
 """
@@ -21,7 +21,7 @@ import pandas as pd
 
 from gpucourse.errors import InvalidConfig
 
-PUBLISHED_ROOT = Path(__file__).resolve().parent.parent / "data" / "published"
+PUBLISHED_ROOT = Path(__file__).resolve().parents[2] / "data" / "published"
 PROVENANCE_FILE = "provenance.json"
 REQUIRED_FIELDS = ("source_id", "title", "measured_by", "repository", "commit", "paths", "licence", "gpus",
                    "software", "method", "columns", "differs_from_course", "retrieved")

@@ -18,7 +18,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from gpucourse.build import ROOT, lesson_sources, to_notebook, venv_env
+from gpucourse.tooling.build import ROOT, lesson_sources, to_notebook, venv_env
 
 BOOK_SRC = ROOT / "book"
 STATIC_RENDERER = "gpucourse_static"

@@ -7,7 +7,7 @@ package metadata, without importing numba). In simulator mode ``NUMBA_ENABLE_CUD
 so that ``from numba import cuda`` gives Numba's CUDA simulator. Everything that needs the mode
 reads it from here.
 
-    from gpucourse import runtime
+    from gpucourse.measure import runtime
     runtime.MODE          # "gpu" or "sim"
     runtime.SIM_REASON    # one line: why simulator mode, and what to do about it
     runtime.device()      # DeviceInfo: name, compute capability, SMs, memory, L2, datasheet GB/s

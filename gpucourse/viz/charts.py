@@ -14,7 +14,7 @@ import textwrap
 import pandas as pd
 import plotly.graph_objects as go
 
-from gpucourse import runtime
+from gpucourse.measure import runtime
 
 # Okabe & Ito (2008): distinguishable with every common form of colour blindness.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
@@ -67,14 +67,14 @@ def sharing_note(source: str) -> str:
     """For a timing measured now on a GPU: whether other processes were on it (gpuinfo)."""
     if not (runtime.is_gpu() and measured_here(source)):
         return ""
-    from gpucourse import gpuinfo
+    from gpucourse.measure import gpuinfo
 
     return gpuinfo.gpu_sharing().note()
 
 
 def set_source(fig: go.Figure, source: str) -> None:
     fig.layout.annotations = [a for a in fig.layout.annotations if a.name != "source"]
-    from gpucourse import rehearsal
+    from gpucourse.measure import rehearsal
 
     if rehearsal.active():  # a rehearsal's numbers are never shown as measurements
         source = rehearsal.caption(source)

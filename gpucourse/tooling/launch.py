@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from gpucourse.build import ROOT
+from gpucourse.tooling.build import ROOT
 
 FIRST_LESSON = "notebooks/00_measuring.ipynb"
 
@@ -62,7 +62,7 @@ def reexec_in_course_venv(args: list[str], root: Path = ROOT) -> None:
     """
     from importlib.util import find_spec
 
-    from gpucourse.install import venv_python
+    from gpucourse.tooling.install import venv_python
 
     python = venv_python(root / ".venv")
     if find_spec("jupyterlab") is not None or not python.exists():

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpucourse import harness, runtime
+from gpucourse.measure import harness, runtime
 
 TICK_MS = 1.0  # what the rehearsal clock charges per timed call: a placeholder, never a time
 SLUG = "rehearsal"
@@ -247,7 +247,7 @@ def rehearse() -> Iterator[None]:
         raise RuntimeError("a rehearsal stands in for a GPU on a machine without one; here is a real GPU")
     from numba import cuda as simulator
 
-    from gpucourse import ceilings
+    from gpucourse.measure import ceilings
 
     patches = [
         (runtime, "MODE", "gpu"), (runtime, "device", lambda: DEVICE),
@@ -282,7 +282,7 @@ class SweepOutcome:
 
 def run_sweep(name: str):
     """One registered sweep at rehearsal sizes (inside ``rehearse()``): its data frame."""
-    from gpucourse import reference
+    from gpucourse.measure import reference
 
     sweep = reference.load_all_sweeps()[name]
     plan = SWEEP_PLANS.get(name)

@@ -11,7 +11,7 @@ The driver's CUDA version comes from ``cuDriverGetVersion`` in the driver librar
 ctypes (CUDA Driver API reference, "Version Management"): it needs no GPU package and no cuInit.
 
 Standard library only: this runs with the system's Python before any package is installed, as
-``python3 gpucourse/install.py`` (the Makefile) or ``python -m gpucourse setup`` (Windows).
+``python3 gpucourse/tooling/install.py`` (the Makefile) or ``python -m gpucourse setup`` (Windows).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_STACK = "13"
 STACKS = ("13", "12", "sim")
 SUPPORTED_PYTHONS = ((3, 11), (3, 12), (3, 13))

@@ -35,8 +35,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from gpucourse import runtime
 from gpucourse.errors import InvalidConfig
+from gpucourse.measure import runtime
 
 CACHE_DIR = Path(os.environ.get("GPUCOURSE_CACHE", Path.home() / ".cache" / "gpucourse")) / "ptxinfo"
 PTXAS_ENV = "GPUCOURSE_PTXAS"  # a path to use instead of the wheel's ptxas ("" or "none": no ptxas)
@@ -286,7 +286,7 @@ def _run_child(jobs: list[dict], cc: tuple[int, int]) -> tuple[list[dict], float
     env = dict(os.environ)
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     env["GPUCOURSE_MODE"] = "sim"
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     started = time.perf_counter()
     try:

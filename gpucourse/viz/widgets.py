@@ -28,8 +28,8 @@ import ipywidgets as widgets
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from gpucourse.charts import data_table
 from gpucourse.errors import CourseError, explain_gpu_error
+from gpucourse.viz.charts import data_table
 
 
 class LiveChart(widgets.VBox):

@@ -19,7 +19,7 @@
    "L2-resident" and not compared with DRAM bandwidth;
 5. ≥ 10 samples and ≥ 0.5 s of GPU time; median, IQR, min and sample count;
 6. GB/s and TFLOP/s from the bytes and FLOPs the caller counted, and the percentage of the
-   device's measured ceiling (gpucourse.ceilings) beside the datasheet figure;
+   device's measured ceiling (gpucourse.measure.ceilings) beside the datasheet figure;
 7. provenance: device, compute capability, driver release and API level, CUDA runtime, NVRTC,
    library versions, whether the GPU was shared, date, command.
 
@@ -40,10 +40,10 @@ from datetime import UTC, datetime
 from importlib import metadata
 
 import numpy as np
-from numba import cuda  # after gpucourse.runtime (imported by the package) chose the mode
+from numba import cuda  # after gpucourse.measure.runtime (imported by the package) chose the mode
 
-from gpucourse import gpuinfo, runtime
 from gpucourse.errors import GPUError, InvalidConfig, WrongResult, explain_gpu_error
+from gpucourse.measure import gpuinfo, runtime
 
 NOT_MEASURED = (
     "not measured: simulator mode has no GPU, and a simulator's wall time is not GPU performance; "

@@ -13,7 +13,7 @@ Three layers, each usable alone:
   is capped), ``FinalizeGrades`` (cells that never ran or a tampered notebook score 0 with a note)
   and ``SanitizeFeedback`` (feedback shows code, scores and one-line verdicts, never hidden tests,
   their tracebacks or output).
-* **The sandbox** (``gpucourse.sandbox``, Linux Landlock): the grading kernel reads only the Python
+* **The sandbox** (``gpucourse.tooling.sandbox``, Linux Landlock): the grading kernel reads only the Python
   installation, the package and ``data/``, and writes only its notebook folder and a private home.
 """
 
@@ -36,7 +36,7 @@ import threading
 import time
 from pathlib import Path
 
-from gpucourse.sandbox import (  # noqa: F401  (re-exported: grading's public API)
+from gpucourse.tooling.sandbox import (  # noqa: F401  (re-exported: grading's public API)
     PACKAGE_DIR,
     ROOT,
     kernel_environment,
@@ -278,7 +278,8 @@ def guard_hidden_tests(source: str) -> str:
 
 def _hidden_call(block: list[str], indent: str) -> str:
     code = textwrap.dedent("\n".join(block))
-    return f"{indent}__import__('gpucourse.grading').grading.run_hidden_tests({code!r}, globals(), locals())"
+    run = "__import__('gpucourse.tooling.grading').tooling.grading.run_hidden_tests"
+    return f"{indent}{run}({code!r}, globals(), locals())"
 
 
 def strip_hidden_tests(source: str) -> str:
@@ -305,7 +306,7 @@ _FORBIDDEN_MODULES = {"ctypes", "gc", "inspect", "builtins", "importlib", "nbgra
 
 
 def imported_names(sources) -> dict[str, str]:
-    """Name → what it was imported as (``np`` → ``numpy``, ``check`` → ``gpucourse.grading.check``),
+    """Name → what it was imported as (``np`` → ``numpy``, ``check`` → ``gpucourse.tooling.grading.check``),
     for every import in these cells."""
     names: dict[str, str] = {}
     for source in sources:
@@ -329,7 +330,7 @@ def scan_learner_code(source: str, imported=None, locked: dict[str, str] | None 
     """(tampering, notes) for one cell written by a learner.
 
     Tampering makes every graded cell of the notebook score 0: modifying an imported module or
-    object (``np.allclose = …``, ``gpucourse.grading.check = …``, ``check.__code__ = …``);
+    object (``np.allclose = …``, ``gpucourse.tooling.grading.check = …``, ``check.__code__ = …``);
     rebinding a name that a locked cell imported (``np = fake``: hidden tests would use it);
     running code the grader cannot read (``exec``, ``eval``); importing ``ctypes``, ``gc``,
     ``inspect``, ``builtins``, ``importlib``; reaching into frames, function internals or
@@ -767,7 +768,7 @@ def _write_header(private_dir: Path, trusted_imports: list) -> None:
     imports = [(str(name), str(what)) for name, what in trusted_imports]
     (startup / "00-gpucourse-grader.py").write_text(f"""\
 try:
-    import gpucourse.grading as _gpucourse_grading
+    import gpucourse.tooling.grading as _gpucourse_grading
     _gpucourse_grading.snapshot_environment({imports!r})
     _gpucourse_header = "ok"
 except BaseException as _gpucourse_error:  # reported by the grader, not raised into the notebook
@@ -879,7 +880,7 @@ def _ensure_assignments(root: Path, labs: list[str]) -> list[str]:
                 missing.append(lab)
     problems = []
     if missing:
-        from gpucourse import build
+        from gpucourse.tooling import build
     for lab in missing:
         print(f"{lab} is not in the gradebook yet: generating it from solutions/ …", flush=True)
         build.write_notebook(root / "solutions" / lab / f"{lab}.py")
@@ -1089,7 +1090,7 @@ def nbgrader_api(root) -> object:
 def _start_worker(root: Path, log) -> subprocess.Popen:
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])  # for alembic
-    code = "import sys; from gpucourse.grading import _worker_main; _worker_main(sys.argv[1])"
+    code = "import sys; from gpucourse.tooling.grading import _worker_main; _worker_main(sys.argv[1])"
     return subprocess.Popen([sys.executable, "-c", code, str(root)], cwd=root, env=env, text=True,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
 

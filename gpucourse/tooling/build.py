@@ -20,7 +20,7 @@ from pathlib import Path
 import jupytext
 import nbformat
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # The course's public home: the ONE setting for Colab/Kaggle. Every notebook's first cells (the
 # "Open in Colab" badge and the install cell) and the README's links are made from it. Until the

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from gpucourse import runtime
-from gpucourse.charts import PALETTE, set_source, source_caption
+from gpucourse.measure import runtime
+from gpucourse.viz.charts import PALETTE, set_source, source_caption
 
 # NVIDIA's Hopper whitepaper ("NVIDIA H100 Tensor Core GPU Architecture", 2022): 50 MB of L2 on an
 # H100 SXM5 (the full GH100 die has 60 MB, of which the product enables 50).

@@ -19,7 +19,7 @@ import os
 import sys
 from pathlib import Path
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
 ROOT = PACKAGE_DIR.parent
 
 # ---------------------------------------------------------------------------------------------

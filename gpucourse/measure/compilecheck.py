@@ -5,7 +5,7 @@
 numba-cuda's ``compile_ptx`` writes each kernel's PTX (once per architecture family, in one child
 process with numba's real CUDA target: no GPU needed), and the ``ptxas`` of the installed CUDA
 toolkit assembles it to SASS for each architecture, reporting registers, shared memory and spills
-(``gpucourse.ptxinfo``). A kernel that does not compile for an architecture is a failure.
+(``gpucourse.measure.ptxinfo``). A kernel that does not compile for an architecture is a failure.
 
 The kernels and the argument types they are launched with are listed in ``KERNELS`` below (the
 types as each lesson module's launch code creates its arrays). Lab solutions are notebooks and are
@@ -22,8 +22,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpucourse import ptxinfo
 from gpucourse.errors import InvalidConfig
+from gpucourse.measure import ptxinfo
 
 CUDA13_ARCHS = (75, 80, 86, 89, 90, 100, 120)
 CUDA12_ARCHS = (75, 80, 86, 89, 90)
@@ -45,7 +45,7 @@ F1, F2 = "float32[::1]", "float32[:, ::1]"
 I1 = "int32[::1]"
 KERNELS = (
     CheckedKernel("00", "gpucourse.measuring", "_spin_kernel()", f"void({F1}, int64)"),
-    CheckedKernel("00", "gpucourse.doctor", "_add_one()", f"void({F1})"),
+    CheckedKernel("00", "gpucourse.tooling.doctor", "_add_one()", f"void({F1})"),
     CheckedKernel("01", "gpucourse.warps", "_fma_kernel()", f"void({F1}, int64)"),
     CheckedKernel("02", "gpucourse.divergence", "two_paths", f"void(uint8[::1], {F1}, {F1}, int64, int64)"),
     CheckedKernel("02", "gpucourse.divergence", "two_paths_remapped",
@@ -177,7 +177,7 @@ print("@@RESULT@@" + json.dumps(results))
 def _compile(kernels, archs) -> list[dict]:
     """Per kernel: {arch: {"ptx": text} | {"log": nvJitLink's ptxas report, "tool": ...} | {"error": why}}."""
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "GPUCOURSE_MODE")}
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     families: dict[tuple[int, int], list[int]] = {}
     for arch in archs:

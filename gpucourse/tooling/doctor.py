@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 from importlib import metadata
 
-from gpucourse import runtime
+from gpucourse.measure import runtime
 
 try:  # module level: the simulator swaps this name while a kernel runs
     from numba import cuda
@@ -115,7 +115,7 @@ def check_kernel_runs() -> Check:
 
 def sanity_benchmark() -> Check:
     """≤ 10 s: a 256 MiB device-to-device copy against the datasheet; below 50 % is flagged."""
-    from gpucourse.ceilings import measure_copy_gbps
+    from gpucourse.measure.ceilings import measure_copy_gbps
 
     gbps = measure_copy_gbps(256 * 2**20, min_total_ms=200.0)
     sheet = runtime.device().datasheet_bandwidth_gbps

@@ -1,0 +1,1 @@
+"""Charts, live widgets and diagrams shared by every lesson."""
