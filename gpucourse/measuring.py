@@ -26,6 +26,7 @@ from gpucourse.viz import charts
 
 # One dependent fp32 FMA per iteration (~4 cycles of latency each): about 2 ms at ~2 GHz.
 SPIN_ITERATIONS = 1_000_000
+SPIN_BLOCKS, SPIN_THREADS = 132, 256  # one block per SM of an H100/H200 SXM, 8 warps each
 
 
 def _spin_kernel():
@@ -48,22 +49,23 @@ def async_pitfall(iterations: int = SPIN_ITERATIONS) -> pd.DataFrame:
     if not runtime.is_gpu():
         raise validate.InvalidConfig("async_pitfall times a GPU; in simulator mode use async_analogy()")
     spin = _spin_kernel()
-    out = cuda.device_array(132 * 256, dtype=np.float32)
-    spin[132, 256](out, iterations)  # compile
+    launch = spin[SPIN_BLOCKS, SPIN_THREADS]
+    out = cuda.device_array(SPIN_BLOCKS * SPIN_THREADS, dtype=np.float32)
+    launch(out, iterations)  # compile
     cuda.synchronize()
     rows = []
     for _ in range(5):
         t0 = time.perf_counter()
-        spin[132, 256](out, iterations)
+        launch(out, iterations)
         launch_ms = (time.perf_counter() - t0) * 1e3
         cuda.synchronize()
         t0 = time.perf_counter()
-        spin[132, 256](out, iterations)
+        launch(out, iterations)
         cuda.synchronize()
         synced_ms = (time.perf_counter() - t0) * 1e3
         rows += [{"method": "wall clock, launch only", "ms": launch_ms},
                  {"method": "wall clock + synchronize", "ms": synced_ms}]
-    m = measure(lambda: spin[132, 256](out, iterations), label="spin kernel")
+    m = measure(lambda: launch(out, iterations), label="spin kernel")
     rows += [{"method": "device events (harness median)", "ms": s} for s in m.samples_ms]
     return pd.DataFrame(rows)
 

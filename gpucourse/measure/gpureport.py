@@ -218,6 +218,11 @@ def write_report(out: Path, *, practice: bool, expectations: list[dict], spread_
         "\"Contribute a recording\")." + (" A rehearsal folder is refused there." if practice else "") + "\n",
     ]
     recorded = json.loads((data_folder / reference.PROVENANCE_FILE).read_text())
+    stand_ins = [{"sweep": k, "what stands in for the GPU": v["stand_in"]}
+                 for k, v in sorted(recorded.get("sweeps", {}).items()) if v.get("stand_in")]
+    if stand_ins:
+        sections += ["### What stood in for the GPU beyond the simulator\n",
+                     _table(stand_ins, ["sweep", "what stands in for the GPU"]) + "\n"]
     skipped = recorded.get("not_rehearsed", {})
     if skipped:
         sections += [f"### Sweeps the rehearsal could not run ({len(skipped)} of "

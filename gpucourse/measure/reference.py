@@ -212,6 +212,9 @@ def record(names: list[str] | None = None, root: Path = REFERENCE_ROOT, command:
         }
         if practice:
             meta["sweeps"][name]["rehearsal"] = True
+            plan = rehearsal.SWEEP_PLANS.get(name)
+            if plan is not None and plan.stand_in:
+                meta["sweeps"][name]["stand_in"] = plan.stand_in
         path.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
         written.append(out)
     return written

@@ -14,13 +14,25 @@ rehearsal runs all of it on a stand-in device:
 * every number is marked rehearsal (the provenance's ``"rehearsal": true``, a ``rehearsal``
   column in recorded CSVs, "REHEARSAL" in chart captions and measurement summaries), and the
   reference loader refuses rehearsal folders, so no lesson ever draws one;
-* CuPy's array functions are answered by NumPy, ``cuda.as_cuda_array`` by the array itself;
-* sizes are small (``SWEEP_PLANS``) so the whole rehearsal runs in seconds on two cores.
+* CuPy's array functions are answered by NumPy (a device-to-device ``memcpyAsync`` by a
+  ``memmove`` between the arrays, cuBLAS's compute-type switch by a recorded setting),
+  ``cuda.as_cuda_array`` by the array itself;
+* torch's CUDA device is CPU torch behind the same calls (``device="cuda"`` tensors and
+  generators are made on the CPU, ``torch.cuda`` answers for the rehearsal device);
+* the driver's kernel attributes (registers, shared memory) come from ptxas on numba-cuda's PTX
+  for the rehearsal device's cc 9.0, and its occupancy query
+  (``cuOccupancyMaxActiveBlocksPerMultiprocessor``) is answered by the course's calculator, so a
+  rehearsed "calculator vs driver" comparison agrees by construction: it tests the wiring only;
+* blocks run one after another in the simulator, so the cross-block litmus test's consumers
+  mostly give up at their spin cap: its counts are wiring, never a weak-memory observation;
+* sizes are small (``SWEEP_PLANS``) so the whole rehearsal runs in about a minute on two cores.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import inspect
 import sys
 import types
@@ -119,27 +131,167 @@ def _device_view(array):
     return array
 
 
-def _numpy_as_cupy() -> types.ModuleType:
-    """CuPy's array functions the lessons use, answered by NumPy (the rehearsal has no CUDA)."""
+class _DeviceBuffer(np.ndarray):
+    """A NumPy array with CuPy's ``.data.ptr`` (the address a CUDA runtime call takes)."""
+
+    @property
+    def data(self):
+        return types.SimpleNamespace(ptr=self.ctypes.data)
+
+
+def _memcpy_async(dst: int, src: int, nbytes: int, kind: int, stream=0) -> None:
+    """``cupy.cuda.runtime.memcpyAsync`` for device-to-device copies (kind 3) between rehearsal arrays."""
+    if kind != 3:
+        raise ValueError(f"the rehearsal copies device to device only (kind 3), got kind {kind}")
+    ctypes.memmove(dst, src, nbytes)
+
+
+def _numpy_as_cupy() -> dict[str, types.ModuleType]:
+    """CuPy's modules as the lessons and the harness use them, answered by NumPy (no CUDA here)."""
     shim = types.ModuleType("cupy", "NumPy standing in for CuPy in a rehearsal")
+    shim.__path__ = []  # a package: ``from cupy._core import _routines_linalg`` finds the stand-in below
 
     class Pool:
         def free_all_blocks(self):
             pass
 
+    def random_array(size=None, dtype=np.float64):
+        return np.random.default_rng(0).random(size, dtype=dtype).view(_DeviceBuffer)
+
+    random = types.ModuleType("cupy.random", "NumPy's random standing in for CuPy's")
+    random.random = random_array
+    random.__getattr__ = lambda name: getattr(np.random, name)
+
+    runtime_api = types.SimpleNamespace(memcpyAsync=_memcpy_async)
+    shim.cuda = types.SimpleNamespace(runtime=runtime_api)
+    shim.random = random
     shim.asnumpy = np.asarray
     shim.get_default_memory_pool = Pool
     shim.__getattr__ = lambda name: getattr(np, name)
+
+    # cuBLAS's compute type (tiling's plain-fp32 switch): a setting kept here; NumPy computes in fp32 anyway.
+    linalg = types.ModuleType("cupy._core._routines_linalg", "cuBLAS compute-type settings, recorded only")
+    linalg.COMPUTE_TYPE_DEFAULT, linalg.COMPUTE_TYPE_FP32 = 0, 4
+    linalg.compute_types = {}
+    linalg.get_compute_type = lambda dtype: linalg.compute_types.get(np.dtype(dtype), linalg.COMPUTE_TYPE_DEFAULT)
+    linalg.set_compute_type = lambda dtype, value: linalg.compute_types.__setitem__(np.dtype(dtype), value)
+    core = types.ModuleType("cupy._core")
+    core.__path__ = []
+    core._routines_linalg = linalg
+    shim._core = core
+    return {"cupy": shim, "cupy.random": random, "cupy._core": core, "cupy._core._routines_linalg": linalg}
+
+
+_TORCH_FACTORIES = ("randn", "rand", "randint", "randperm", "empty", "zeros", "ones", "full", "tensor",
+                    "as_tensor", "arange", "linspace", "eye", "empty_like", "zeros_like", "ones_like",
+                    "randn_like", "rand_like", "full_like")
+
+
+def _cpu_device(device):
+    text = str(device) if device is not None else "cpu"
+    return "cpu" if text.startswith("cuda") else device
+
+
+def _torch_on_cpu(torch) -> types.ModuleType:
+    """torch with its CUDA device answered by the CPU: tensors and generators made with
+    ``device="cuda"`` live on the CPU, ``torch.cuda`` speaks for the rehearsal device. Every other
+    name is torch's own (matmul, ``_scaled_mm``, ``backends.cuda.matmul.allow_tf32``)."""
+    shim = types.ModuleType("torch", "CPU torch behind torch's CUDA calls, for a rehearsal")
+    shim.__path__ = getattr(torch, "__path__", [])
+
+    def on_cpu(factory):
+        @functools.wraps(factory)
+        def make(*args, **kwargs):
+            if "device" in kwargs:
+                kwargs["device"] = _cpu_device(kwargs["device"])
+            return factory(*args, **kwargs)
+
+        return make
+
+    for name in _TORCH_FACTORIES:
+        setattr(shim, name, on_cpu(getattr(torch, name)))
+
+    def generator(device="cpu"):
+        return torch.Generator(device=_cpu_device(device))
+
+    shim.Generator = generator
+    shim.cuda = types.SimpleNamespace(
+        is_available=lambda: True, device_count=lambda: 1, current_device=lambda: 0,
+        synchronize=lambda device=None: None, get_device_name=lambda device=None: DEVICE.name,
+        get_device_capability=lambda device=None: DEVICE.compute_capability,
+    )
+    shim.__getattr__ = lambda name: getattr(torch, name)
     return shim
 
 
-def _ceiling(name: str):
-    """A rehearsal 'ceiling': a NumPy copy through the harness (rehearsal-marked, never shown)."""
-    src = np.ones(1 << 16, dtype=np.float32)
-    dst = np.empty_like(src)
-    m = harness.measure(lambda: np.copyto(dst, src), label=f"rehearsal {name}",
-                        check=lambda: bool((dst == src).all()), bytes_moved=2 * src.nbytes, flops=2 * src.size)
-    return m.gbps if name == "copy_gbps" else m.tflops
+# --- the driver's kernel attributes and occupancy query ---------------------------------------------
+
+
+class _RehearsalFunction:
+    """What ``codelibrary.get_cufunc()`` hands the occupancy query: here, ptxas's resource usage."""
+
+    def __init__(self, usage):
+        self.usage = usage
+
+
+class _RehearsalKernel:
+    """One compiled overload as numba-cuda exposes it (``regs_per_thread``…), from ptxas for cc 9.0."""
+
+    def __init__(self, usage):
+        self.regs_per_thread = usage.registers
+        self.shared_mem_per_block = usage.shared_bytes
+        self.local_mem_per_thread = usage.stack_frame_bytes or 0
+        function = _RehearsalFunction(usage)
+        self._codelibrary = types.SimpleNamespace(get_cufunc=lambda: function)
+
+
+class _RehearsalDispatcher:
+    """``cuda.jit(signature, max_registers=cap)(fn)`` on the rehearsal device: launches run in the
+    simulator (which ignores the cap), the compiled overload's attributes come from ptxas."""
+
+    def __init__(self, fn, signature: str, cap: int | None):
+        from numba import cuda as simulator
+
+        from gpucourse.measure import ptxinfo
+
+        # The module's own kernel object, so that ptxinfo compiles it in its module (with its globals).
+        kernel = getattr(sys.modules.get(fn.__module__), fn.__name__, fn)
+        if ptxinfo.python_function(kernel) is not fn:
+            kernel = fn
+        usage = ptxinfo.resource_usage(kernel, signature, DEVICE.compute_capability, cap, use_gpu=False)
+        if not usage.known:
+            raise RuntimeError(f"the rehearsal reads kernel attributes from ptxas, which could not say: {usage.reason}")
+        self.overloads = {signature: _RehearsalKernel(usage)}
+        self._launcher = simulator.jit(fn)
+
+    def __getitem__(self, launch_config):
+        return self._launcher[launch_config]
+
+
+class _RehearsalContext:
+    """``cuda.current_context()``'s occupancy query, answered by gpucourse.occupancy for the rehearsal device."""
+
+    @staticmethod
+    def get_active_blocks_per_multiprocessor(function, threads_per_block: int, dynamic_shared_bytes: int) -> int:
+        from gpucourse.occupancy import occupancy
+
+        usage = function.usage
+        return occupancy(int(threads_per_block), usage.registers, usage.shared_bytes + int(dynamic_shared_bytes),
+                         DEVICE.compute_capability).active_blocks
+
+
+REHEARSAL_COPY_BYTES = 1 << 16
+REHEARSAL_MATMUL_N = 64
+
+
+def _ceiling(name: str, dtype: str = "float32") -> float:
+    """A rehearsal 'ceiling': the course's own ceiling measurement (CuPy copy, torch matmul) on the
+    stand-ins at a small size, never cached (the cache is for a GPU's real ceilings)."""
+    from gpucourse.measure import ceilings
+
+    if name == "copy_gbps":
+        return ceilings.measure_copy_gbps(REHEARSAL_COPY_BYTES, min_total_ms=1.0)
+    return ceilings.measure_matmul_tflops(dtype, REHEARSAL_MATMUL_N)
 
 
 # --- small sizes for every sweep that can run on the simulator ----------------------------------------
@@ -152,7 +304,12 @@ class SweepPlan:
     attributes: dict[str, object] = field(default_factory=dict)  # "module.NAME": value
     defaults: dict[str, dict[str, object]] = field(default_factory=dict)  # "module.function": {arg: value}
     not_rehearsable: str = ""  # why it cannot run on the simulator
+    stand_in: str = ""  # what answers for the GPU where the simulator alone cannot (recorded in the provenance)
 
+
+_DRIVER_STAND_IN = ("the driver's kernel attributes come from ptxas (cc 9.0) and its occupancy query from the "
+                    "course's calculator")
+_TORCH_STAND_IN = "torch's CUDA device is CPU torch behind the same calls"
 
 SWEEP_PLANS: dict[str, SweepPlan] = {
     "warps.staircase": SweepPlan(
@@ -166,8 +323,12 @@ SWEEP_PLANS: dict[str, SweepPlan] = {
             "placements": ("interleaved", "clustered"), "fractions": (0.5, 1.0), "n_threads": 256,
             "min_total_ms": 1.0}}),
     "measuring.async_pitfall": SweepPlan(
-        not_rehearsable="times a 132×256-thread launch with the host's wall clock: no simulator stand-in"),
-    "measuring.ceilings": SweepPlan(not_rehearsable="CuPy copies and torch matmuls need CUDA"),
+        attributes={"gpucourse.measuring.SPIN_BLOCKS": 2, "gpucourse.measuring.SPIN_THREADS": 32},
+        defaults={"gpucourse.measuring.async_pitfall": {"iterations": 4}},
+        stand_in="the simulator's launches are synchronous: 'launch only' and 'with synchronize' time the same work"),
+    "measuring.ceilings": SweepPlan(stand_in=(
+        "the course's ceiling measurements at small sizes: CuPy's device-to-device memcpyAsync as a memmove "
+        "between NumPy arrays, torch's fp32/bf16 matmul on CPU torch")),
     "coalescing.stride": SweepPlan(defaults={
         "gpucourse.coalescing.sweep_elements": {"useful_bytes_per_side": 2048},
         "gpucourse.coalescing.stride_sweep": {"dtypes": ("float32",), "strides": (1, 8)}}),
@@ -180,13 +341,29 @@ SWEEP_PLANS: dict[str, SweepPlan] = {
         attributes={"gpucourse.divergence.SPARSE_DENSITIES": (1 / 4,)},
         defaults={"gpucourse.divergence.measure_sort_pays": {"bodies": (2,), "n_threads": 256,
                                                              "min_total_ms": 1.0}}),
-    "occupancy.driver": SweepPlan(not_rehearsable="asks the CUDA driver's occupancy API"),
-    "occupancy.memory_bound": SweepPlan(not_rehearsable="confirms each level with the driver's occupancy API"),
-    "occupancy.compute_bound": SweepPlan(not_rehearsable="confirms each level with the driver's occupancy API"),
-    "precision.matmul": SweepPlan(not_rehearsable="torch matmuls on device='cuda'"),
-    "precision.vocab_shape": SweepPlan(not_rehearsable="torch matmuls on device='cuda'"),
-    "races.litmus_mp": SweepPlan(not_rehearsable="needs blocks running concurrently on real SMs"),
-    "tiling.matmul": SweepPlan(not_rehearsable="its cuBLAS rung is CuPy's, which needs CUDA"),
+    "occupancy.driver": SweepPlan(defaults={"gpucourse.occupancy_lesson.driver_comparison": {
+        "names": ("copy", "block_sum"), "threads": (64, 256), "dynamic_bytes": (0, 12 * 1024), "caps": (None, 32)}},
+        stand_in=_DRIVER_STAND_IN + "; the two columns agree by construction"),
+    "occupancy.memory_bound": SweepPlan(
+        attributes={"gpucourse.occupancy_lesson.COPY_ELEMENTS": 1024},
+        defaults={"gpucourse.occupancy_lesson.measure_speed": {"targets": (0.25, 1.0)}},
+        stand_in=_DRIVER_STAND_IN),
+    "occupancy.compute_bound": SweepPlan(
+        attributes={"gpucourse.occupancy_lesson.FMA_THREADS": 512, "gpucourse.occupancy_lesson.FMA_ITERATIONS": 8},
+        defaults={"gpucourse.occupancy_lesson.measure_speed": {"targets": (0.25, 1.0)}},
+        stand_in=_DRIVER_STAND_IN),
+    "precision.matmul": SweepPlan(defaults={"gpucourse.precision.matmul_sweep": {"sizes": (64,)}},
+                                  stand_in=_TORCH_STAND_IN + " (fp8: torch._scaled_mm on the CPU)"),
+    "precision.vocab_shape": SweepPlan(defaults={"gpucourse.precision.vocab_shape_sweep": {
+        "dtypes": ("bf16",), "tokens": 16, "hidden": 16}}, stand_in=_TORCH_STAND_IN),
+    "races.litmus_mp": SweepPlan(
+        defaults={"gpucourse.races.run_litmus": {"rounds": 2, "spin_cap": 4, "stress_iters": 1, "threads": 32}},
+        stand_in=("the simulator runs blocks one after another, so a consumer whose producer comes later gives up "
+                  "at its spin cap: the counts test the harness's accounting, never the memory model")),
+    "tiling.matmul": SweepPlan(
+        attributes={"gpucourse.tiling._MEASURED": {}},
+        defaults={"gpucourse.tiling.measure_matmul_ladder": {"sizes": (32,)}},
+        stand_in="cuBLAS is NumPy's matmul; its plain-fp32 compute-type switch is set on a stand-in and not used"),
     "tiling.transpose": SweepPlan(attributes={"gpucourse.tiling.TRANSPOSE_SIZES": (64,),
                                               "gpucourse.tiling._MEASURED": {}}),
 }
@@ -247,29 +424,39 @@ def rehearse() -> Iterator[None]:
         raise RuntimeError("a rehearsal stands in for a GPU on a machine without one; here is a real GPU")
     from numba import cuda as simulator
 
-    from gpucourse.measure import ceilings
+    from gpucourse.measure import ceilings, ptxinfo
 
+    dispatchers = functools.cache(_RehearsalDispatcher)
     patches = [
         (runtime, "MODE", "gpu"), (runtime, "device", lambda: DEVICE),
         (runtime, "free_memory_bytes", lambda: DEVICE.memory_bytes),
         (runtime, "xp", np), (runtime, "cuda", simulator),
         (harness, "default_timer", RehearsalTimer), (harness, "_l2_flusher", _flusher),
         (simulator, "as_cuda_array", _device_view),
+        (simulator, "current_context", _RehearsalContext), (ptxinfo, "_gpu_dispatcher", dispatchers),
         (ceilings, "copy_gbps", lambda refresh=False: _ceiling("copy_gbps")),
-        (ceilings, "matmul_tflops", lambda dtype="float32", refresh=False: _ceiling("matmul_tflops")),
+        (ceilings, "matmul_tflops", lambda dtype="float32", refresh=False: _ceiling("matmul_tflops", dtype)),
     ]
-    real_cupy = sys.modules.get("cupy")
+    stand_ins = _numpy_as_cupy()  # `import cupy` (and `import torch`, below) inside lesson code get these
+    try:
+        import torch
+    except ImportError:  # an environment without torch: its sweeps fail with torch's own ImportError
+        pass
+    else:
+        stand_ins["torch"] = _torch_on_cpu(torch)
+    saved = {name: sys.modules.get(name) for name in stand_ins}
     with _patched(patches):
         _ACTIVE = True
-        sys.modules["cupy"] = _numpy_as_cupy()  # `import cupy` inside lesson code gets NumPy
+        sys.modules.update(stand_ins)
         try:
             yield
         finally:
             _ACTIVE = False
-            if real_cupy is None:
-                sys.modules.pop("cupy", None)
-            else:
-                sys.modules["cupy"] = real_cupy
+            for name, module in saved.items():
+                if module is None:
+                    sys.modules.pop(name, None)
+                else:
+                    sys.modules[name] = module
 
 
 @dataclass
