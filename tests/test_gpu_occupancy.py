@@ -4,6 +4,7 @@ Every expectation is a ratio or an equality measured in one run, never an absolu
 """
 
 import pytest
+from gpu_expectations import expect
 
 from gpucourse import occupancy_lesson as ol
 from gpucourse.measure import ptxinfo, runtime
@@ -17,7 +18,8 @@ def test_calculator_equals_the_driver_for_real_kernels():
     # 6 kernels × 3 register caps × 5 block sizes × 3 dynamic shared sizes.
     assert len(data) >= 20
     mismatches = data[data.model_blocks != data.driver_blocks]
-    assert mismatches.empty, mismatches.to_string()
+    agree = 1 - len(mismatches) / len(data)
+    assert agree >= expect("occupancy.calculator_matches_driver"), mismatches.to_string()
     # The comparison is not trivial: several limiters and several answers are covered.
     assert data.model_blocks.nunique() >= 5
     named = {part for limiter in data.model_limiter for part in limiter.split(" + ")}
@@ -47,14 +49,14 @@ def test_memory_bound_kernel_needs_occupancy_to_hide_latency():
     u = rig.usage("copy")
     levels = ol.padding_levels(u.registers, u.shared_bytes, ol.SWEEP_THREADS, rig.cc, targets=(0.25, 1.0))
     (low_pad, low), (high_pad, high) = levels[0], levels[-1]
-    assert low.occupancy <= 0.25 and high.occupancy >= 0.75
+    assert low.occupancy <= 0.25 and high.occupancy >= 0.75  # the calculator's levels: not a hardware threshold
     # The padding really lowers occupancy: the driver agrees with the calculator at both levels.
     assert ol.driver_blocks("copy", ol.SWEEP_THREADS, low_pad) == low.active_blocks
     assert ol.driver_blocks("copy", ol.SWEEP_THREADS, high_pad) == high.active_blocks
     slow = rig.measure("copy", ol.SWEEP_THREADS, low_pad)
     fast = rig.measure("copy", ol.SWEEP_THREADS, high_pad)
     assert slow.measured and fast.measured
-    assert slow.gbps <= 0.7 * fast.gbps, (slow.summary(), fast.summary())
+    assert slow.gbps <= expect("occupancy.memory_low_over_high") * fast.gbps, (slow.summary(), fast.summary())
 
 
 def test_instruction_level_parallelism_makes_up_for_low_occupancy():
@@ -68,7 +70,8 @@ def test_instruction_level_parallelism_makes_up_for_low_occupancy():
     one_chain = rig.measure("fma", ol.SWEEP_THREADS, pad)
     four_chains = rig.measure("fma_ilp4", ol.SWEEP_THREADS, pad)
     # Same FMAs, same occupancy (12.5 %): four independent chains per thread keep more FMAs in flight.
-    assert four_chains.tflops >= 1.3 * one_chain.tflops, (one_chain.summary(), four_chains.summary())
+    bound = expect("occupancy.ilp4_over_ilp1")
+    assert four_chains.tflops >= bound * one_chain.tflops, (one_chain.summary(), four_chains.summary())
 
 
 def test_speed_sweep_columns_match_the_registration():
