@@ -39,6 +39,34 @@ def test_the_registry_lists_every_kernel_of_the_package():
     assert jit_kernels_in_the_package() - registered == set()
 
 
+def jit_kernels_in_the_lab_solutions() -> set[tuple[str, str]]:
+    """(solution path, name) of every @cuda.jit kernel in solutions/lab*/ (commented-out examples excluded)."""
+    found = set()
+    for path in sorted((ROOT / "solutions").glob("lab*/lab*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and any(
+                "cuda.jit" in ast.unparse(d) and "device=True" not in ast.unparse(d) for d in node.decorator_list
+            ):
+                found.add((path.relative_to(ROOT).as_posix(), node.name))
+    return found
+
+
+def test_the_registry_lists_every_kernel_of_the_lab_solutions():
+    registered = {(k.module, k.getter) for k in compilecheck.LAB_KERNELS}
+    assert jit_kernels_in_the_lab_solutions() == registered
+    assert len(registered) >= 15 and all(k in compilecheck.ALL_KERNELS for k in compilecheck.LAB_KERNELS)
+    assert compilecheck.LAB_KERNELS[0].label == "lab01_warps.add_2d"
+
+
+@needs_ptxas
+def test_lab_kernels_compile_from_the_notebook_text_without_running_it():
+    # Lab 04's padded transpose once had its shared shape as `TILE_T + 1`: fine in the simulator, no PTX.
+    results = compilecheck.check((80,), compilecheck.select("lab04_shared_memory.transpose_tiled")
+                                 + compilecheck.select("lab07_precision.dot_kahan"))
+    assert all(r.ok for r in results), [(r.kernel, r.error) for r in results]
+    assert results[0].shared_bytes == 32 * 33 * 4  # the padded tile
+
+
 def test_architecture_families_and_parsing():
     assert [compilecheck.family(a) for a in (75, 80, 86, 89, 90, 100, 103, 120)] == [
         (7, 5), (8, 0), (8, 0), (8, 0), (9, 0), (10, 0), (10, 0), (12, 0)]
@@ -88,5 +116,5 @@ def test_the_command_prints_a_table_and_fails_on_a_kernel_that_does_not_compile(
 @needs_ptxas
 def test_every_kernel_compiles_for_turing_to_blackwell():
     results = compilecheck.check(compilecheck.CUDA13_ARCHS)
-    assert len(results) == len(compilecheck.KERNELS) * len(compilecheck.CUDA13_ARCHS)
+    assert len(results) == len(compilecheck.ALL_KERNELS) * len(compilecheck.CUDA13_ARCHS)
     lesson_facts(results)

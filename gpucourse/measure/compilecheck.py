@@ -8,8 +8,11 @@ toolkit assembles it to SASS for each architecture, reporting registers, shared 
 (``gpucourse.measure.ptxinfo``). A kernel that does not compile for an architecture is a failure.
 
 The kernels and the argument types they are launched with are listed in ``KERNELS`` below (the
-types as each lesson module's launch code creates its arrays). Lab solutions are notebooks and are
-not imported here.
+types as each lesson module's launch code creates its arrays). The lab solutions' kernels are in
+``LAB_KERNELS``: a lab is a notebook (jupytext text in ``solutions/``), never imported by the
+course library, so the compiler process reads its code cells, runs only their imports,
+definitions and constant assignments in a scratch namespace (no test cell, no launch: no GPU
+needed) and compiles the ``@cuda.jit`` kernels found there.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ class CheckedKernel:
 
     @property
     def label(self) -> str:
+        if self.module.endswith(".py"):  # a lab solution's notebook text
+            return f"{Path(self.module).stem}.{self.getter}"
         return f"{self.module.removeprefix('gpucourse.')}.{self.getter}"
 
 
@@ -92,6 +97,32 @@ KERNELS = (
 )
 
 
+# The lab solutions' kernels, with the argument types their labs launch them with (paths from the repository root).
+def _lab(number: str, stem: str, name: str, signature: str) -> CheckedKernel:
+    return CheckedKernel(f"lab{number}", f"solutions/{stem}/{stem}.py", name, signature)
+
+
+F2C = "float16[:, ::1]"
+LAB_KERNELS = (
+    _lab("01", "lab01_warps", "add_2d", f"void({F2}, {F2}, {F2})"),
+    _lab("02", "lab02_divergence", "parity_divergent", f"void({F1}, {F1})"),
+    _lab("02", "lab02_divergence", "parity_agree", f"void({F1}, {F1})"),
+    _lab("02", "lab02_divergence", "by_kind", f"void(uint8[::1], {F1}, {F1})"),
+    _lab("02", "lab02_divergence", "by_kind_sorted", f"void(int64[::1], uint8[::1], {F1}, {F1})"),
+    _lab("03", "lab03_coalescing", "drift_soa", f"void({F2}, float64)"),  # the lab passes dt as a Python float
+    _lab("03", "lab03_coalescing", "scale_rows", f"void({F2}, {F1}, {F2})"),
+    _lab("04", "lab04_shared_memory", "tiled_matmul_bt", f"void({F2}, {F2}, {F2})"),
+    _lab("04", "lab04_shared_memory", "transpose_naive", f"void({F2}, {F2})"),
+    _lab("04", "lab04_shared_memory", "transpose_tiled", f"void({F2}, {F2})"),
+    _lab("06", "lab06_races", "histogram_atomic", f"void({F1}, {I1})"),
+    _lab("06", "lab06_races", "histogram_weighted", f"void({F1}, {I1}, {I1})"),
+    _lab("06", "lab06_races", "handoff", f"void({I1}, {I1}, {I1}, int64, int64)"),
+    _lab("07", "lab07_precision", "dot_fp32_kernel", f"void({F2C}, {F2C}, {F1})"),
+    _lab("07", "lab07_precision", "dot_kahan_kernel", f"void({F2C}, {F2C}, {F1})"),
+)
+ALL_KERNELS = KERNELS + LAB_KERNELS
+
+
 def parse_archs(text: str) -> tuple[int, ...]:
     """'75,80,sm_90' → (75, 80, 90)."""
     archs = []
@@ -116,7 +147,7 @@ def family(arch: int) -> tuple[int, int]:
 # go through ptxas alone: it is compiled to LTO-IR with that code and linked by nvJitLink, whose log
 # carries the same ptxas report. Neither step needs a GPU or a driver.
 _CHILD = r"""
-import importlib, json, os, sys
+import ast, importlib, json, os, sys
 request = json.loads(sys.stdin.read())
 os.environ.pop("NUMBA_ENABLE_CUDASIM", None)
 from numba import cuda
@@ -149,12 +180,60 @@ def nvjitlink_report(fn, signature, cc, archs):
             nvjitlink.destroy(handle)
     return out
 
+SAFE_CALLS = {"np", "numpy", "int", "float", "float32", "float64", "range", "tuple", "len"}
+
+def harmless(node):
+    # An assignment whose calls are all NumPy's or builtins' (constants, demo arrays): never a launch.
+    for call in ast.walk(node):
+        if isinstance(call, ast.Call):
+            root = call.func
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if not (isinstance(root, ast.Name) and root.id in SAFE_CALLS):
+                return False
+    return True
+
+LABS = {}
+
+def lab_namespace(path):
+    # The lab's code cells (jupytext percent format): imports, definitions and constant assignments
+    # only, run in a scratch namespace; graded (test) cells and every other statement are skipped.
+    if path in LABS:
+        return LABS[path]
+    namespace = {"__name__": "lab_solution"}
+    cells, header, lines = [], "", []
+    for line in open(os.path.join(request["root"], path), encoding="utf-8").read().splitlines():
+        if line.startswith("# %%"):
+            cells.append((header, lines))
+            header, lines = line, []
+        else:
+            lines.append(line)
+    cells.append((header, lines))
+    for header, lines in cells:
+        if "[markdown]" in header or '"grade": true' in header:
+            continue
+        for node in ast.parse("\n".join(lines)).body:
+            keep = isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)) or (
+                isinstance(node, (ast.Assign, ast.AnnAssign)) and harmless(node))
+            if not keep:
+                continue
+            try:
+                exec(compile(ast.Module([node], []), path, "exec"), namespace)
+            except NameError:  # a demo value built from one the scratch namespace skipped: not needed
+                if not isinstance(node, (ast.Assign, ast.AnnAssign)):
+                    raise
+    LABS[path] = namespace
+    return namespace
+
 results = []
 for job in request["jobs"]:
     row = {}
     try:
-        module = importlib.import_module(job["module"])
-        kernel = eval(job["getter"], vars(module))
+        if job["module"].endswith(".py"):
+            kernel = lab_namespace(job["module"])[job["getter"]]
+        else:
+            module = importlib.import_module(job["module"])
+            kernel = eval(job["getter"], vars(module))
         fn = getattr(kernel, "py_func", kernel)
     except Exception as exc:
         results.append({"error": first_line(exc)})
@@ -182,7 +261,8 @@ def _compile(kernels, archs) -> list[dict]:
     families: dict[tuple[int, int], list[int]] = {}
     for arch in archs:
         families.setdefault(family(arch), []).append(arch)
-    request = {"jobs": [{"module": k.module, "getter": k.getter, "signature": k.signature} for k in kernels],
+    request = {"root": root,
+               "jobs": [{"module": k.module, "getter": k.getter, "signature": k.signature} for k in kernels],
                "families": [{"cc": list(cc), "archs": a} for cc, a in sorted(families.items())]}
     done = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps(request), capture_output=True,
                           text=True, env=env, timeout=1800)
@@ -209,7 +289,7 @@ class Result:
         return not self.error
 
 
-def check(archs=CUDA13_ARCHS, kernels=KERNELS) -> list[Result]:
+def check(archs=CUDA13_ARCHS, kernels=ALL_KERNELS) -> list[Result]:
     """Compile every kernel for every architecture; one Result per (kernel, arch)."""
     if ptxinfo.find_ptxas() is None:
         raise InvalidConfig("ptxas was not found: install the CUDA toolkit wheel (cuda-toolkit[nvcc]) "
@@ -256,9 +336,10 @@ def table_text(results: list[Result], archs) -> str:
 
 def select(only: str | None = None) -> tuple[CheckedKernel, ...]:
     """The kernels whose label contains ``only`` (all when None)."""
-    chosen = tuple(k for k in KERNELS if not only or only in k.label)
+    chosen = tuple(k for k in ALL_KERNELS if not only or only in k.label)
     if not chosen:
-        raise InvalidConfig(f"no kernel matches {only!r}; labels look like 'tiling.naive_matmul_kernel()'")
+        raise InvalidConfig(f"no kernel matches {only!r}; labels look like 'tiling.naive_matmul_kernel()' "
+                            "or 'lab04_shared_memory.transpose_tiled'")
     return chosen
 
 

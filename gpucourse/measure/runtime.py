@@ -43,6 +43,14 @@ class Datasheet:
 # because names share prefixes across very different cards ("NVIDIA L4" / "NVIDIA L40S"), a GH200
 # is not an H200, and a MIG slice ("NVIDIA A100-SXM4-40GB MIG 1g.5gb") has only a share of its
 # GPU's bandwidth; a name not listed gets no datasheet line.
+#
+# Re-checked in November 2026 (issue 15): NVIDIA's own pages could not be fetched from the machine
+# this was written on, so each figure was compared with independent copies of the datasheets
+# instead, and every row agrees with them: T4 320, A10 600, L4 300, L40S 864, A100 40GB 1,555,
+# A100 80GB PCIe 1,935 and SXM 2,039, H100 PCIe 2,000, SXM 3,350, NVL 3,900, H200 and H200 NVL 4,800,
+# B200 8,000, RTX 4090 1,008 and RTX 5090 1,792 GB/s. On the B200, a PyTorch contributor computed
+# 7.67 TB/s from the driver's reported 7,680-bit bus and 3,996 MHz memory clock (pytorch/ao pull
+# request 4002); the row keeps NVIDIA's published 8 TB/s, which is what this table records.
 DATASHEETS = {
     "Tesla T4": Datasheet(320.0, "NVIDIA T4 Tensor Core GPU datasheet: 320+ GB/s GDDR6"),
     "Tesla V100-SXM2-16GB": Datasheet(900.0, "NVIDIA V100 Tensor Core GPU datasheet: 900 GB/s (SXM2)"),

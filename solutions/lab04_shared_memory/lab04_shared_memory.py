@@ -220,6 +220,10 @@ check(lambda: len(report.banks()) > 0 and report.max_bank_ways() == 1)
 # Write `transpose_tiled(src, dst)` (so that `dst = src.T` for any shape) with a shared tile
 # padded so that the microscope counts **no bank conflict at all** (max ways = 1), and with
 # both global accesses coalesced. `launch_transpose` (given) launches it.
+#
+# On a GPU, Numba must know a shared array's shape when it compiles the kernel: write it with
+# numbers or module-level names only, e.g. `(TILE_T, 32)`. Arithmetic such as `TILE_T + 2`
+# inside the kernel runs in the simulator but does not compile for a GPU.
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_given", "locked": true, "schema_version": 3, "solution": false, "task": false}
 TILE_T = 32
@@ -247,7 +251,7 @@ def launch_transpose(src, kernel=None):
 @cuda.jit
 def transpose_tiled(src, dst):
     ### BEGIN SOLUTION
-    tile = cuda.shared.array((TILE_T, TILE_T + 1), float32)
+    tile = cuda.shared.array((TILE_T, 33), float32)  # TILE_T + 1, written as a constant (see above)
     tx = cuda.threadIdx.x
     ty = cuda.threadIdx.y
     x = cuda.blockIdx.x * TILE_T + tx
