@@ -9,7 +9,7 @@
 import pytest
 from gpu_expectations import expect
 
-from gpucourse import coalescing
+from gpucourse.lessons import coalescing
 from gpucourse.measure import runtime
 
 pytestmark = pytest.mark.gpu

@@ -8,7 +8,7 @@ are ratios, never absolute times.
 import pytest
 from gpu_expectations import expect
 
-from gpucourse import divergence
+from gpucourse.lessons import divergence
 
 pytestmark = pytest.mark.gpu
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from gpu_expectations import expect
 
-from gpucourse import races
+from gpucourse.lessons import races
 from gpucourse.measure import runtime
 from gpucourse.viz import charts
 

@@ -313,59 +313,62 @@ _TORCH_STAND_IN = "torch's CUDA device is CPU torch behind the same calls"
 
 SWEEP_PLANS: dict[str, SweepPlan] = {
     "warps.staircase": SweepPlan(
-        attributes={"gpucourse.warps.FMA_ITERATIONS": 2},
-        defaults={"gpucourse.warps.measure_staircase": {"threads": (1, 32, 33), "blocks_per_sm": 1}}),
+        attributes={"gpucourse.lessons.warps.experiments.FMA_ITERATIONS": 2},
+        defaults={"gpucourse.lessons.warps.measure_staircase": {"threads": (1, 32, 33), "blocks_per_sm": 1}}),
     "races.histogram": SweepPlan(
-        defaults={"gpucourse.races.measure_histogram": {"bins_list": (1, 4), "items": 64}}),
+        defaults={"gpucourse.lessons.races.measure_histogram": {"bins_list": (1, 4), "items": 64}}),
     "divergence.fraction": SweepPlan(
-        attributes={"gpucourse.divergence.BODY_COSTS": (2,)},
-        defaults={"gpucourse.divergence.measure_fraction_curve": {
+        attributes={"gpucourse.lessons.divergence.experiments.BODY_COSTS": (2,)},
+        defaults={"gpucourse.lessons.divergence.measure_fraction_curve": {
             "placements": ("interleaved", "clustered"), "fractions": (0.5, 1.0), "n_threads": 256,
             "min_total_ms": 1.0}}),
     "measuring.async_pitfall": SweepPlan(
-        attributes={"gpucourse.measuring.SPIN_BLOCKS": 2, "gpucourse.measuring.SPIN_THREADS": 32},
-        defaults={"gpucourse.measuring.async_pitfall": {"iterations": 4}},
+        attributes={"gpucourse.lessons.measuring.experiments.SPIN_BLOCKS": 2,
+                    "gpucourse.lessons.measuring.experiments.SPIN_THREADS": 32},
+        defaults={"gpucourse.lessons.measuring.experiments.async_pitfall": {"iterations": 4}},
         stand_in="the simulator's launches are synchronous: 'launch only' and 'with synchronize' time the same work"),
     "measuring.ceilings": SweepPlan(stand_in=(
         "the course's ceiling measurements at small sizes: CuPy's device-to-device memcpyAsync as a memmove "
         "between NumPy arrays, torch's fp32/bf16 matmul on CPU torch")),
     "coalescing.stride": SweepPlan(defaults={
-        "gpucourse.coalescing.sweep_elements": {"useful_bytes_per_side": 2048},
-        "gpucourse.coalescing.stride_sweep": {"dtypes": ("float32",), "strides": (1, 8)}}),
+        "gpucourse.lessons.coalescing.sweep_elements": {"useful_bytes_per_side": 2048},
+        "gpucourse.lessons.coalescing.stride_sweep": {"dtypes": ("float32",), "strides": (1, 8)}}),
     "coalescing.offset": SweepPlan(defaults={
-        "gpucourse.coalescing.sweep_elements": {"useful_bytes_per_side": 2048},
-        "gpucourse.coalescing.offset_sweep": {"dtypes": ("float32",), "offsets": (0, 1)}}),
+        "gpucourse.lessons.coalescing.sweep_elements": {"useful_bytes_per_side": 2048},
+        "gpucourse.lessons.coalescing.offset_sweep": {"dtypes": ("float32",), "offsets": (0, 1)}}),
     "coalescing.layout": SweepPlan(defaults={
-        "gpucourse.coalescing.layout_sweep": {"n_particles": 256, "matrix_side": 32}}),
+        "gpucourse.lessons.coalescing.layout_sweep": {"n_particles": 256, "matrix_side": 32}}),
     "divergence.sort_pays": SweepPlan(
-        attributes={"gpucourse.divergence.SPARSE_DENSITIES": (1 / 4,)},
-        defaults={"gpucourse.divergence.measure_sort_pays": {"bodies": (2,), "n_threads": 256,
+        attributes={"gpucourse.lessons.divergence.experiments.SPARSE_DENSITIES": (1 / 4,)},
+        defaults={"gpucourse.lessons.divergence.measure_sort_pays": {"bodies": (2,), "n_threads": 256,
                                                              "min_total_ms": 1.0}}),
-    "occupancy.driver": SweepPlan(defaults={"gpucourse.occupancy_lesson.driver_comparison": {
+    "occupancy.driver": SweepPlan(defaults={"gpucourse.lessons.occupancy.experiments.driver_comparison": {
         "names": ("copy", "block_sum"), "threads": (64, 256), "dynamic_bytes": (0, 12 * 1024), "caps": (None, 32)}},
         stand_in=_DRIVER_STAND_IN + "; the two columns agree by construction"),
     "occupancy.memory_bound": SweepPlan(
-        attributes={"gpucourse.occupancy_lesson.COPY_ELEMENTS": 1024},
-        defaults={"gpucourse.occupancy_lesson.measure_speed": {"targets": (0.25, 1.0)}},
+        attributes={"gpucourse.lessons.occupancy.experiments.COPY_ELEMENTS": 1024},
+        defaults={"gpucourse.lessons.occupancy.experiments.measure_speed": {"targets": (0.25, 1.0)}},
         stand_in=_DRIVER_STAND_IN),
     "occupancy.compute_bound": SweepPlan(
-        attributes={"gpucourse.occupancy_lesson.FMA_THREADS": 512, "gpucourse.occupancy_lesson.FMA_ITERATIONS": 8},
-        defaults={"gpucourse.occupancy_lesson.measure_speed": {"targets": (0.25, 1.0)}},
+        attributes={"gpucourse.lessons.occupancy.experiments.FMA_THREADS": 512,
+                    "gpucourse.lessons.occupancy.experiments.FMA_ITERATIONS": 8},
+        defaults={"gpucourse.lessons.occupancy.experiments.measure_speed": {"targets": (0.25, 1.0)}},
         stand_in=_DRIVER_STAND_IN),
-    "precision.matmul": SweepPlan(defaults={"gpucourse.precision.matmul_sweep": {"sizes": (64,)}},
+    "precision.matmul": SweepPlan(defaults={"gpucourse.lessons.precision.experiments.matmul_sweep": {"sizes": (64,)}},
                                   stand_in=_TORCH_STAND_IN + " (fp8: torch._scaled_mm on the CPU)"),
-    "precision.vocab_shape": SweepPlan(defaults={"gpucourse.precision.vocab_shape_sweep": {
+    "precision.vocab_shape": SweepPlan(defaults={"gpucourse.lessons.precision.experiments.vocab_shape_sweep": {
         "dtypes": ("bf16",), "tokens": 16, "hidden": 16}}, stand_in=_TORCH_STAND_IN),
     "races.litmus_mp": SweepPlan(
-        defaults={"gpucourse.races.run_litmus": {"rounds": 2, "spin_cap": 4, "stress_iters": 1, "threads": 32}},
+        defaults={"gpucourse.lessons.races.experiments.run_litmus": {
+            "rounds": 2, "spin_cap": 4, "stress_iters": 1, "threads": 32}},
         stand_in=("the simulator runs blocks one after another, so a consumer whose producer comes later gives up "
                   "at its spin cap: the counts test the harness's accounting, never the memory model")),
     "tiling.matmul": SweepPlan(
-        attributes={"gpucourse.tiling._MEASURED": {}},
-        defaults={"gpucourse.tiling.measure_matmul_ladder": {"sizes": (32,)}},
+        attributes={"gpucourse.lessons.tiling.experiments._MEASURED": {}},
+        defaults={"gpucourse.lessons.tiling.experiments.measure_matmul_ladder": {"sizes": (32,)}},
         stand_in="cuBLAS is NumPy's matmul; its plain-fp32 compute-type switch is set on a stand-in and not used"),
-    "tiling.transpose": SweepPlan(attributes={"gpucourse.tiling.TRANSPOSE_SIZES": (64,),
-                                              "gpucourse.tiling._MEASURED": {}}),
+    "tiling.transpose": SweepPlan(attributes={"gpucourse.lessons.tiling.experiments.TRANSPOSE_SIZES": (64,),
+                                              "gpucourse.lessons.tiling.experiments._MEASURED": {}}),
 }
 
 
