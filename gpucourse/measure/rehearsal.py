@@ -268,13 +268,16 @@ class _RehearsalDispatcher:
         return self._launcher[launch_config]
 
 
+OCCUPANCY_CALCULATOR = "gpucourse.lessons.occupancy.calculator.occupancy"
+
+
 class _RehearsalContext:
     """``cuda.current_context()``'s occupancy query, answered by gpucourse.occupancy for the rehearsal device."""
 
     @staticmethod
     def get_active_blocks_per_multiprocessor(function, threads_per_block: int, dynamic_shared_bytes: int) -> int:
-        from gpucourse.occupancy import occupancy
-
+        # The lessons' calculator, named as a string like the sweep plans (measure/ imports no lesson).
+        occupancy = getattr(*_resolve(OCCUPANCY_CALCULATOR))
         usage = function.usage
         return occupancy(int(threads_per_block), usage.registers, usage.shared_bytes + int(dynamic_shared_bytes),
                          DEVICE.compute_capability).active_blocks
