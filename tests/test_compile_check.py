@@ -83,7 +83,7 @@ def lesson_facts(results):
         assert r.ok, (kernel, arch, r.error)
         # No lesson kernel spills without a register cap (lesson 05 shows spills only under max_registers).
         assert not r.spill_store_bytes and not r.spill_load_bytes, (kernel, arch)
-        if kernel == "occupancy_lesson.accumulators_kernel":
+        if kernel == "occupancy.accumulators_kernel":
             # Lesson 05: 48 running values, all kept in registers.
             assert r.registers >= 48, (arch, r.registers)
 
@@ -92,6 +92,7 @@ def lesson_facts(results):
 def test_the_register_hungry_kernel_on_turing_and_blackwell():
     results = compilecheck.check((75, 120), compilecheck.select("accumulators_kernel"))
     assert [r.arch for r in results] == [75, 120]
+    assert {r.kernel for r in results} == {"occupancy.accumulators_kernel"}  # the label lesson_facts checks
     lesson_facts(results)
 
 
@@ -105,9 +106,9 @@ def test_fp16_kernels_link_numba_cudas_helpers_through_nvjitlink():
 @needs_ptxas
 def test_the_command_prints_a_table_and_fails_on_a_kernel_that_does_not_compile():
     done = subprocess.run([sys.executable, "-m", "gpucourse", "compile-check", "--arch", "80",
-                           "--only", "occupancy_lesson.copy_kernel"], capture_output=True, text=True, timeout=600)
+                           "--only", "occupancy.copy_kernel"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "occupancy_lesson.copy_kernel" in done.stdout and "1 of 1 compiled" in done.stdout
+    assert "occupancy.copy_kernel" in done.stdout and "1 of 1 compiled" in done.stdout
     broken = compilecheck.CheckedKernel("xx", "gpucourse.lessons.occupancy", "copy_kernel", "void(float32[::1])")
     [result] = compilecheck.check((80,), (broken,))  # one argument too few: no PTX
     assert not result.ok and result.error.startswith("PTX:")
