@@ -6,7 +6,9 @@
   numeric axis; only the course's palette (charts.PALETTE), greys, black and white; series in the
   legend told apart by marker, dash or pattern as well as colour; a source caption.
 * Every lesson cell that displays a picture (a figure builder called directly in a code cell) comes
-  right after a markdown cell with alt text: "*Picture (alt text): …*".
+  right after a markdown cell that describes it for a screen reader, collapsed so that sighted
+  readers are not made to read it first: "<details><summary>Description of the picture</summary>
+  …</details>" (a few words at least). No visible "*Picture (alt text): …*" paragraph is left.
 Keyboard operability of the widgets is checked in the browser (tests/test_browser.py).
 """
 
@@ -29,7 +31,10 @@ from gpucourse import coalescing, measuring, microscope, occupancy_lesson, warps
 from gpucourse.tooling.build import lesson_sources
 from gpucourse.viz import charts, diagrams
 
-ALT_TEXT = re.compile(r"\*Picture \(alt text\):\s*\S.*\*", re.DOTALL)
+DESCRIPTION_SUMMARY = "Description of the picture"
+ALT_TEXT = re.compile(rf"<details>\s*<summary>{DESCRIPTION_SUMMARY}</summary>\s*(?P<text>.*?)\s*</details>", re.DOTALL)
+MIN_DESCRIPTION_WORDS = 8  # "A chart." describes nothing
+VISIBLE_ALT_TEXT = re.compile(r"\*Picture \(alt text\)")
 
 # Gaps in modules this test does not own, each named so that fixing it turns the xfail into a
 # failure to remove the entry (strict).
@@ -91,6 +96,16 @@ def _stale_read_timeline():
     return weakmemory.timeline_figure(run["report"], "stale")
 
 
+def _marked():
+    from gpucourse.viz import predictions
+
+    fig = charts.figure("Relative time", "fraction of lanes on path A", "time ÷ time on A (×)",
+                        charts.source_caption("model"))
+    charts.line(fig, [0, 0.5, 1], [1, 2, 1], "model", 0)
+    predictions.mark(fig, 1.5, x=0.5, label="interleaved")
+    return predictions.mark(fig, 1.2, label="clustered")
+
+
 # Builders that need arguments, called the way the lessons call them (every other builder is found
 # and called with its defaults by `figure_builders`).
 WITH_ARGUMENTS = {
@@ -112,10 +127,12 @@ WITH_ARGUMENTS = {
         ns=(64, 512), rows=2),
     "races.show_histogram": lambda: _races().show_histogram(_races().histogram_atomic),
     "races.show_handoff": lambda: _races().show_handoff(_handoff_broken),
+    "viz.predictions.mark": lambda: _marked(),
 }
 # Builders the test cannot call alone, each with why; a new builder must be callable or named here.
 NOT_CALLED = {
     "viz.charts.*": "the chart primitives every builder above is made of",
+    "viz.predictions.mark_chart": "marks a LiveChart's figure with predictions.mark (checked above)",
     "microscope.pictures.*": "drawn through the microscope's picture_* methods (above)",
     "measuring.async_figure": "drawn by measuring.async_pitfall_figure (checked)",
 }
@@ -396,19 +413,28 @@ def _displayed_calls(source: str) -> list[str]:
     return calls
 
 
+def described(markdown: str) -> bool:
+    """The markdown holds a collapsed description of a few words at least."""
+    return any(len(m.group("text").split()) >= MIN_DESCRIPTION_WORDS for m in ALT_TEXT.finditer(markdown))
+
+
 def missing_alt_text(source_path) -> list[str]:
     builders = _picture_builders()
     cells = jupytext.read(source_path).cells
     missing = []
     for index, cell in enumerate(cells):
+        if cell.cell_type == "markdown" and VISIBLE_ALT_TEXT.search(cell.source):
+            missing.append(f"cell {index}: a visible '*Picture (alt text)' paragraph; collapse it into "
+                           f"<details><summary>{DESCRIPTION_SUMMARY}</summary>")
         if cell.cell_type != "code":
             continue
         shown = [name for name in _displayed_calls(cell.source) if name in builders]
         if not shown:
             continue
         before = cells[index - 1] if index else None
-        if before is None or before.cell_type != "markdown" or not ALT_TEXT.search(before.source):
-            missing.append(f"cell {index} ({shown[0]}) has no '*Picture (alt text): …*' in the markdown before it")
+        if before is None or before.cell_type != "markdown" or not described(before.source):
+            missing.append(f"cell {index} ({shown[0]}) has no <details><summary>{DESCRIPTION_SUMMARY}</summary> "
+                           f"in the markdown before it")
     return missing
 
 
@@ -417,10 +443,36 @@ def test_every_picture_has_alt_text(source):
     assert missing_alt_text(source) == []
 
 
-def test_alt_text_check_finds_a_picture_without_it(tmp_path):
+def _lesson(tmp_path, first_markdown: str) -> object:
     lesson = tmp_path / "99_x.py"
-    lesson.write_text("# %% [markdown]\n# Some prose.\n\n# %%\nfrom gpucourse.viz import diagrams\n\n"
-                      "diagrams.memory_hierarchy()\n\n# %% [markdown]\n# *Picture (alt text): boxes.*\n\n"
+    lesson.write_text(f"# %% [markdown]\n{first_markdown}\n\n# %%\nfrom gpucourse.viz import diagrams\n\n"
+                      "diagrams.memory_hierarchy()\n\n# %% [markdown]\n"
+                      f"# <details><summary>{DESCRIPTION_SUMMARY}</summary>\n#\n"
+                      "# Nested boxes from registers through shared memory and L2 to HBM.\n#\n# </details>\n\n"
                       "# %%\ndiagrams.execution_hierarchy()\n")
-    assert missing_alt_text(lesson) == [
-        "cell 1 (memory_hierarchy) has no '*Picture (alt text): …*' in the markdown before it"]
+    return lesson
+
+
+def test_alt_text_check_finds_a_picture_without_it(tmp_path):
+    assert missing_alt_text(_lesson(tmp_path, "# Some prose.")) == [
+        f"cell 1 (memory_hierarchy) has no <details><summary>{DESCRIPTION_SUMMARY}</summary> in the markdown before it"]
+
+
+@pytest.mark.parametrize("markdown", [
+    f"# <details><summary>{DESCRIPTION_SUMMARY}</summary>\n#\n# </details>",  # empty
+    f"# <details><summary>{DESCRIPTION_SUMMARY}</summary>\n#\n# A chart.\n#\n# </details>",  # says nothing
+    "# <details><summary>Details</summary>\n#\n# Nested boxes from registers through shared memory and L2.\n"
+    "# </details>",
+])
+def test_alt_text_check_rejects_an_empty_or_unnamed_description(tmp_path, markdown):
+    assert len(missing_alt_text(_lesson(tmp_path, markdown))) == 1
+
+
+def test_alt_text_check_accepts_a_collapsed_description_and_rejects_a_visible_paragraph(tmp_path):
+    good = (f"# <details><summary>{DESCRIPTION_SUMMARY}</summary>\n#\n"
+            "# Nested boxes from registers through shared memory and L2 to HBM.\n#\n# </details>")
+    assert missing_alt_text(_lesson(tmp_path, good)) == []
+    cluttered = good + "\n#\n# *Picture (alt text): nested boxes from registers through shared memory to HBM.*"
+    assert missing_alt_text(_lesson(tmp_path, cluttered)) == [
+        "cell 0: a visible '*Picture (alt text)' paragraph; collapse it into "
+        f"<details><summary>{DESCRIPTION_SUMMARY}</summary>"]
