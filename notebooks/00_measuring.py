@@ -102,7 +102,7 @@ prediction_launch_only_ms = ...  # your guess, in ms
 # </details>
 
 # %%
-from gpucourse import measuring
+from gpucourse.lessons import measuring
 from gpucourse.viz import predictions
 
 predictions.mark(measuring.async_pitfall_figure(), prediction_launch_only_ms, unit="ms")  # your guess on the chart

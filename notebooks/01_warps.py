@@ -59,7 +59,7 @@ answer_warp_1 = "..."  # your prediction, in words
 # </details>
 
 # %%
-from gpucourse import warps
+from gpucourse.lessons import warps
 
 warps.lane_map_figure(block_x=12, block_y=8)
 

@@ -61,7 +61,7 @@ runtime.banner()
 # </details>
 
 # %%
-from gpucourse import tiling
+from gpucourse.lessons import tiling
 
 tiling.tiling_picture(tile=4, n=12, step=1)
 

@@ -8,7 +8,7 @@
 
 import pytest
 
-from gpucourse import coalescing
+from gpucourse.lessons import coalescing
 from gpucourse.measure import runtime
 
 pytestmark = pytest.mark.gpu
