@@ -150,7 +150,9 @@ print(result.summary())
 # ceilings (a large device-to-device copy; a large library matmul) beside the datasheet's.
 # Measured ceilings are lower than the datasheet: published STREAM-style results put a copy at
 # roughly 80–90 % of it (Azure's benchmarking guide: 4.01 TB/s, 83.5 %, on an H200); the chart
-# shows this device's own figure.
+# shows this device's own figure. Without a GPU, the bf16 chart draws a roof built from published
+# H200 figures instead: gpu-benches' best streaming bandwidth and the ML Engineering book's maximum
+# achievable bf16 matmul (the caption names both; not your GPU).
 #
 # ### Predict
 # A vector add `c = a + b` in fp32 does 1 FLOP per 12 bytes. Which ceiling limits it?

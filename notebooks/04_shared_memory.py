@@ -122,8 +122,13 @@ tiling.roofline_figure(tile=16, n=4096)
 # The ladder measured: GFLOP/s against N for each rung, next to cuBLAS (fp32, TF32 off) in the
 # same run. On a GPU each point is measured now (result checked against float64 first, then
 # events, warm-up, median of ≥ 10 samples). Without a GPU the chart shows a recording made on a
-# real GPU, or says that none exists yet; the dotted lines are the roofline's bound for the
-# naive and the tiled rung.
+# real GPU; until one exists it shows a published ladder instead, labelled as such: Simon Boehm's
+# SGEMM_CUDA kernels (naive, coalesced, shared-memory tiled, register-blocked, warp-tiled) against
+# cuBLAS on an RTX A6000 at N = 4096 (CUDA C++, not the course's Numba kernels; not your GPU). The
+# dotted lines are the roofline's bound for the naive and the tiled rung. Look at the tiled rung:
+# there, shared-memory tiling alone reached only about 13 % of cuBLAS — far below what the traffic
+# model allows. The model bounds a kernel by its memory traffic; it says nothing about the
+# instructions each loaded value costs, which register blocking and warp tiling cut.
 
 # %%
 tiling.matmul_explorer()
@@ -133,7 +138,8 @@ tiling.matmul_explorer()
 #
 # A line chart of each rung's fraction of cuBLAS's GFLOP/s (in %) against the matrix size N on a log
 # axis, one line per rung and a faint line at 100 % for cuBLAS. Without a GPU or a recording of the
-# matmul ladder it is empty and says "No GPU timing to show here".
+# matmul ladder it shows the published SGEMM_CUDA kernels instead, one marker each at N = 4096 (the
+# shared-memory tiled one at 13 %, the warp-tiled one at 94 %), and the caption names the source.
 #
 # </details>
 

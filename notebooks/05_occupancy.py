@@ -193,8 +193,11 @@ prediction_latency_hiding = {"copy at 25 %": "...", "copy_ilp4 at 25 %": "...", 
 
 # %% [markdown]
 # On a GPU the chart is measured now (the first view of each kind takes at least 7 s: 14 points
-# × 0.5 s, plus compilation); without one it shows a recording made on a real GPU, or says that
-# none exists yet. In every mode the dashed lines are a model, not a measurement: Little's law,
+# × 0.5 s, plus compilation); without one it shows a recording made on a real GPU. Until one
+# exists, the memory-bound view draws sweeps published by Dominik Ernst (gpu-benches' gpu-stream:
+# a float64 scale kernel on an H200, H100 PCIe, A100 and L40, occupancy set by a shared-memory
+# spoiler; not your GPU), each divided by its own bandwidth at its highest occupancy so that it
+# sits on the model's axis. Nothing comparable is published for the FMA chains. In every mode the dashed lines are a model, not a measurement: Little's law,
 # speed ∝ min(1, resident warps × loads (or FMAs) in flight per warp ÷ warps needed to cover the
 # latency), each curve normalised to 1 at full occupancy. The latency and the other inputs it
 # assumes are printed under the chart; compare your prediction with the model first, then with

@@ -278,8 +278,10 @@ prediction_speedups = {"bf16 / fp32": "...", "tf32 / fp32": "..."}
 # draws less power and can hold higher clocks, which would flatter the rate; Horace He, "Strangely,
 # Matrix Multiplications on GPUs Run Faster When Given 'Predictable' Data!", 2024, measured it on
 # an A100), timed by the course's harness, TFLOP/s from the counted 2n³. On a GPU it is measured
-# now; without one it comes from a recording made on a real GPU, or the chart says none exists.
-# The dotted lines are the datasheet figures of the GPU the numbers come from (of an H200,
+# now; without one it comes from a recording made on a real GPU. Until one exists, the long-dashed
+# lines are published maxima: the "maximum achievable matmul FLOPS" Stas Bekman's ML Engineering
+# book reports for bf16 and fp8 (the best of many shapes, torch.matmul, on H100/H200 SXM; not
+# your GPU). The dotted lines are the datasheet figures of the GPU the numbers come from (of an H200,
 # labelled as assumed, when there are none).
 
 # %%
@@ -291,7 +293,8 @@ precision.throughput_widget()
 # A bar chart of TFLOP/s by dtype (fp32, tf32, fp16, bf16, fp8_e4m3). Hatched grey bars give the
 # datasheet figure of each dtype, rising from fp32 to fp8; beside each, a blue bar gives the
 # measured ceiling (the best of the sweep) with its share of the datasheet. Without a GPU or a
-# recording only the datasheet bars are drawn, and the chart says there is no measured ceiling.
+# recording, dotted bars give the published maximum achievable bf16 and fp8 TFLOP/s (ML Engineering
+# book, H100/H200 SXM rows) beside the datasheet bars; the other dtypes have no published bar.
 #
 # </details>
 

@@ -30,8 +30,9 @@ import gpucourse
 from gpucourse import microscope
 from gpucourse.lessons import coalescing, measuring, warps
 from gpucourse.lessons import occupancy as occupancy_lesson
+from gpucourse.measure import runtime
 from gpucourse.tooling.build import lesson_sources
-from gpucourse.viz import charts, diagrams
+from gpucourse.viz import charts, cited, diagrams
 
 DESCRIPTION_SUMMARY = "Description of the picture"
 ALT_TEXT = re.compile(rf"<details>\s*<summary>{DESCRIPTION_SUMMARY}</summary>\s*(?P<text>.*?)\s*</details>", re.DOTALL)
@@ -355,6 +356,22 @@ def figure_problems(fig: go.Figure) -> list[str]:
     return problems
 
 
+# A caption that says there is no GPU timing behind the chart (simulator mode, no recording).
+NO_GPU_TIMING = re.compile(r"no GPU here|^No data|no recording|none \(no GPU", re.IGNORECASE)
+
+
+def timing_problems(fig: go.Figure) -> list[str]:
+    """Issue 18: without a GPU or a recording, a timing chart draws a cited published measurement or says,
+    in its caption, why it shows only the model and the counts."""
+    text = charts.caption_of(fig)
+    problems = []
+    if NO_GPU_TIMING.search(text) and cited.PUBLISHED_LEAD not in text and cited.BECAUSE_LEAD not in text:
+        problems.append("no GPU timing, and neither a published measurement nor why there is none")
+    if cited.PUBLISHED_LEAD in text and not any((t.name or "").startswith("published") for t in fig.data):
+        problems.append("the caption cites a published source but no series named 'published…' is drawn")
+    return problems
+
+
 @pytest.mark.parametrize("name", list(FIGURES))
 def test_chart_is_accessible(name):
     fig = FIGURES[name]()
@@ -365,6 +382,19 @@ def test_chart_is_accessible(name):
         pytest.fail(f"{name} is fixed: remove it from KNOWN_GAPS")
     assert isinstance(fig, go.Figure), type(fig)
     assert figure_problems(fig) == []
+    if not runtime.is_gpu():
+        assert timing_problems(fig) == []
+
+
+def test_the_timing_check_wants_published_data_or_a_reason():
+    bare = charts.figure("t", "size (bytes)", "time (ms)", charts.source_caption("none", "no GPU here"))
+    assert timing_problems(bare) == ["no GPU timing, and neither a published measurement nor why there is none"]
+    assert timing_problems(cited.because(bare, "divergence")) == []
+    claimed = cited.cite(charts.figure("t", "n", "TFLOP/s", "No data"), "Datasheet", cited.MAMF)
+    assert timing_problems(claimed) == [
+        "the caption cites a published source but no series named 'published…' is drawn"]
+    cited.mamf_lines(claimed, ["bf16"], [1024, 4096])
+    assert timing_problems(claimed) == []
 
 
 def test_the_checks_catch_what_they_should():

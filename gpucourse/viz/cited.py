@@ -44,6 +44,9 @@ NOTHING_PUBLISHED = {
     "launch timing": "gpu-benches' launch-overhead results (gpu-small-kernels) are not extracted yet",
     "occupancy driver": "the driver's answer needs a GPU; it is a count, not a timing, and none is published",
     "compute occupancy": "gpu-benches publishes memory-bound sweeps; no FMA-chain sweep vs occupancy is published",
+    "fp32 roofline": "ml-engineering's table publishes bf16 and fp8 matmul maxima, no fp32 one (choose bf16)",
+    "tiling roofline": "the roofline is the model itself; SGEMM_CUDA's published rungs (RTX A6000) are on the "
+                       "ladder charts below, not on an H200's roof",
     "vocab shape": "no published timing of this LM-head shape pair is kept in data/published/",
 }
 
@@ -67,8 +70,10 @@ def cite(fig: go.Figure, lead: str, *source_ids: str) -> go.Figure:
     return stack_below(fig)
 
 
-def because(fig: go.Figure, topic: str, lead: str = "") -> go.Figure:
-    """Nothing comparable is published: the caption says so, and why, after what the chart does show."""
+def because(fig: go.Figure, topic: str, lead: str | None = None) -> go.Figure:
+    """Nothing comparable is published: the caption says so, and why, after what the chart does show
+    (``lead``; by default the caption the figure already has)."""
+    lead = charts.caption_of(fig) if lead is None else lead
     reason = f"{BECAUSE_LEAD} {NOTHING_PUBLISHED[topic]}"
     charts.set_source(fig, f"{lead.rstrip('. ')}. {reason}" if lead else reason)
     return stack_below(fig)
@@ -192,17 +197,27 @@ def h200_mamf() -> dict[str, tuple[str, float]]:
     return found
 
 
-def mamf_lines(fig: go.Figure, dtypes, *, first_index: int = 5) -> list[str]:
-    """Horizontal published lines for the dtypes the table has (H200 rows); returns the dtypes drawn."""
+def mamf_lines(fig: go.Figure, dtypes, xs, *, first_index: int = 5) -> list[str]:
+    """A flat published line across ``xs`` for each dtype the table has (H200 rows); returns those drawn."""
     drawn = []
     for offset, (dtype, (row, value)) in enumerate(h200_mamf().items()):
         if dtype not in dtypes:
             continue
-        label = f"published max achievable {dtype} ({row.removeprefix('NVIDIA ')}, ml-engineering): {value:g}"
-        fig.add_hline(y=value, line_dash="longdash", line_color=charts.PALETTE[(first_index + offset) % 8],
-                      annotation_text=html.escape(label), annotation_position="bottom left", opacity=0.9)
+        name = f"published max achievable {dtype}: {value:g} ({row.removeprefix('NVIDIA ')}, ml-engineering)"
+        charts.line(fig, list(xs), [value] * len(xs), name, first_index + offset, dash="longdash", mode="lines",
+                    hovertemplate=f"{html.escape(name)}<extra>published, best of many shapes</extra>")
         drawn.append(dtype)
     return drawn
+
+
+def mamf_bars(fig: go.Figure, dtypes) -> go.Figure:
+    """One bar per dtype the table has (H200 rows): the published maximum achievable TFLOP/s."""
+    found = h200_mamf()
+    values = [found[d][1] if d in found else None for d in dtypes]
+    fig.add_bar(x=list(dtypes), y=values, name="published max achievable (ml-engineering; H200 rows)",
+                marker={"color": charts.PALETTE[5], "pattern": {"shape": "."}},
+                text=[f"{v:g}" if v else "" for v in values], textposition="outside")
+    return fig
 
 
 def wrapped(text: str, width: int = charts.CAPTION_CHARS) -> str:
@@ -219,3 +234,9 @@ def h200_roof(precision: str) -> tuple[float, float, str] | None:
     gbps = stream_best_gbps("NVIDIA H200")
     return gbps, tflops, (f"published H200: {gbps:.0f} GB/s (gpu-stream), {tflops:g} TFLOP/s "
                           f"({row.removeprefix('NVIDIA ')} row, ml-engineering)")
+
+
+def no_data(fig: go.Figure, message: str, topic: str) -> go.Figure:
+    """charts.no_data's message on the chart, and the caption saying why nothing published is drawn."""
+    charts.no_data(fig, message)
+    return because(fig, topic)
