@@ -1,4 +1,5 @@
-"""Lesson 03 "Memory coalescing": the hardware model and counted quantities (pure functions, no launches)."""
+"""Lesson 03 "Memory coalescing":
+the hardware model, counted quantities, and the checks and helpers the runners share."""
 
 from __future__ import annotations
 

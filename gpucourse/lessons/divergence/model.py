@@ -1,4 +1,4 @@
-"""Lesson 02 "Warp divergence": the hardware model and counted quantities (pure functions, no launches)."""
+"""Lesson 02 "Warp divergence": the hardware model, counted quantities, and the checks and helpers the runners share."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Lesson 04 "Shared memory: tiling and bank conflicts":
-the hardware model and counted quantities (pure functions, no launches)."""
+the hardware model, counted quantities, and the checks and helpers the runners share."""
 
 from __future__ import annotations
 
