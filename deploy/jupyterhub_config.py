@@ -33,7 +33,9 @@ c.Spawner.start_timeout = 120
 c.Spawner.http_timeout = 120
 c.Spawner.environment = {
     "PATH": f"{VENV_BIN}:/usr/local/bin:/usr/bin:/bin",  # nbgrader runs `alembic` by name
-    "PLOTLY_RENDERER": "plotly_mimetype+notebook",
+    # plotly.js once per page, from JupyterLab's plotly extension: "+notebook" would save all of it (4.9 MB)
+    # into the first chart of every notebook (tools/notebook_size.py --renderer plotly_mimetype+notebook)
+    "PLOTLY_RENDERER": "plotly_mimetype",
 }
 
 

@@ -43,9 +43,12 @@ runtime.banner()
 # PCIe 114 (NVIDIA's Hopper whitepaper, "NVIDIA H100 Tensor Core GPU Architecture"); on a GPU the
 # banner above shows the count the device reports (`runtime.device().sm_count`).
 #
-# *Picture (alt text): a 3 × 3 grid of blocks; one block expanded into four warps of 32
-# threads; one warp expanded into lanes 0–31; blocks flow to an SM with four warp
-# schedulers, registers and shared memory.*
+# <details><summary>Description of the picture</summary>
+#
+# A 3 × 3 grid of blocks; one block expanded into four warps of 32 threads; one warp expanded into
+# lanes 0–31; blocks flow to an SM with four warp schedulers, registers and shared memory.
+#
+# </details>
 
 # %%
 from gpucourse.viz import diagrams
@@ -59,10 +62,13 @@ diagrams.execution_hierarchy()
 # slower. Most of this course is about keeping data in the inner levels or, when it must
 # come from HBM, fetching it in the shape the hardware likes.
 #
-# *Picture (alt text): nested boxes from registers (private to a thread) through shared
-# memory/L1 (a 256 KB store per SM, of which up to 228 KB can be shared memory) and L2 (whole
-# GPU: 50 MB on an H100 SXM5 by the Hopper whitepaper, or the size this GPU reports) to HBM
-# (80–141 GB, 3.35–4.8 TB/s by the datasheet).*
+# <details><summary>Description of the picture</summary>
+#
+# Nested boxes from registers (private to a thread) through shared memory/L1 (a 256 KB store per SM,
+# of which up to 228 KB can be shared memory) and L2 (whole GPU: 50 MB on an H100 SXM5 by the Hopper
+# whitepaper, or the size this GPU reports) to HBM (80–141 GB, 3.35–4.8 TB/s by the datasheet).
+#
+# </details>
 
 # %%
 diagrams.memory_hierarchy()
@@ -86,15 +92,20 @@ prediction_launch_only_ms = ...  # your guess, in ms
 # the recording from a real GPU, or — when none exists yet — the same trap shown with a CPU
 # thread standing in for the GPU, labelled as such.
 #
-# *Picture (alt text): a bar chart with a logarithmic time axis in milliseconds, one labelled bar
-# per way of timing the same work. The bar for the wall clock around the launch line alone is a
-# small fraction of the bar for the wall clock that also waits for the work to finish (and, on a
-# GPU, of the bar for the CUDA events); each bar is labelled with its time.*
+# <details><summary>Description of the picture</summary>
+#
+# A bar chart with a logarithmic time axis in milliseconds, one labelled bar per way of timing the
+# same work. The bar for the wall clock around the launch line alone is a small fraction of the bar
+# for the wall clock that also waits for the work to finish (and, on a GPU, of the bar for the CUDA
+# events); each bar is labelled with its time.
+#
+# </details>
 
 # %%
 from gpucourse.lessons import measuring
+from gpucourse.viz import predictions
 
-measuring.async_pitfall_figure()
+predictions.mark(measuring.async_pitfall_figure(), prediction_launch_only_ms, unit="ms")  # your guess on the chart
 
 # %% [markdown]
 # ## How the course measures: one harness
@@ -139,7 +150,9 @@ print(result.summary())
 # ceilings (a large device-to-device copy; a large library matmul) beside the datasheet's.
 # Measured ceilings are lower than the datasheet: published STREAM-style results put a copy at
 # roughly 80–90 % of it (Azure's benchmarking guide: 4.01 TB/s, 83.5 %, on an H200); the chart
-# shows this device's own figure.
+# shows this device's own figure. Without a GPU, the bf16 chart draws a roof built from published
+# H200 figures instead: gpu-benches' best streaming bandwidth and the ML Engineering book's maximum
+# achievable bf16 matmul (the caption names both; not your GPU).
 #
 # ### Predict
 # A vector add `c = a + b` in fp32 does 1 FLOP per 12 bytes. Which ceiling limits it?
@@ -152,8 +165,13 @@ import ipywidgets as w
 
 from gpucourse.viz.widgets import LiveChart
 
-LiveChart({"precision": w.Dropdown(options=["bf16", "fp32"], value="bf16", description="matmul")},
-          compute=measuring.roofline_figure)
+roofline = LiveChart({"precision": w.Dropdown(options=["bf16", "fp32"], value="bf16", description="matmul")},
+                     compute=measuring.roofline_figure)
+roofline
+
+# %%
+predictions.read_back(prediction_vector_add_limited_by, stands_in=roofline,
+                      model="bandwidth: at 1 FLOP per 12 bytes it sits far left of the ridge point")
 
 # %% [markdown]
 # ## Reading the course's charts

@@ -49,10 +49,14 @@ answer_warp_1 = "..."  # your prediction, in words
 # %% [markdown]
 # Now check: the picture is that 12 × 8 block. Each cell is a thread, labelled `warp:lane`.
 #
-# *Picture (alt text): a grid of 12 columns (threadIdx.x 0–11) by 8 rows (threadIdx.y 0–7), each
-# cell labelled warp:lane and coloured by its warp. Warp 0 fills rows 0 and 1 and the first 8
-# cells of row 2; warp 1 the last 4 cells of row 2, rows 3 and 4 and the first 4 cells of row 5;
-# warp 2 the rest of row 5 and rows 6 and 7. No warp holds only whole rows.*
+# <details><summary>Description of the picture</summary>
+#
+# A grid of 12 columns (threadIdx.x 0–11) by 8 rows (threadIdx.y 0–7), each cell labelled warp:lane
+# and coloured by its warp. Warp 0 fills rows 0 and 1 and the first 8 cells of row 2; warp 1 the
+# last 4 cells of row 2, rows 3 and 4 and the first 4 cells of row 5; warp 2 the rest of row 5 and
+# rows 6 and 7. No warp holds only whole rows.
+#
+# </details>
 
 # %%
 from gpucourse.lessons import warps
@@ -98,10 +102,19 @@ prediction_time_33_vs_64 = "..."  # e.g. "33 threads cost about the same as 64"
 # or says that none exists yet; the dashed staircase is the model `⌈threads/32⌉`.
 
 # %%
-LiveChart(
+staircase = LiveChart(
     {"max_threads": w.IntSlider(value=128, min=32, max=128, step=32, description="up to")},
     compute=warps.staircase_figure,
 )
+staircase
+
+# %%
+from gpucourse.viz import predictions
+
+predictions.read_back(
+    prediction_time_33_vs_64, stands_in=staircase,
+    model=f"33 threads are {warps.warps_per_block(33)} warps, the issue slots of 64 threads "
+          f"({warps.warps_per_block(64)} warps): the same time; 31 threads cost what 32 do")
 
 # %% [markdown]
 # ## Explain

@@ -46,12 +46,16 @@ runtime.banner()
 # The picture: two warps, half of each warp's lanes on path A (blue), half on path B (orange),
 # each path 4 instructions long. Each row is a lane, each column one issue slot.
 #
-# *Picture (alt text): a grid with one row per lane of warps w0 and w1 (64 rows, a black line
-# between the warps) and one column per issue slot (time runs to the right). In each warp every
-# other lane is on path A: in the first four slots those lanes are blue and the rest grey (masked),
-# in the next four slots the other lanes are orange (path B) and the first ones grey. The title
-# gives the issue slots per warp and the share of lanes busy; the legend uses a square for path A,
-# a diamond for path B and a circle for a masked lane.*
+# <details><summary>Description of the picture</summary>
+#
+# A grid with one row per lane of warps w0 and w1 (64 rows, a black line between the warps) and one
+# column per issue slot (time runs to the right). In each warp every other lane is on path A: in the
+# first four slots those lanes are blue and the rest grey (masked), in the next four slots the other
+# lanes are orange (path B) and the first ones grey. The title gives the issue slots per warp and
+# the share of lanes busy; the legend uses a square for path A, a diamond for path B and a circle
+# for a masked lane.
+#
+# </details>
 
 # %%
 from gpucourse.lessons import divergence
@@ -63,9 +67,13 @@ divergence.warp_timeline_figure(fraction=0.5, placement="interleaved", body_a=4,
 # The same number of A elements, but placed so that whole warps agree: every warp issues one
 # path, no lane waits, and the work takes half the issue slots.
 #
-# *Picture (alt text): the same grid of 64 lanes by issue slots, now with warp w0 entirely orange
-# (path B) and warp w1 entirely blue (path A) for four slots each, with no grey masked cells; the
-# title gives the issue slots per warp and the share of lanes busy.*
+# <details><summary>Description of the picture</summary>
+#
+# The same grid of 64 lanes by issue slots, now with warp w0 entirely orange (path B) and warp w1
+# entirely blue (path A) for four slots each, with no grey masked cells; the title gives the issue
+# slots per warp and the share of lanes busy.
+#
+# </details>
 
 # %%
 divergence.warp_timeline_figure(fraction=0.5, placement="clustered", body_a=4, body_b=4)
@@ -151,13 +159,23 @@ divergence.ptx_evidence()
 # What does timing the trivial kernel show? On a GPU the chart measures it; without one it shows
 # a recording if there is one, and otherwise only what the PTX predicts.
 #
-# *Picture (alt text): a line chart of time (relative to every lane on path A) against the fraction
-# of lanes on path A. A dotted flat line at 1× is what the PTX predicts (no branch, no gap); on a GPU,
-# or from a recording, one line each for interleaved and clustered lanes lie on or near it. Without
-# either, the chart says "No GPU timing to show" and only the dotted line is drawn.*
+# <details><summary>Description of the picture</summary>
+#
+# A line chart of time (relative to every lane on path A) against the fraction of lanes on path A. A
+# dotted flat line at 1× is what the PTX predicts (no branch, no gap); on a GPU, or from a
+# recording, one line each for interleaved and clustered lanes lie on or near it. Without either,
+# the chart says "No GPU timing to show" and only the dotted line is drawn.
+#
+# </details>
 
 # %%
 divergence.predicated_figure()
+
+# %%
+from gpucourse.viz import predictions
+
+predictions.read_back(prediction_trivial_branch, stands_in="the PTX above (a select, no branch)",
+                      model="no difference: the short `if` compiled to a select (`selp`), so no lane waits")
 
 # %% [markdown]
 # ## The experiment: time vs the fraction of lanes on path A
@@ -184,7 +202,23 @@ prediction_one_lane_cheap_b = ...  # ×
 # pays once, dilute the gap.
 
 # %%
-divergence.fraction_chart()
+fraction = divergence.fraction_chart()
+predictions.mark_chart(fraction, prediction_interleaved_half, x=0.5, label="interleaved, half")
+predictions.mark_chart(fraction, prediction_clustered_half, x=0.5, label="clustered, half")
+
+# %%
+def model_time(placement, fraction_on_a, path_b):  # the model's relative time for 128-FMA bodies
+    flags = divergence.lane_flags(divergence.MODEL_THREADS, fraction_on_a, placement)
+    return round(divergence.model_relative_time(flags, 128, divergence.path_b_body(128, path_b)), 2)
+
+
+predictions.read_back(
+    {"interleaved, half": prediction_interleaved_half, "clustered, half": prediction_clustered_half,
+     "1/32 on A, cheap B": prediction_one_lane_cheap_b},
+    {"interleaved, half": model_time("interleaved", 0.5, "same"),
+     "clustered, half": model_time("clustered", 0.5, "same"),
+     "1/32 on A, cheap B": model_time("interleaved", 1 / 32, "cheap")},
+    unit="×", stands_in=fraction)
 
 # %% [markdown]
 # ## The microscope: count the lanes
@@ -203,6 +237,13 @@ prediction_simt_efficiency = {"interleaved": ..., "sorted": ..., "random": ...}
 
 # %%
 divergence.simt_chart()
+
+# %%
+predictions.read_back(
+    prediction_simt_efficiency,
+    {p: round(divergence.model_simt_efficiency(divergence.lane_flags(256, 0.5, p), 128, 128), 2)
+     for p in ("interleaved", "sorted", "random")},
+    counted="the microscope counts the same lanes exactly on the chart above (in both modes, not a timing)")
 
 # %% [markdown]
 # One warp under the microscope: each row is a line it executed, in order; squares are active
@@ -290,6 +331,10 @@ prediction_break_even_cost = ...  # FMAs on path A
 # %%
 divergence.sparse_table(n_threads=1024, density=1 / 32, body=8)
 
+# %%
+predictions.read_back(prediction_warps_with_a_nonzero, round(1 - (31 / 32) ** 32, 2),
+                      counted="the microscope's 'warps that issue path A' in the table above are exact")
+
 # %% [markdown]
 # And the question that needs a GPU: the speed-up once the sort's own time is included. The
 # dotted line is the model's upper bound with a free sort: it counts only the branch bodies
@@ -297,14 +342,19 @@ divergence.sparse_table(n_threads=1024, density=1 / 32, body=8)
 # is approached only when path A dominates. The measured curves include `argsort` (or
 # `flatnonzero`), and fall below 1× where the fix costs more than it saves.
 #
-# *Picture (alt text): a log–log chart of the speed-up from sorting first (unsorted time ÷ time with
-# the fix) against the cost of path A in FMA iterations. Two flat lines: the dotted model upper bound
-# (branch bodies only) high up, and the dashed break-even line at 1×. On a GPU, or from a recording,
-# two more lines show sorting first and compacting first; without either, the chart says "No GPU
-# timing to show" and only the two flat lines are drawn.*
+# <details><summary>Description of the picture</summary>
+#
+# A log–log chart of the speed-up from sorting first (unsorted time ÷ time with the fix) against the
+# cost of path A in FMA iterations. Two flat lines: the dotted model upper bound (branch bodies
+# only) high up, and the dashed break-even line at 1×. On a GPU, or from a recording, two more lines
+# show sorting first and compacting first; without either, the chart says "No GPU timing to show"
+# and only the two flat lines are drawn.
+#
+# </details>
 
 # %%
-divergence.sort_pays_figure(density=1 / 32)
+predictions.mark(divergence.sort_pays_figure(density=1 / 32), prediction_break_even_cost, vertical=True,
+                 label="break-even", unit="FMAs")
 
 # %% [markdown]
 # **How a profiler shows it.** In Nsight Compute, the *Warp State Statistics* section reports

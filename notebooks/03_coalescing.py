@@ -54,10 +54,13 @@ print(coalescing.kernel_source(coalescing.strided_copy))
 # blue bars below are the sectors the request fetches; the dark stripes inside them are the
 # bytes the lanes actually asked for.
 #
-# *Picture (alt text): lanes 0–31 as numbered triangles in a row at the top, each joined by a line
-# to the 4 bytes it copies on a byte-address axis from 0 to 128 below. The bytes asked for fill four
-# adjacent 32-byte sectors completely; the title says 4 sectors, 128 bytes fetched for 128 useful
-# (100 %).*
+# <details><summary>Description of the picture</summary>
+#
+# Lanes 0–31 as numbered triangles in a row at the top, each joined by a line to the 4 bytes it
+# copies on a byte-address axis from 0 to 128 below. The bytes asked for fill four adjacent 32-byte
+# sectors completely; the title says 4 sectors, 128 bytes fetched for 128 useful (100 %).
+#
+# </details>
 
 # %%
 coalescing.warp_figure(stride=1, offset=0, dtype="float32")
@@ -76,6 +79,15 @@ prediction_sectors = {"stride 2": "...", "stride 8": "...", "stride 32": "..."} 
 
 # %%
 coalescing.picture_widget(stride=2)
+
+# %%
+from gpucourse.viz import predictions
+
+predictions.read_back(
+    prediction_sectors,
+    {f"stride {s}": f"{coalescing.sectors_per_request(s)} sectors, {coalescing.useful_fraction(s):.3g} useful"
+     for s in (2, 8, 32)},
+    counted="the microscope counts the same sectors in the picture above (exact in both modes)")
 
 # %% [markdown]
 # ## The experiment: bandwidth vs stride
@@ -106,6 +118,12 @@ prediction_stride_32_fraction = "..."  # e.g. "1/32" or "1/8" or something else
 # %%
 coalescing.stride_widget(stride=32)
 
+# %%
+predictions.read_back(
+    prediction_stride_32_fraction, stands_in="the sector model and the microscope's counts",
+    model=f"1/{coalescing.slowdown(32):.0f} of the copy ceiling at stride 32 and at 64 "
+          f"({coalescing.sectors_per_request(32)} sectors per request, one per lane): not 1/32")
+
 # %% [markdown]
 # ### What the microscope counts
 #
@@ -133,6 +151,13 @@ prediction_offset_1 = "..."  # sectors per request, and the fraction of the alig
 
 # %%
 coalescing.offset_widget(offset=1)
+
+# %%
+predictions.read_back(
+    prediction_offset_1, stands_in="the sector model and the microscope's counts",
+    model=f"{coalescing.sectors_per_request(1, offset=1)} sectors per request, "
+          f"{coalescing.useful_fraction(1, offset=1) / coalescing.useful_fraction(1):.0%} of the aligned bandwidth; "
+          f"back to 4 only at offsets that are multiples of 8 (32 bytes)")
 
 # %% [markdown]
 # ## Element size
@@ -175,6 +200,12 @@ prediction_layouts = {"array of structs": "...", "column traversal": "..."}
 # %%
 coalescing.layout_widget()
 
+# %%
+predictions.read_back(
+    prediction_layouts, stands_in="the sector model and the microscope's counts",
+    model={"array of structs": f"stride 8: {coalescing.useful_fraction(8):.3g} of the ceiling",
+           "column traversal": f"one sector per lane: {coalescing.useful_fraction(32):.3g} of the ceiling"})
+
 # %% [markdown]
 # Each access of the array-of-structs kernel costs 32 sectors, where 4 would do. Whether the
 # *time* grows 8× depends on the caches: the six loads touch the same 32 sectors (each particle
@@ -182,12 +213,16 @@ coalescing.layout_widget()
 # particle once. The chart below brackets the measurement by two models: no reuse at all, and
 # perfect reuse. Only a GPU can tell where the truth lies.
 #
-# *Picture (alt text): effective bandwidth (a fraction of the copy ceiling, or GB/s on a GPU) for
-# four kernels: array of structs, struct of arrays, row traversal, column traversal. Two markers per
-# kernel are the sector model's bounds, a downward triangle for no cache reuse and an upward one for
-# perfect reuse: struct of arrays and row traversal are at the ceiling in both; the array of structs
-# lies between 1/8 and about 0.56 of it, the column traversal between 1/8 and the ceiling. A dashed
-# line marks the copy ceiling; with a GPU or a recording, bars show the measured bandwidth.*
+# <details><summary>Description of the picture</summary>
+#
+# Effective bandwidth (a fraction of the copy ceiling, or GB/s on a GPU) for four kernels: array of
+# structs, struct of arrays, row traversal, column traversal. Two markers per kernel are the sector
+# model's bounds, a downward triangle for no cache reuse and an upward one for perfect reuse: struct
+# of arrays and row traversal are at the ceiling in both; the array of structs lies between 1/8 and
+# about 0.56 of it, the column traversal between 1/8 and the ceiling. A dashed line marks the copy
+# ceiling; with a GPU or a recording, bars show the measured bandwidth.
+#
+# </details>
 
 # %%
 coalescing.layout_bandwidth_figure()

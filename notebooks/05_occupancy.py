@@ -57,12 +57,16 @@ runtime.banner()
 # that uses 37 registers per thread, on a V100 (cc 7.0). Each square is a warp slot (its number
 # is the block); the bars are the register file's four quarters and the shared memory.
 #
-# *Picture (alt text): three panels for one SM. Warp slots: four rows (sub-partitions SP 0–3) of
-# 16 squares; in each row the first 12 are filled and numbered with their block, 0 to 11, and the
-# last 4 are empty. Registers: one bar per sub-partition of 16,384 registers, almost full: the
-# resident warps' registers, a thin striped part lost to rounding (1,184 registers per warp rounded
-# up to 1,280) and a small free part. Shared memory: one bar of 96 KB, all free. The title says 12
-# blocks × 4 warps = 48 of 64 warps (75 %), limited by registers.*
+# <details><summary>Description of the picture</summary>
+#
+# Three panels for one SM. Warp slots: four rows (sub-partitions SP 0–3) of 16 squares; in each row
+# the first 12 are filled and numbered with their block, 0 to 11, and the last 4 are empty.
+# Registers: one bar per sub-partition of 16,384 registers, almost full: the resident warps'
+# registers, a thin striped part lost to rounding (1,184 registers per warp rounded up to 1,280) and
+# a small free part. Shared memory: one bar of 96 KB, all free. The title says 12 blocks × 4 warps =
+# 48 of 64 warps (75 %), limited by registers.
+#
+# </details>
 
 # %%
 from gpucourse.lessons import occupancy as lesson
@@ -85,7 +89,17 @@ prediction_320_threads = {"blocks": "...", "warps": "...", "occupancy %": "...",
 # %%
 from gpucourse.lessons.occupancy.calculator import occupancy
 
-print(occupancy(320, 37, cc=(7, 0)).explain())
+answer = occupancy(320, 37, cc=(7, 0))
+print(answer.explain())
+
+# %%
+from gpucourse.viz import predictions
+
+predictions.read_back(
+    prediction_320_threads,
+    {"blocks": answer.active_blocks, "warps": answer.active_warps, "occupancy %": round(100 * answer.occupancy, 1),
+     "limiter": ", ".join(answer.limiters)},
+    counted="the calculator's arithmetic above is exact (the same in both modes)")
 
 # %% [markdown]
 # Move the sliders: the picture is the calculator's answer for an H100/H200 (cc 9.0), or for
@@ -143,6 +157,12 @@ prediction_accumulators = {"occupancy %": "...", "with max_registers=64": "...",
 # %%
 lesson.occupancy_explorer()
 
+# %%
+predictions.read_back(
+    prediction_accumulators, stands_in="ptxas's register count (compiled without a GPU)",
+    model={"occupancy %": "25 (116 registers on sm_90: 4 blocks of 128 threads)",
+           "with max_registers=64": "50", "side effect": "spilling to local memory (ptxas reports the bytes)"})
+
 # %% [markdown]
 # Things to try: the `accumulators` kernel at 128 threads with no cap, then 64, then 32 (watch
 # the spills in the subtitle); the `block_sum` kernel with 40 KB of dynamic shared memory; any
@@ -173,15 +193,25 @@ prediction_latency_hiding = {"copy at 25 %": "...", "copy_ilp4 at 25 %": "...", 
 
 # %% [markdown]
 # On a GPU the chart is measured now (the first view of each kind takes at least 7 s: 14 points
-# × 0.5 s, plus compilation); without one it shows a recording made on a real GPU, or says that
-# none exists yet. In every mode the dashed lines are a model, not a measurement: Little's law,
+# × 0.5 s, plus compilation); without one it shows a recording made on a real GPU. Until one
+# exists, the memory-bound view draws sweeps published by Dominik Ernst (gpu-benches' gpu-stream:
+# a float64 scale kernel on an H200, H100 PCIe, A100 and L40, occupancy set by a shared-memory
+# spoiler; not your GPU), each divided by its own bandwidth at its highest occupancy so that it
+# sits on the model's axis. Nothing comparable is published for the FMA chains. In every mode the dashed lines are a model, not a measurement: Little's law,
 # speed ∝ min(1, resident warps × loads (or FMAs) in flight per warp ÷ warps needed to cover the
 # latency), each curve normalised to 1 at full occupancy. The latency and the other inputs it
 # assumes are printed under the chart; compare your prediction with the model first, then with
 # the measurement.
 
 # %%
-lesson.speed_explorer()
+speed = lesson.speed_explorer()
+speed
+
+# %%
+predictions.read_back(
+    prediction_latency_hiding, stands_in=speed,
+    model={"copy at 25 %": "0.25 of its speed at 100 % (Little's law, H200)", "copy_ilp4 at 25 %": "0.75",
+           "FMA ILP 1 vs 4": "ILP 4 faster: 1.0 against 0.5 of the peak at 12.5 %"})
 
 # %% [markdown]
 # ## Our calculator against the driver
@@ -191,10 +221,13 @@ lesson.speed_explorer()
 # asks it for every lesson kernel at 5 block sizes × 3 dynamic shared sizes × 3 register caps and
 # puts the answers side by side with the calculator's. Points on the diagonal agree.
 #
-# *Picture (alt text): a scatter chart of blocks per SM, the calculator's answer across and the
-# driver's up, one marker shape per kernel and one point per configuration, with a dashed diagonal
-# where the two agree; the title counts how many agree. Without a GPU or a recording it is empty
-# and says so.*
+# <details><summary>Description of the picture</summary>
+#
+# A scatter chart of blocks per SM, the calculator's answer across and the driver's up, one marker
+# shape per kernel and one point per configuration, with a dashed diagonal where the two agree; the
+# title counts how many agree. Without a GPU or a recording it is empty and says so.
+#
+# </details>
 
 # %%
 lesson.driver_comparison_figure()

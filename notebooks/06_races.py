@@ -72,6 +72,13 @@ prediction_simulator_counter = ...  # your guess for the simulator
 # %%
 races.counter_demo(threads=2048, blocks=8, seed=0)
 
+# %%
+from gpucourse.viz import predictions
+
+predictions.read_back({"GPU": prediction_gpu_counter, "simulator": prediction_simulator_counter},
+                      {"GPU": "at most 64 (each warp adds at most 1), often fewer", "simulator": 2048},
+                      stands_in="the race scheduler's rows in the table above")
+
 # %% [markdown]
 # ### Predict
 # The histogram has 1,024 values. With **16 bins**, how many counts do you expect the racy kernel to
@@ -90,7 +97,12 @@ prediction_lost_16_bins = ...  # e.g. "about half"
 # recording made on a real GPU — or says plainly that none exists yet.
 
 # %%
-races.histogram_widget()
+histogram = races.histogram_widget()
+histogram
+
+# %%
+predictions.read_back(prediction_lost_16_bins, stands_in=histogram,
+                      model="most of them (the race scheduler loses 807 of 1,024 with seed 0); atomics lose none")
 
 # %% [markdown]
 # ### The interleaving that lost an update
@@ -99,11 +111,15 @@ races.histogram_widget()
 # one, and the later store erased the earlier one. The red arrow goes from the write that is gone
 # to the store that buried it.
 #
-# *Picture (alt text): a timeline with one row per thread (two threads from different blocks) and
-# the steps of the interleaving running left to right. Each step is a marker labelled with the
-# operation and its value: both threads load their input value, then both load the same bin's count
-# and get the same number, then each stores that number plus one. A red arrow points from the first
-# store to the later one that overwrote it; the title names the threads and the values.*
+# <details><summary>Description of the picture</summary>
+#
+# A timeline with one row per thread (two threads from different blocks) and the steps of the
+# interleaving running left to right. Each step is a marker labelled with the operation and its
+# value: both threads load their input value, then both load the same bin's count and get the same
+# number, then each stores that number plus one. A red arrow points from the first store to the
+# later one that overwrote it; the title names the threads and the values.
+#
+# </details>
 
 # %%
 races.lost_update_timeline(bins=4, items=256, seed=0)
@@ -147,10 +163,14 @@ print(inspect.getsource(races.histogram_privatised.py_func))
 # the race of this part. (Part B's story has the same symptom — a loss that is slightly wrong —
 # from a different race: there no update is lost, a reader sees writes late or out of order.)
 #
-# *Picture (alt text): a line chart of the loss (log axis) against the training step for three
-# runs: the NumPy reference, blocks merging with cuda.atomic.add, and blocks merging with a plain +=.
-# The first two lie on top of each other; the racy line falls more slowly and stays above them. The
-# title gives how far off the racy run ends.*
+# <details><summary>Description of the picture</summary>
+#
+# A line chart of the loss (log axis) against the training step for three runs: the NumPy reference,
+# blocks merging with cuda.atomic.add, and blocks merging with a plain +=. The first two lie on top
+# of each other; the racy line falls more slowly and stays above them. The title gives how far off
+# the racy run ends.
+#
+# </details>
 
 # %%
 races.training_figure(steps=25, seed=0)
@@ -231,10 +251,14 @@ races.training_figure(steps=25, seed=0)
 #   indivisible and strong, but it orders no *other* access (Programming Guide, "Atomic Functions").
 # * A kernel boundary orders everything: the next kernel sees all of the previous one's writes.
 #
-# *Picture (alt text): nested boxes, from the outside in: system (threadfence_system), GPU
-# (threadfence, atomics), cluster, block (syncthreads, threadfence_block, shared memory) and a warp
-# (syncwarp) holding four threads. Beside the warp, inside the GPU box but outside the block box,
-# a separate box for another block notes that syncthreads and threadfence_block do not reach it.*
+# <details><summary>Description of the picture</summary>
+#
+# Nested boxes, from the outside in: system (threadfence_system), GPU (threadfence, atomics),
+# cluster, block (syncthreads, threadfence_block, shared memory) and a warp (syncwarp) holding four
+# threads. Beside the warp, inside the GPU box but outside the block box, a separate box for another
+# block notes that syncthreads and threadfence_block do not reach it.
+#
+# </details>
 
 # %%
 races.scopes_picture()
@@ -245,20 +269,28 @@ races.scopes_picture()
 # the reader's loads may be served from its own SM's cache or issued early. The picture shows what
 # the rules allow without fences, and what the two fences fix.
 #
-# *Picture (alt text): two boxes at the top, SM 0 with the producer block (writes data[0] = 1, then
-# flag[0] = 1) and SM 1 with the consumer block (reads flag[0], then data[0]), above a box for L2 /
-# global memory holding data[0] and flag[0]. Numbered red arrows: ① the flag reaches memory first,
-# ② the consumer sees the new flag while its data is still old, ③ the data arrives late. The
-# consumer's read of data[0] is marked 0 (stale!).*
+# <details><summary>Description of the picture</summary>
+#
+# Two boxes at the top, SM 0 with the producer block (writes data[0] = 1, then flag[0] = 1) and SM 1
+# with the consumer block (reads flag[0], then data[0]), above a box for L2 / global memory holding
+# data[0] and flag[0]. Numbered red arrows: ① the flag reaches memory first, ② the consumer sees the
+# new flag while its data is still old, ③ the data arrives late. The consumer's read of data[0] is
+# marked 0 (stale!).
+#
+# </details>
 
 # %%
 races.memory_model_picture(fenced=False)
 
 # %% [markdown]
-# *Picture (alt text): the same two SMs above L2 / global memory, now with threadfence() between
-# the producer's two writes (publish) and between the consumer's two reads (catch up). Numbered
-# green arrows: ① the data is published, ② then the flag, ③ seeing the flag brings the data, and
-# the consumer reads data[0] as 1.*
+# <details><summary>Description of the picture</summary>
+#
+# The same two SMs above L2 / global memory, now with threadfence() between the producer's two
+# writes (publish) and between the consumer's two reads (catch up). Numbered green arrows: ① the
+# data is published, ② then the flag, ③ seeing the flag brings the data, and the consumer reads
+# data[0] as 1.
+#
+# </details>
 
 # %%
 races.memory_model_picture(fenced=True)
@@ -291,6 +323,12 @@ from gpucourse.lessons.races import weakmemory
 weakmemory.litmus_table()[["test", "programs", "weak outcome", "plain simulator (SC)", "this model",
                            "PTX memory model"]]
 
+# %%
+predictions.read_back(prediction_mp_allowed,
+                      {"no fence": "allowed", "producer only": "allowed", "consumer only": "allowed",
+                       "both": "forbidden"},
+                      counted="the course's weak-memory model agrees with the PTX memory model in the table above")
+
 # %% [markdown]
 # ### The litmus test on real hardware
 # On a GPU, `run_litmus` launches `mp_harness`: one producer/consumer pair per SM, every other
@@ -308,17 +346,26 @@ weakmemory.litmus_table()[["test", "programs", "weak outcome", "plain simulator 
 # counts with provenance. Without a GPU and without a recording, the GPU side stays empty — nothing is
 # estimated — and the table under the chart says so; once a recording exists, both show it.
 #
-# *Picture (alt text): a bar chart of the percentage of runs with the weak outcome (flag seen, data
-# old) for four placements of threadfence: no fence, producer only, consumer only, both sides. Each
-# bar of the weak-memory model is labelled with its count out of the runs; the bar for both sides is
-# zero and labelled forbidden. Without a GPU or a recording there are no GPU bars, and a note on the
-# chart says so.*
+# <details><summary>Description of the picture</summary>
+#
+# A bar chart of the percentage of runs with the weak outcome (flag seen, data old) for four
+# placements of threadfence: no fence, producer only, consumer only, both sides. Each bar of the
+# weak-memory model is labelled with its count out of the runs; the bar for both sides is zero and
+# labelled forbidden. Without a GPU or a recording there are no GPU bars, and a note on the chart
+# says so.
+#
+# </details>
 
 # %%
 races.litmus_figure(runs=50, seed=0)
 
 # %%
 races.litmus_recording_table()
+
+# %%
+predictions.read_back(prediction_gpu_weak_per_million, "nothing: a model says what is allowed, not how often",
+                      stands_in="nothing (no GPU recording of races.litmus_mp yet: see the table above)",
+                      unit="per million")
 
 # %% [markdown]
 # ### Waiting for another block: the producer must be running
@@ -372,11 +419,15 @@ races.handoff_table(seed=0).drop(columns=["memory", "producer block"])
 # memory=weakmemory.WeakMemoryHook("weak", seed=1))`. Here is the hand-off without fences, and the
 # stale read the model produced:
 #
-# *Picture (alt text): a timeline with one row for the producer thread and one for the consumer
-# thread, steps running left to right, each a marker labelled with its operation and value. The
-# producer stores data[0] and then raises flag[0] with an atomic; the consumer polls the flag with
-# atomics until it reads 1, then loads data[0] and gets the old value 0. A red arrow links the
-# producer's store of data[0] with that stale load; the title says which block read which value.*
+# <details><summary>Description of the picture</summary>
+#
+# A timeline with one row for the producer thread and one for the consumer thread, steps running
+# left to right, each a marker labelled with its operation and value. The producer stores data[0]
+# and then raises flag[0] with an atomic; the consumer polls the flag with atomics until it reads 1,
+# then loads data[0] and gets the old value 0. A red arrow links the producer's store of data[0]
+# with that stale load; the title says which block read which value.
+#
+# </details>
 
 # %%
 run = races.handoff(producer_block=1, spin_cap=200, fence=False, schedule="round-robin", memory="weak")

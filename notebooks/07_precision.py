@@ -46,11 +46,15 @@ runtime.banner()
 # large and how small), the mantissa's bits buy **precision** (how finely the numbers are spaced).
 # Each row below is one format, drawn bit by bit:
 #
-# *Picture (alt text): six rows of small boxes, one box per bit, one row per format: fp32, tf32,
-# bf16, fp16, fp8_e4m3 and fp8_e5m2, each row labelled with its total bits. In every row the sign bit
-# comes first, then the exponent bits, then the mantissa bits, each field in its own colour and
-# labelled with its width; tf32's 13 dropped bits are dotted boxes. A key under the rows names the
-# colours: sign, exponent (range), mantissa (precision), dropped bits.*
+# <details><summary>Description of the picture</summary>
+#
+# Six rows of small boxes, one box per bit, one row per format: fp32, tf32, bf16, fp16, fp8_e4m3 and
+# fp8_e5m2, each row labelled with its total bits. In every row the sign bit comes first, then the
+# exponent bits, then the mantissa bits, each field in its own colour and labelled with its width;
+# tf32's 13 dropped bits are dotted boxes. A key under the rows names the colours: sign, exponent
+# (range), mantissa (precision), dropped bits.
+#
+# </details>
 
 # %%
 from gpucourse.lessons.precision import formats
@@ -93,6 +97,16 @@ prediction_stored = {"0.1 in bf16": "...", "65520 in fp16": "...", "500 in E4M3"
 # %%
 formats.explorer("0.1")
 
+# %%
+from gpucourse.viz import predictions
+
+predictions.read_back(
+    prediction_stored,
+    {f"{value:g} in {name}": float(formats.quantize([value], fmt)[0])
+     for value, name, fmt in ((0.1, "bf16", "bf16"), (65520, "fp16", "fp16"), (500, "E4M3", "fp8_e4m3"),
+                              (1e-8, "fp16", "fp16"))},
+    counted="the explorer above computes each rounding exactly (IEEE 754)")
+
 # %% [markdown]
 # ## Three classic surprises
 #
@@ -110,6 +124,11 @@ prediction_running_sum = "..."  # e.g. "it stops near 2048"
 from gpucourse.lessons import precision
 
 precision.classic_demos()
+
+# %%
+plateau, additions = precision.running_sum_plateau(0.1, "fp16")
+predictions.read_back(prediction_running_sum, f"it stops at {plateau:g} after {additions} additions",
+                      counted="NumPy's IEEE half precision computes it exactly here")
 
 # %% [markdown]
 # `300 * 300` is 90000, beyond fp16's largest value 65504: **overflow** to inf. `1e-8` is below
@@ -158,7 +177,14 @@ precision.running_sum_widget(0.1)
 prediction_error_vs_n = "..."
 
 # %%
-precision.accumulation_widget("uniform", 4096)
+accumulation = precision.accumulation_widget("uniform", 4096)
+accumulation
+
+# %%
+predictions.read_back(
+    prediction_error_vs_n, counted="the chart above computes every accumulator now, in both modes",
+    model="the fp16 total's error grows roughly like √n and jumps once the sum reaches 2048; "
+          "fp32 grows slowly; both Kahan versions stay flat")
 
 # %% [markdown]
 # **Explain.** Each addition rounds with a relative error of at most the unit roundoff u (2^-11
@@ -194,10 +220,14 @@ precision.accumulation_widget("uniform", 4096)
 prediction_underflow = "..."
 
 # %% [markdown]
-# *Picture (alt text): a line chart of the training loss divided by its first value (log axis)
-# against the training step, one line each for fp32 (the reference), fp16 without a scaler, fp16
-# with a GradScaler and bf16 without a scaler. Three of the lines fall together and lie on top of
-# each other; the fp16 line without a scaler stays flat at 1: that run does not learn.*
+# <details><summary>Description of the picture</summary>
+#
+# A line chart of the training loss divided by its first value (log axis) against the training step,
+# one line each for fp32 (the reference), fp16 without a scaler, fp16 with a GradScaler and bf16
+# without a scaler. Three of the lines fall together and lie on top of each other; the fp16 line
+# without a scaler stays flat at 1: that run does not learn.
+#
+# </details>
 
 # %%
 runs = precision.train_all(steps=60)
@@ -205,6 +235,11 @@ precision.loss_curves_figure(runs=runs)
 
 # %%
 precision.underflow_table(runs)
+
+# %%
+predictions.read_back(prediction_underflow, "fp16 storage: every dL/dy entry underflows to 0, so the loss is flat; "
+                      "a loss scale of 2^16 rescues it; bf16 loses none",
+                      counted="the table above trains the tiny model now, in both modes")
 
 # %% [markdown]
 # With fp16 storage **every** output gradient rounds to zero, so every weight gradient is zero and
@@ -243,22 +278,33 @@ prediction_speedups = {"bf16 / fp32": "...", "tf32 / fp32": "..."}
 # draws less power and can hold higher clocks, which would flatter the rate; Horace He, "Strangely,
 # Matrix Multiplications on GPUs Run Faster When Given 'Predictable' Data!", 2024, measured it on
 # an A100), timed by the course's harness, TFLOP/s from the counted 2n³. On a GPU it is measured
-# now; without one it comes from a recording made on a real GPU, or the chart says none exists.
-# The dotted lines are the datasheet figures of the GPU the numbers come from (of an H200,
+# now; without one it comes from a recording made on a real GPU. Until one exists, the long-dashed
+# lines are published maxima: the "maximum achievable matmul FLOPS" Stas Bekman's ML Engineering
+# book reports for bf16 and fp8 (the best of many shapes, torch.matmul, on H100/H200 SXM; not
+# your GPU). The dotted lines are the datasheet figures of the GPU the numbers come from (of an H200,
 # labelled as assumed, when there are none).
 
 # %%
 precision.throughput_widget()
 
 # %% [markdown]
-# *Picture (alt text): a bar chart of TFLOP/s by dtype (fp32, tf32, fp16, bf16, fp8_e4m3). Hatched
-# grey bars give the datasheet figure of each dtype, rising from fp32 to fp8; beside each, a blue bar
-# gives the measured ceiling (the best of the sweep) with its share of the datasheet. Without a GPU
-# or a recording only the datasheet bars are drawn, and the chart says there is no measured
-# ceiling.*
+# <details><summary>Description of the picture</summary>
+#
+# A bar chart of TFLOP/s by dtype (fp32, tf32, fp16, bf16, fp8_e4m3). Hatched grey bars give the
+# datasheet figure of each dtype, rising from fp32 to fp8; beside each, a blue bar gives the
+# measured ceiling (the best of the sweep) with its share of the datasheet. Without a GPU or a
+# recording, dotted bars give the published maximum achievable bf16 and fp8 TFLOP/s (ML Engineering
+# book, H100/H200 SXM rows) beside the datasheet bars; the other dtypes have no published bar.
+#
+# </details>
 
 # %%
 precision.ceiling_figure()
+
+# %%
+predictions.read_back(prediction_speedups, {"bf16 / fp32": f"{989.4 / 67:.1f}× (datasheet)",
+                                            "tf32 / fp32": f"{494.7 / 67:.1f}× (datasheet)"},
+                      stands_in="the datasheet and published figures on the charts above")
 
 # %% [markdown]
 # A float32 matmul faster than 67 TFLOP/s on an H100/H200 can only be running on tensor cores:
@@ -279,14 +325,23 @@ prediction_accuracy_rank = "..."
 # Computed now (on the CPU here: fp32, fp16, bf16 and fp8 through torch for real; tf32 emulated by
 # rounding the inputs to 10 mantissa bits, because CPUs have no TF32 mode):
 #
-# *Picture (alt text): a bar chart on a log axis of each dtype's matmul relative error against
-# fp64, one labelled bar per dtype (fp32, tf32, fp16, bf16, fp8_e4m3), with a short black dash per
-# dtype marking the unit roundoff of its input format. fp32's bar is the lowest and fp8's the
-# highest, and each bar lies near its own dash.*
+# <details><summary>Description of the picture</summary>
+#
+# A bar chart on a log axis of each dtype's matmul relative error against fp64, one labelled bar per
+# dtype (fp32, tf32, fp16, bf16, fp8_e4m3), with a short black dash per dtype marking the unit
+# roundoff of its input format. fp32's bar is the lowest and fp8's the highest, and each bar lies
+# near its own dash.
+#
+# </details>
 
 # %%
 errors = precision.relative_errors(256)
 precision.accuracy_figure(errors)
+
+# %%
+ranked = " < ".join(errors.sort_values("relative_error").dtype.astype(str))
+predictions.read_back(prediction_accuracy_rank, "each format's error follows its input's unit roundoff",
+                      counted=f"computed now on the CPU, the ranking is {ranked}")
 
 # %% [markdown]
 # The error tracks the **input** format's unit roundoff (the black marks), because accumulation
@@ -318,6 +373,10 @@ vocab_table, vocab_ratios, vocab_source = precision.vocab_result()
 print(vocab_source)
 if vocab_ratios is not None:
     display(vocab_table, vocab_ratios)
+
+# %%
+predictions.read_back(prediction_vocab, "nothing: the FLOP count barely changes; only the shape differs",
+                      stands_in=f"nothing ({vocab_source})")
 
 # %% [markdown]
 # ## Explain

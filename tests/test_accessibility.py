@@ -6,7 +6,9 @@
   numeric axis; only the course's palette (charts.PALETTE), greys, black and white; series in the
   legend told apart by marker, dash or pattern as well as colour; a source caption.
 * Every lesson cell that displays a picture (a figure builder called directly in a code cell) comes
-  right after a markdown cell with alt text: "*Picture (alt text): …*".
+  right after a markdown cell that describes it for a screen reader, collapsed so that sighted
+  readers are not made to read it first: "<details><summary>Description of the picture</summary>
+  …</details>" (a few words at least). No visible "*Picture (alt text): …*" paragraph is left.
 Keyboard operability of the widgets is checked in the browser (tests/test_browser.py).
 """
 
@@ -28,10 +30,14 @@ import gpucourse
 from gpucourse import microscope
 from gpucourse.lessons import coalescing, measuring, warps
 from gpucourse.lessons import occupancy as occupancy_lesson
+from gpucourse.measure import runtime
 from gpucourse.tooling.build import lesson_sources
-from gpucourse.viz import charts, diagrams
+from gpucourse.viz import charts, cited, diagrams
 
-ALT_TEXT = re.compile(r"\*Picture \(alt text\):\s*\S.*\*", re.DOTALL)
+DESCRIPTION_SUMMARY = "Description of the picture"
+ALT_TEXT = re.compile(rf"<details>\s*<summary>{DESCRIPTION_SUMMARY}</summary>\s*(?P<text>.*?)\s*</details>", re.DOTALL)
+MIN_DESCRIPTION_WORDS = 8  # "A chart." describes nothing
+VISIBLE_ALT_TEXT = re.compile(r"\*Picture \(alt text\)")
 
 # Gaps in modules this test does not own, each named so that fixing it turns the xfail into a
 # failure to remove the entry (strict).
@@ -94,6 +100,16 @@ def _stale_read_timeline():
     return weakmemory.timeline_figure(run["report"], "stale")
 
 
+def _marked():
+    from gpucourse.viz import predictions
+
+    fig = charts.figure("Relative time", "fraction of lanes on path A", "time ÷ time on A (×)",
+                        charts.source_caption("model"))
+    charts.line(fig, [0, 0.5, 1], [1, 2, 1], "model", 0)
+    predictions.mark(fig, 1.5, x=0.5, label="interleaved")
+    return predictions.mark(fig, 1.2, label="clustered")
+
+
 # Builders that need arguments, called the way the lessons call them (every other builder is found
 # and called with its defaults by `figure_builders`).
 WITH_ARGUMENTS = {
@@ -115,10 +131,13 @@ WITH_ARGUMENTS = {
         ns=(64, 512), rows=2),
     "lessons.races.figures.show_histogram": lambda: _races().show_histogram(_races().histogram_atomic),
     "lessons.races.figures.show_handoff": lambda: _races().show_handoff(_handoff_broken),
+    "viz.predictions.mark": lambda: _marked(),
 }
 # Builders the test cannot call alone, each with why; a new builder must be callable or named here.
 NOT_CALLED = {
     "viz.charts.*": "the chart primitives every builder above is made of",
+    "viz.cited.*": "adds published series and captions to a lesson figure (each lesson figure that uses it is checked)",
+    "viz.predictions.mark_chart": "marks a LiveChart's figure with predictions.mark (checked above)",
     "microscope.pictures.*": "drawn through the microscope's picture_* methods (above)",
     "lessons.measuring.figures.async_figure": "drawn by measuring.async_pitfall_figure (checked)",
 }
@@ -337,6 +356,22 @@ def figure_problems(fig: go.Figure) -> list[str]:
     return problems
 
 
+# A caption that says there is no GPU timing behind the chart (simulator mode, no recording).
+NO_GPU_TIMING = re.compile(r"no GPU here|^No data|no recording|none \(no GPU", re.IGNORECASE)
+
+
+def timing_problems(fig: go.Figure) -> list[str]:
+    """Issue 18: without a GPU or a recording, a timing chart draws a cited published measurement or says,
+    in its caption, why it shows only the model and the counts."""
+    text = charts.caption_of(fig)
+    problems = []
+    if NO_GPU_TIMING.search(text) and cited.PUBLISHED_LEAD not in text and cited.BECAUSE_LEAD not in text:
+        problems.append("no GPU timing, and neither a published measurement nor why there is none")
+    if cited.PUBLISHED_LEAD in text and not any((t.name or "").startswith("published") for t in fig.data):
+        problems.append("the caption cites a published source but no series named 'published…' is drawn")
+    return problems
+
+
 @pytest.mark.parametrize("name", list(FIGURES))
 def test_chart_is_accessible(name):
     fig = FIGURES[name]()
@@ -347,6 +382,19 @@ def test_chart_is_accessible(name):
         pytest.fail(f"{name} is fixed: remove it from KNOWN_GAPS")
     assert isinstance(fig, go.Figure), type(fig)
     assert figure_problems(fig) == []
+    if not runtime.is_gpu():
+        assert timing_problems(fig) == []
+
+
+def test_the_timing_check_wants_published_data_or_a_reason():
+    bare = charts.figure("t", "size (bytes)", "time (ms)", charts.source_caption("none", "no GPU here"))
+    assert timing_problems(bare) == ["no GPU timing, and neither a published measurement nor why there is none"]
+    assert timing_problems(cited.because(bare, "divergence")) == []
+    claimed = cited.cite(charts.figure("t", "n", "TFLOP/s", "No data"), "Datasheet", cited.MAMF)
+    assert timing_problems(claimed) == [
+        "the caption cites a published source but no series named 'published…' is drawn"]
+    cited.mamf_lines(claimed, ["bf16"], [1024, 4096])
+    assert timing_problems(claimed) == []
 
 
 def test_the_checks_catch_what_they_should():
@@ -399,19 +447,28 @@ def _displayed_calls(source: str) -> list[str]:
     return calls
 
 
+def described(markdown: str) -> bool:
+    """The markdown holds a collapsed description of a few words at least."""
+    return any(len(m.group("text").split()) >= MIN_DESCRIPTION_WORDS for m in ALT_TEXT.finditer(markdown))
+
+
 def missing_alt_text(source_path) -> list[str]:
     builders = _picture_builders()
     cells = jupytext.read(source_path).cells
     missing = []
     for index, cell in enumerate(cells):
+        if cell.cell_type == "markdown" and VISIBLE_ALT_TEXT.search(cell.source):
+            missing.append(f"cell {index}: a visible '*Picture (alt text)' paragraph; collapse it into "
+                           f"<details><summary>{DESCRIPTION_SUMMARY}</summary>")
         if cell.cell_type != "code":
             continue
         shown = [name for name in _displayed_calls(cell.source) if name in builders]
         if not shown:
             continue
         before = cells[index - 1] if index else None
-        if before is None or before.cell_type != "markdown" or not ALT_TEXT.search(before.source):
-            missing.append(f"cell {index} ({shown[0]}) has no '*Picture (alt text): …*' in the markdown before it")
+        if before is None or before.cell_type != "markdown" or not described(before.source):
+            missing.append(f"cell {index} ({shown[0]}) has no <details><summary>{DESCRIPTION_SUMMARY}</summary> "
+                           f"in the markdown before it")
     return missing
 
 
@@ -420,10 +477,36 @@ def test_every_picture_has_alt_text(source):
     assert missing_alt_text(source) == []
 
 
-def test_alt_text_check_finds_a_picture_without_it(tmp_path):
+def _lesson(tmp_path, first_markdown: str) -> object:
     lesson = tmp_path / "99_x.py"
-    lesson.write_text("# %% [markdown]\n# Some prose.\n\n# %%\nfrom gpucourse.viz import diagrams\n\n"
-                      "diagrams.memory_hierarchy()\n\n# %% [markdown]\n# *Picture (alt text): boxes.*\n\n"
+    lesson.write_text(f"# %% [markdown]\n{first_markdown}\n\n# %%\nfrom gpucourse.viz import diagrams\n\n"
+                      "diagrams.memory_hierarchy()\n\n# %% [markdown]\n"
+                      f"# <details><summary>{DESCRIPTION_SUMMARY}</summary>\n#\n"
+                      "# Nested boxes from registers through shared memory and L2 to HBM.\n#\n# </details>\n\n"
                       "# %%\ndiagrams.execution_hierarchy()\n")
-    assert missing_alt_text(lesson) == [
-        "cell 1 (memory_hierarchy) has no '*Picture (alt text): …*' in the markdown before it"]
+    return lesson
+
+
+def test_alt_text_check_finds_a_picture_without_it(tmp_path):
+    assert missing_alt_text(_lesson(tmp_path, "# Some prose.")) == [
+        f"cell 1 (memory_hierarchy) has no <details><summary>{DESCRIPTION_SUMMARY}</summary> in the markdown before it"]
+
+
+@pytest.mark.parametrize("markdown", [
+    f"# <details><summary>{DESCRIPTION_SUMMARY}</summary>\n#\n# </details>",  # empty
+    f"# <details><summary>{DESCRIPTION_SUMMARY}</summary>\n#\n# A chart.\n#\n# </details>",  # says nothing
+    "# <details><summary>Details</summary>\n#\n# Nested boxes from registers through shared memory and L2.\n"
+    "# </details>",
+])
+def test_alt_text_check_rejects_an_empty_or_unnamed_description(tmp_path, markdown):
+    assert len(missing_alt_text(_lesson(tmp_path, markdown))) == 1
+
+
+def test_alt_text_check_accepts_a_collapsed_description_and_rejects_a_visible_paragraph(tmp_path):
+    good = (f"# <details><summary>{DESCRIPTION_SUMMARY}</summary>\n#\n"
+            "# Nested boxes from registers through shared memory and L2 to HBM.\n#\n# </details>")
+    assert missing_alt_text(_lesson(tmp_path, good)) == []
+    cluttered = good + "\n#\n# *Picture (alt text): nested boxes from registers through shared memory to HBM.*"
+    assert missing_alt_text(_lesson(tmp_path, cluttered)) == [
+        "cell 0: a visible '*Picture (alt text)' paragraph; collapse it into "
+        f"<details><summary>{DESCRIPTION_SUMMARY}</summary>"]

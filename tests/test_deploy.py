@@ -178,3 +178,11 @@ def test_proxy_pin_is_stated_once():
     pins |= set(re.findall(r"configurable-http-proxy@([\d.]+)", (DEPLOY / "jupyterhub_config.py").read_text()))
     pins |= set(re.findall(r"configurable-http-proxy@([\d.]+)", (ROOT / "tests" / "test_jupyterhub.py").read_text()))
     assert len(pins) == 1, pins
+
+
+def test_learners_servers_draw_charts_with_jupyterlab_s_plotly_not_a_copy_per_notebook():
+    """"plotly_mimetype+notebook" embeds all of plotly.js (4.9 MB) in every notebook's first chart, which
+    took a saved lesson from 0.2 to 5.2 MB (tools/notebook_size.py); JupyterLab's extension draws the mimetype."""
+    found = re.findall(r"PLOTLY_RENDERER[\"']?\s*[:=]\s*[\"']?([\w+]+)", (DEPLOY / "image" / "Dockerfile").read_text()
+                       + (DEPLOY / "jupyterhub_config.py").read_text())
+    assert found == ["plotly_mimetype", "plotly_mimetype"], found

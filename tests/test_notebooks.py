@@ -1,7 +1,13 @@
 """Every lesson, solution and student lab executed headless, each in a kernel started as a learner's
 is: nothing course-specific in its environment, so the notebook alone decides the mode (the
-simulator here, the GPU on a GPU machine)."""
+simulator here, the GPU on a GPU machine).
 
+A lesson runs as a learner's JupyterLab runs it (plotly picks its own renderer, the widgets' state
+is stored) and, saved, weighs at most tools/notebook_size.py's LIMIT_BYTES (issue 18: JupyterLab
+opens big notebooks slowly and their autosave can fail).
+"""
+
+import sys
 from pathlib import Path
 
 import nbformat
@@ -12,13 +18,18 @@ from nbclient import NotebookClient
 from gpucourse.measure import runtime
 from gpucourse.tooling.build import ROOT, lab_names, lesson_sources, to_notebook
 
+sys.path.insert(0, str(ROOT / "tools"))
+import notebook_size  # noqa: E402
+
 pytestmark = pytest.mark.slow
 CELL_TIMEOUT_S = 300
 
 
-def execute(nb: nbformat.NotebookNode, cwd: Path, *, allow_errors: bool = False) -> nbformat.NotebookNode:
+def execute(nb: nbformat.NotebookNode, cwd: Path, *, allow_errors: bool = False,
+            env: dict | None = None) -> nbformat.NotebookNode:
     NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3", allow_errors=allow_errors,
-                   resources={"metadata": {"path": str(cwd)}}).execute(env=learner_env())
+                   store_widget_state=True, resources={"metadata": {"path": str(cwd)}}
+                   ).execute(env=env or learner_env())
     return nb
 
 
@@ -43,10 +54,11 @@ def opens_with_the_banner_of_this_machine(nb) -> bool:
 
 
 @pytest.mark.parametrize("source", lesson_sources(), ids=lambda p: p.stem)
-def test_lesson_runs_and_opens_with_the_banner(source):
-    nb = execute(to_notebook(source), source.parent)
+def test_lesson_runs_opens_with_the_banner_and_stays_small(source):
+    nb = execute(to_notebook(source), source.parent, env=notebook_size.learner_env())  # plotly's own renderer
     assert not errors(nb), errors(nb)
     assert opens_with_the_banner_of_this_machine(nb), "the first output must be the banner of this machine's mode"
+    assert notebook_size.saved_bytes(nb) <= notebook_size.LIMIT_BYTES, notebook_size.report(source.stem, nb)
 
 
 @pytest.mark.parametrize("lab", lab_names(), ids=str)

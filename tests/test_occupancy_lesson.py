@@ -203,13 +203,20 @@ def test_gpu_only_functions_refuse_in_the_simulator():
 @sim_only
 def test_speed_and_driver_figures_without_a_recording_say_so(monkeypatch):
     monkeypatch.setattr(reference, "load", lambda name, *a, **k: None)
-    for fig in (ol.speed_figure("memory"), ol.speed_figure("compute"), ol.driver_comparison_figure()):
+    for fig in (ol.speed_figure("compute"), ol.driver_comparison_figure()):
         assert charts.caption_of(fig).startswith("No data")
+        assert "Model and counts only, because" in charts.caption_of(fig)
         assert any("No " in a.text for a in fig.layout.annotations if a.name != "source")
         # only the model is drawn: nothing measured is invented
         assert all(t.name.startswith("model: ") for t in fig.data)
     assert len(ol.driver_comparison_figure().data) == 0
-    assert len(ol.speed_figure("memory").data) == 2
+    # the memory-bound sweep: the model, and gpu-stream's published sweeps beside it, cited (never "measured")
+    memory = ol.speed_figure("memory")
+    names = [t.name for t in memory.data]
+    assert [n for n in names if n.startswith("model: ")] == ["model: copy (ILP 1)", "model: copy_ilp4 (ILP 4)"]
+    assert len([n for n in names if n.startswith("published: ")]) == 4 and len(names) == 6
+    assert "Published by Dominik Ernst (te42kyfo)" in charts.caption_of(memory)
+    assert "not your GPU" in charts.caption_of(memory) and "Measured" not in charts.caption_of(memory)
     with pytest.raises(InvalidConfig):
         ol.speed_figure("io")
 

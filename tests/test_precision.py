@@ -203,13 +203,19 @@ def test_throughput_chart_without_recording_says_so(monkeypatch):
         pytest.skip("GPU mode measures for real")
     monkeypatch.setattr(reference, "load", lambda name, *a, **k: None)
     fig = precision.throughput_figure()
-    assert len(fig.data) == 0, "no line may be drawn without a measurement or recording"
-    assert charts.caption_of(fig).startswith("No data")
+    # nothing measured is drawn; the published maxima (bf16, fp8) are, and the caption names their source
+    assert [t.name.split(":")[0] for t in fig.data] == ["published max achievable bf16",
+                                                         "published max achievable fp8_e4m3"]
+    assert [t.y[0] for t in fig.data] == [794.5, 1453.4]
+    assert charts.caption_of(fig).startswith("No GPU here and no recording")
+    assert "Published by Stas Bekman" in charts.caption_of(fig) and "not your GPU" in charts.caption_of(fig)
     datasheet = [a.text for a in fig.layout.annotations if (a.text or "").startswith("datasheet")]
     assert any("494.7" in t for t in datasheet) and any("989.4" in t for t in datasheet)
     assert any("1978.9" in t for t in datasheet) and any("67" in t for t in datasheet)
     fig = precision.ceiling_figure()
-    assert [t.name for t in fig.data] == ["datasheet (H200, assumed: no GPU or recording, dense)"]
+    assert [t.name for t in fig.data] == ["datasheet (H200, assumed: no GPU or recording, dense)",
+                                          "published max achievable (ml-engineering; H200 rows)"]
+    assert list(fig.data[1].y) == [None, None, None, 794.5, 1453.4]  # fp32, tf32, fp16: not in the table
     assert all("H200, assumed" in t for t in datasheet)
 
 

@@ -39,7 +39,7 @@ from gpucourse.lessons.coalescing.model import (
     useful_fraction,
 )
 from gpucourse.measure import reference, runtime
-from gpucourse.viz import charts
+from gpucourse.viz import charts, cited
 
 LINE_BYTES = 128  # a cache line = 4 sectors (what older GPUs fetched as one "transaction")
 
@@ -170,7 +170,7 @@ def stride_figure(dtype="float32", stride=None, progress=None) -> go.Figure:
         data = data.sort_values("stride")
         charts.line(fig, data.stride, data.gbps, "measured: effective GB/s (useful bytes)", 0, dash="solid")
     else:
-        charts.no_data(fig, "No GPU timing to show here: the dashed line is the sector model")
+        cited.no_data(fig, "No GPU timing to show here: the dashed line is the sector model", "strided copy")
     _ceiling_lines(fig, ceiling, datasheet)
     charts.hline(fig, scale / 32, "folklore: 1/32 of the bandwidth", faint=True)
     if chosen is not None:
@@ -217,7 +217,7 @@ def offset_figure(dtype="float32", offset=None, progress=None) -> go.Figure:
         data = data.sort_values("offset")
         charts.line(fig, data.offset, data.gbps, "measured: effective GB/s", 0, dash="solid")
     else:
-        charts.no_data(fig, "No GPU timing to show here: the dashed line is the sector model")
+        cited.no_data(fig, "No GPU timing to show here: the dashed line is the sector model", "strided copy")
     _ceiling_lines(fig, ceiling, datasheet)
     if chosen is not None:
         fig.add_scatter(x=[chosen], y=[useful_fraction(1, chosen, name) * scale], mode="markers",
@@ -259,7 +259,7 @@ def layout_bandwidth_figure(progress=None) -> go.Figure:
         fig.add_bar(x=list(data.layout), y=list(data.gbps), name="measured: effective GB/s (useful bytes)",
                     marker={"color": charts.PALETTE[5], "line": {"color": "#000"}})
     else:
-        charts.no_data(fig, "No GPU timing to show here: the markers are the model's bounds")
+        cited.no_data(fig, "No GPU timing to show here: the markers are the model's bounds", "strided copy")
     bounds = layout_model_fractions()
     fig.add_scatter(x=list(bounds.layout), y=list(bounds.no_reuse * scale), mode="markers",
                     name="sector model, no cache reuse", marker={"symbol": "triangle-down", "size": 13,

@@ -45,7 +45,7 @@ from gpucourse.lessons.divergence.model import (
     warp_table,
 )
 from gpucourse.measure import reference, runtime
-from gpucourse.viz import charts
+from gpucourse.viz import charts, cited
 
 
 class PtxView:
@@ -210,11 +210,11 @@ def fraction_figure(fraction: float = 0.5, placement: str = "interleaved", body_
         at, ratio = float(nearest.fraction.iloc[0]), float(nearest.relative_time.iloc[0])
         note += f"; {kind} at f = {at:.3g}: {ratio:.2f}×"
     else:
-        charts.no_data(fig, "No GPU timing to show: the dotted lines are the model")
+        cited.no_data(fig, "No GPU timing to show: the dotted lines are the model", "divergence")
     fig.add_vline(x=f, line_dash="dash", line_color="#000", opacity=0.5)
     fig.update_layout(title_text=f"{fig.layout.title.text}<br><sup>{html.escape(note)}</sup>")
     fig.update_yaxes(rangemode="tozero")
-    return _room_for_two_legend_rows(fig)
+    return cited.stack_below(_room_for_two_legend_rows(fig))
 
 
 def predicated_figure() -> go.Figure:
@@ -235,7 +235,7 @@ def predicated_figure() -> go.Figure:
             d = data[data.placement == name].sort_values("fraction")
             charts.line(fig, d.fraction, d.relative_time, name, index, dash="solid")
     else:
-        charts.no_data(fig, "No GPU timing to show")
+        cited.no_data(fig, "No GPU timing to show", "divergence")
     fig.update_yaxes(rangemode="tozero")
     return fig
 
@@ -264,11 +264,11 @@ def sort_pays_figure(density: float = 1 / 32) -> go.Figure:
         charts.line(fig, data.body_a, data.sort_speedup, "sort, then run (argsort + remapped kernel)", 0)
         charts.line(fig, data.body_a, data.compact_speedup, "compact, then run (non-zeros only)", 1)
     else:
-        charts.no_data(fig, "No GPU timing to show: the sort's own cost can only be measured")
+        cited.no_data(fig, "No GPU timing to show: the sort's own cost can only be measured", "divergence")
     fig.update_layout(showlegend=True)
     fig.update_xaxes(type="log")
     fig.update_yaxes(type="log")
-    return _room_for_two_legend_rows(fig)
+    return cited.stack_below(_room_for_two_legend_rows(fig))
 
 
 def simt_figure(fraction: float = 0.5, path_b: str = "same") -> go.Figure:

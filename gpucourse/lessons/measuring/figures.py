@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from gpucourse import validate
 from gpucourse.lessons.measuring.experiments import async_analogy, async_pitfall, ceilings
 from gpucourse.measure import reference, runtime
-from gpucourse.viz import charts
+from gpucourse.viz import charts, cited
 
 
 def async_figure(data: pd.DataFrame, source: str) -> go.Figure:
@@ -29,8 +29,9 @@ def async_pitfall_figure() -> go.Figure:
     if rec is not None:
         return async_figure(rec.data, charts.source_caption("recorded", rec.caption()))
     data = async_analogy()
-    return async_figure(data, "CPU analogy, not a GPU timing: a background thread stands in for the GPU "
-                        "(no GPU here and no recording yet)")
+    fig = async_figure(data, "")
+    return cited.because(fig, "launch timing", "CPU analogy, not a GPU timing: a background thread stands in for "
+                         "the GPU (no GPU here and no recording yet)")
 
 
 def roofline_figure(precision: str = "bf16") -> go.Figure:
@@ -59,6 +60,9 @@ def roofline_figure(precision: str = "bf16") -> go.Figure:
         sheet_peak = runtime.datasheet_tflops("NVIDIA H200")[precision]
     if pd.notna(sheet_bw) and pd.notna(sheet_peak):
         curves.append(("datasheet", float(sheet_bw), float(sheet_peak), 1, "dot"))
+    roof = cited.h200_roof(precision) if data is None else None  # no GPU, no recording: published H200 figures
+    if roof is not None:
+        curves.append((roof[2].split(":")[0], roof[0], roof[1], 3, "dash"))
     for name, bw_gbps, peak_tflops, index, dash in curves:
         attainable = np.minimum(peak_tflops, intensity * bw_gbps / 1e3)
         charts.line(fig, intensity, attainable, f"{name}: {bw_gbps:.0f} GB/s, {peak_tflops:.0f} TFLOP/s", index,
@@ -68,4 +72,9 @@ def roofline_figure(precision: str = "bf16") -> go.Figure:
                            showarrow=True, arrowhead=1, ax=30, ay=30)
     fig.update_xaxes(type="log")
     fig.update_yaxes(type="log")
+    if data is None and roof is not None:
+        return cited.cite(fig, f"Dotted: the NVIDIA H200 SXM datasheet. Dashed: {roof[2]}", cited.STREAM, cited.MAMF)
+    if data is None:
+        return cited.because(fig, "fp32 roofline", "Datasheet lines only (NVIDIA H200 SXM): no GPU here and no "
+                             "recording of measured ceilings yet")
     return fig

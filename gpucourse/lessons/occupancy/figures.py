@@ -30,7 +30,7 @@ from gpucourse.lessons.occupancy.model import (
     usage,
 )
 from gpucourse.measure import reference, runtime
-from gpucourse.viz import charts
+from gpucourse.viz import charts, cited
 
 
 def _room_for_caption(fig: go.Figure) -> go.Figure:
@@ -488,7 +488,8 @@ def driver_comparison_figure() -> go.Figure:
     )
     _room_for_caption(fig)
     if data is None or not len(data):
-        return charts.no_data(fig, "No driver to ask here: the comparison needs a GPU or a recording")
+        return cited.no_data(fig, "No driver to ask here: the comparison needs a GPU or a recording",
+                             "occupancy driver")
     top = int(max(data.model_blocks.max(), data.driver_blocks.max())) + 1
     fig.add_scatter(
         x=[0, top], y=[0, top], mode="lines", line={"dash": "dash", "color": "#999"}, name="agreement (y = x)"
@@ -580,7 +581,12 @@ def speed_figure(kind: str = "memory", progress=None) -> go.Figure:
         fig.update_yaxes(title_text="model: speed ÷ speed at 100 % occupancy", range=[0, 1.1])
         _add_speed_model(fig, model, kernels, axis="y")
         fig.update_xaxes(range=[0, 105])
-        return charts.no_data(fig, "No timing to show: there is no GPU here and no recording yet")
+        if kind == "compute":
+            return cited.no_data(fig, "No timing to show: there is no GPU here and no recording yet",
+                                 "compute occupancy")
+        cited.stream_vs_occupancy(fig)  # no GPU, no recording: gpu-stream's published sweeps beside the model
+        return cited.cite(fig, "Dashed: the model. Solid: published sweeps, each ÷ its own GB/s at its highest "
+                          "occupancy (hover for GB/s)", cited.STREAM)
     for index, (name, group) in enumerate(data.groupby("kernel", sort=False)):
         ilp = int(group.ilp.iloc[0])
         charts.line(fig, group.occupancy_pct, group[column], f"{name} (ILP {ilp})", index, dash="solid")

@@ -34,7 +34,7 @@ from gpucourse.lessons.precision.model import (
     vocab_ratios,
 )
 from gpucourse.measure import reference, runtime
-from gpucourse.viz import charts
+from gpucourse.viz import charts, cited
 
 METHOD_LABELS = {
     "fp16": "fp16 accumulator",
@@ -214,15 +214,17 @@ def throughput_figure(dtypes=MATMUL_DTYPES, datasheet: bool = True, data: pd.Dat
         data, source, (device_name, label) = _throughput_data()
     else:
         device_name, label = _given_device(device_name)
-    fig = charts.figure("Matmul throughput by dtype (n × n × n)", "n", "TFLOP/s (counted 2n³ ÷ time)",
+    fig = charts.figure("Matmul throughput by dtype (n × n × n)", "matrix size n (n × n × n)",
+                        "TFLOP/s (counted 2n³ ÷ time)",
                         source or "")
     if data is not None and len(data):
         for index, dtype in enumerate(MATMUL_DTYPES):
             part = data[data.dtype == dtype]
             if dtype in dtypes and len(part):
                 charts.line(fig, part.n, part.tflops, MATMUL_LABELS[dtype], index)
-    else:
-        charts.no_data(fig, "No GPU measurement or recording to show (see the caption)")
+    else:  # no GPU, no recording: the published maxima where the table has the dtype
+        charts.no_data(fig, "No GPU measurement or recording: published maxima and the datasheet only")
+        cited.mamf_lines(fig, dtypes, SWEEP_SIZES)
     table = datasheet_tflops(device_name)
     if datasheet and table:
         shown = {}
@@ -231,6 +233,9 @@ def throughput_figure(dtypes=MATMUL_DTYPES, datasheet: bool = True, data: pd.Dat
         for value, names in shown.items():
             charts.hline(fig, value, f"datasheet {'/'.join(names)} ({label}): {value:g}", faint=True)
     fig.update_xaxes(type="log", tickvals=list(SWEEP_SIZES))
+    if data is None or not len(data):
+        cited.cite(fig, "No GPU here and no recording of precision.matmul yet. Dotted: the datasheet of an "
+                        f"{DATASHEET_FALLBACK_DEVICE} (assumed)", cited.MAMF)
     return fig
 
 
@@ -255,10 +260,14 @@ def ceiling_figure(data: pd.DataFrame | None = None, source: str | None = None,
         fig.add_bar(x=best.dtype, y=best["measured ceiling (TFLOP/s)"],
                     name="measured ceiling (best of sweep)", marker={"color": charts.PALETTE[0]}, text=labels,
                     textposition="outside")
-    else:
-        charts.no_data(fig, "No measured ceiling: no GPU here and no recording")
+    else:  # no GPU, no recording: the published maxima where the table has the dtype
+        cited.mamf_bars(fig, names)
     fig.update_layout(barmode="group")
-    return _room_for_caption(fig)
+    fig = _room_for_caption(fig)
+    if data is None or not len(data):
+        cited.cite(fig, "No GPU here and no recording of precision.matmul yet. Hatched grey: the datasheet of an "
+                        f"{DATASHEET_FALLBACK_DEVICE} (assumed); no bar: not in the published table", cited.MAMF)
+    return fig
 
 
 def vocab_result() -> tuple[pd.DataFrame | None, pd.DataFrame | None, str]:
@@ -269,7 +278,8 @@ def vocab_result() -> tuple[pd.DataFrame | None, pd.DataFrame | None, str]:
     rec = reference.load("precision.vocab_shape")
     if rec is None:
         return None, None, charts.source_caption(
-            "none", "no GPU here and no recording of precision.vocab_shape yet (run `make record` on a GPU)")
+            "none", "no GPU here and no recording of precision.vocab_shape yet (run `make record` on a GPU). "
+                    f"{cited.BECAUSE_LEAD} {cited.NOTHING_PUBLISHED['vocab shape']}")
     return rec.data, vocab_ratios(rec.data), charts.source_caption("recorded", rec.caption())
 
 

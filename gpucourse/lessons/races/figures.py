@@ -31,7 +31,7 @@ from gpucourse.lessons.races.model import (
     training_data,
 )
 from gpucourse.measure import runtime
-from gpucourse.viz import charts
+from gpucourse.viz import charts, cited
 from gpucourse.viz.diagrams import _tint
 from gpucourse.viz.widgets import LiveChart
 
@@ -82,6 +82,7 @@ def histogram_figure(bins: int = 16, items: int = 1024, seed: int = 0) -> go.Fig
                            font={"size": 13, "color": "#444"})
         fig.update_xaxes(showticklabels=False, row=1, col=2)
         fig.update_yaxes(showticklabels=False, row=1, col=2)
+        cited.because(fig, "atomics")
     fig.update_yaxes(title_text="updates lost (count)", row=1, col=1, rangemode="tozero")
     fig.update_yaxes(title_text="time per launch (ms)", row=1, col=2, rangemode="tozero")
     fig.update_xaxes(title_text="variant", row=1, col=1)
@@ -142,7 +143,7 @@ def litmus_figure(runs: int = 50, seed: int = 0, engine: str = "standalone") -> 
         fig.add_bar(x=[names[f] for f in LITMUS_FENCES], y=pct, text=text, textposition="outside",
                     name="GPU", marker={"color": charts.PALETTE[1], "pattern": {"shape": "/"}})
     else:
-        charts.no_data(fig, "GPU: no recording yet, so no GPU bars (make record on a GPU)")
+        cited.no_data(fig, "GPU: no recording yet, so no GPU bars (make record on a GPU)", "litmus")
         fig.layout.annotations[-1].update(x=0.99, y=0.75, xanchor="right")
     fig.update_layout(barmode="group")
     fig.update_yaxes(rangemode="tozero")

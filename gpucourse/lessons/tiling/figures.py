@@ -36,7 +36,7 @@ from gpucourse.lessons.tiling.model import (
     warp_bank_ways,
 )
 from gpucourse.measure import reference, runtime
-from gpucourse.viz import charts
+from gpucourse.viz import charts, cited
 
 BANKS = 32
 
@@ -91,8 +91,9 @@ def gflops_figure(tile: int = 16, max_n: int = 4096, progress=None) -> go.Figure
                     _style_index(r.label, r.kind), dash="dot", opacity=0.6)
     if data is not None:
         data = data[data.n.isin(sizes) & data.rung.isin(labels)]
-    if data is None or data.empty:
-        charts.no_data(fig, "No GPU timing here: the dotted lines are the model (traffic × bandwidth)")
+    published = data is None or data.empty  # no GPU, no recording: SGEMM_CUDA's published ladder instead
+    if published:
+        cited.sgemm_ladder(fig)
     else:
         for label in labels:
             part = data[data.rung == label].sort_values("n")
@@ -103,7 +104,12 @@ def gflops_figure(tile: int = 16, max_n: int = 4096, progress=None) -> go.Figure
                             hovertemplate="N=%{x}: %{y:.0f} GFLOP/s (%{customdata:.0%} of cuBLAS)")
     fig.update_xaxes(type="log", dtick=math.log10(2))
     fig.update_yaxes(type="log")
-    return _fit_bottom(fig)
+    fig = _fit_bottom(fig)
+    if published:
+        note = cited.SGEMM_NOTE.format(share=cited.sgemm_tiling_share())
+        cited.cite(fig, f"Dotted: the model's bounds (traffic × {bw:.0f} GB/s). Markers: published at N = "
+                        f"{cited.SGEMM_N}. {note}", cited.SGEMM)
+    return fig
 
 
 def fraction_figure(max_n: int = 4096) -> go.Figure:
@@ -113,10 +119,12 @@ def fraction_figure(max_n: int = 4096) -> go.Figure:
     data, source = _matmul_data()
     if runtime.is_gpu():
         data = measure_matmul_ladder(sizes)
-    fig = charts.figure("Fraction of the library (cuBLAS fp32) each rung reaches", "matrix size N",
+    fig = charts.figure("Fraction of the library (cuBLAS fp32) each rung reaches", "matrix size N (N×N×N)",
                         "fraction of cuBLAS GFLOP/s", source)
-    if data is None or data.empty:
-        charts.no_data(fig, "No GPU timing to show here")
+    published = data is None or data.empty  # no GPU, no recording: SGEMM_CUDA's published ladder instead
+    if published:
+        cited.sgemm_ladder(fig, fraction=True, rungs=cited.SGEMM_RUNGS[:-1])
+        charts.hline(fig, 1.0, "cuBLAS", faint=True)
     else:
         data = data[data.n.isin(sizes) & (data.kind != "cuBLAS")]
         for i, label in enumerate(dict.fromkeys(data.rung)):
@@ -125,7 +133,11 @@ def fraction_figure(max_n: int = 4096) -> go.Figure:
         charts.hline(fig, 1.0, "cuBLAS", faint=True)
     fig.update_xaxes(type="log", dtick=math.log10(2))
     fig.update_yaxes(tickformat=".0%", rangemode="tozero")
-    return _fit_bottom(fig)
+    fig = _fit_bottom(fig)
+    if published:
+        note = cited.SGEMM_NOTE.format(share=cited.sgemm_tiling_share())
+        cited.cite(fig, f"Markers: published at N = {cited.SGEMM_N}. {note}", cited.SGEMM)
+    return fig
 
 
 def roofline_figure(tile: int = 16, n: int = 4096) -> go.Figure:
@@ -184,7 +196,8 @@ def roofline_figure(tile: int = 16, n: int = 4096) -> go.Figure:
         tops.append(float(data.gflops.max()))
     top = max(tops, default=1e5)
     fig.update_yaxes(type="log", range=[2, math.log10(top) + 0.6])  # headroom for the labels
-    return _fit_bottom(fig)
+    fig = _fit_bottom(fig)
+    return cited.because(fig, "tiling roofline") if measured_kind is None else fig
 
 
 # --- the picture ---------------------------------------------------------------------------------
@@ -360,7 +373,8 @@ def transpose_figure(tile: int = 32, pad: int = 0, n: int = 4096) -> go.Figure:
     fig.update_xaxes(title_text="rung (no shared memory: none)", row=1, col=2)
     charts.set_source(fig, f"Bandwidth: {source}. Bank ways: counted by the microscope (exact), "
                            f"N = {counts.attrs['n']}")
-    return _fit_bottom(fig)
+    fig = _fit_bottom(fig)
+    return fig if data is not None and len(data) else cited.because(fig, "transpose")
 
 
 # --- widget builders ------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from gpucourse.hardware import WARP_SIZE
 from gpucourse.lessons.warps.experiments import STAIRCASE_THREADS, measure_staircase
 from gpucourse.lessons.warps.model import lane_map, staircase_model
 from gpucourse.measure import reference, runtime
-from gpucourse.viz import charts
+from gpucourse.viz import charts, cited
 
 
 def lane_map_figure(block_x: int = 16, block_y: int = 4) -> go.Figure:
@@ -61,7 +61,7 @@ def staircase_figure(max_threads: int = 128) -> go.Figure:
         one_warp = float(data.median_ms[data.warps_per_block == 1].median())
         charts.line(fig, data.threads_per_block, data.median_ms / one_warp, "time (÷ time of 1-warp blocks)", 0)
     else:
-        charts.no_data(fig, "No GPU timing to show: the dashed staircase is the model")
+        cited.no_data(fig, "No GPU timing to show: the dashed staircase is the model", "warp staircase")
     return fig
 
 
