@@ -200,8 +200,9 @@ strided.picture_threads("x")
 # which ones the kernel wrote. In a loop of launches that is two copies per array per launch. Move the
 # data once instead: `dx = cuda.to_device(x)` copies to the device, `cuda.device_array(n, dtype)`
 # allocates there without copying, and `dout.copy_to_host()` brings a result back when you need it.
-# (With CuPy, `cupy.asarray(x)` and `cupy.asnumpy(d)` do the same.) On a GPU, Numba warns about the
-# implicit copies (`NumbaPerformanceWarning: Host array used in CUDA kernel will incur copy overhead`).
+# (With CuPy, `cupy.asarray(x)` and `cupy.asnumpy(d)` do the same.) Numba can warn about implicit
+# copies (`NumbaPerformanceWarning: Host array used in CUDA kernel will incur copy overhead`); the course
+# switches its performance warnings off, so count the copies yourself.
 #
 # ### Predict
 # 20 launches of SAXPY (x and y in, out out): how many copies with NumPy arguments? With device arrays,
