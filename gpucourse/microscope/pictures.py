@@ -236,8 +236,9 @@ def lanes_figure(warp: dict, lines: dict) -> go.Figure:
     return _caption(fig)
 
 
-def threads_figure(array: str, points: list[tuple], block_dim) -> go.Figure:
-    """``points``: (element index, global thread, op, block index) per access of one array."""
+def threads_figure(array: str, points: list[tuple], block_dim, threads: int) -> go.Figure:
+    """``points``: (element index, global thread, op, block index) per access of one array; ``threads``: how
+    many the launch started (the vertical axis shows them all, those that touched nothing too)."""
     fig = go.Figure()
     styles = {"load": (BLUE, "circle"), "store": (VERMILLION, "square"), "atomic": (GREEN, "diamond")}
     for op in ("load", "store", "atomic"):
@@ -257,7 +258,6 @@ def threads_figure(array: str, points: list[tuple], block_dim) -> go.Figure:
             )
         )
     per_block = block_dim[0] * block_dim[1] * block_dim[2]
-    threads = max((p[1] for p in points), default=0) + 1
     for edge in range(per_block, threads, per_block):  # block boundaries
         fig.add_hline(y=edge - 0.5, line_color=BLACK, line_width=1, line_dash="dot")
     fig.update_layout(
@@ -265,7 +265,8 @@ def threads_figure(array: str, points: list[tuple], block_dim) -> go.Figure:
         template="plotly_white",
         height=420,
         xaxis={"title": {"text": f"element index of {array}"}},
-        yaxis={"title": {"text": "global thread index (dotted lines: block edges)"}, "autorange": "reversed"},
+        yaxis={"title": {"text": "global thread index (dotted lines: block edges)"}, "range": [threads - 0.5, -0.5]},
         legend=_LEGEND,
+        margin={"t": 110},
     )
     return _caption(fig)

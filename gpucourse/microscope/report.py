@@ -422,7 +422,7 @@ class Report:
             for lane, address in zip(r["lanes"], r["addresses"], strict=True):
                 element = (address - r["base"]) // r["itemsize"]
                 points.append((element, self._global_thread(r["block"], r["warp"], lane), r["op"], r["block"]))
-        return pictures.threads_figure(name, points, self.block_dim)
+        return pictures.threads_figure(name, points, self.block_dim, self.threads)
 
     def __repr__(self) -> str:
         head = f"microscope: {self.kernel_name}[{self.grid_dim}, {self.block_dim}], {self.threads} threads"
