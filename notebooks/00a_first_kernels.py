@@ -133,7 +133,7 @@ first_kernels.launch_explorer()
 # row (the columns) and y down the rows. The bounds check now has two halves.
 
 # %%
-print(first_kernels.kernel_source(first_kernels.add_2d))
+print(first_kernels.kernel_source(first_kernels.saxpy_2d))
 
 # %% [markdown]
 # ### Predict
@@ -157,7 +157,7 @@ first_kernels.grid_2d_figure(rows=20, cols=40, block_x=16, block_y=8)
 # by the 352 idle threads.
 
 # %%
-report_2d = first_kernels.trace_add_2d(rows=20, cols=40, block_x=16, block_y=8)
+report_2d = first_kernels.trace_saxpy_2d(rows=20, cols=40, block_x=16, block_y=8)
 accesses = report_2d.thread_accesses()
 print(report_2d)
 print("threads that stored:", accesses[accesses.op == "store"].thread.nunique(),

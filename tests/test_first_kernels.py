@@ -44,7 +44,7 @@ def test_saxpy_and_its_variants_are_right_and_touch_each_element_once():
     assert report.per_thread_max("load", "x") == 1 and report.per_thread_max("store", "out") == 1
     strided = fk.trace_grid_stride(300, 2, 32)
     assert strided.per_thread_max("load", "x") == 5
-    assert fk.trace_add_2d(20, 40, 16, 8).thread_accesses().query("op == 'store'").thread.nunique() == 800
+    assert fk.trace_saxpy_2d(20, 40, 16, 8).thread_accesses().query("op == 'store'").thread.nunique() == 800
 
 
 def test_the_missing_bounds_check_is_reported_as_an_access_out_of_bounds():

@@ -50,7 +50,7 @@ KERNELS = (
     CheckedKernel("00a", "gpucourse.lessons.first_kernels.kernels", "saxpy", f"void(float32, {F1}, {F1}, {F1})"),
     CheckedKernel("00a", "gpucourse.lessons.first_kernels.kernels", "saxpy_unguarded",
                   f"void(float32, {F1}, {F1}, {F1})"),
-    CheckedKernel("00a", "gpucourse.lessons.first_kernels.kernels", "add_2d", f"void({F2}, {F2}, {F2})"),
+    CheckedKernel("00a", "gpucourse.lessons.first_kernels.kernels", "saxpy_2d", f"void(float32, {F2}, {F2}, {F2})"),
     CheckedKernel("00a", "gpucourse.lessons.first_kernels.kernels", "saxpy_grid_stride",
                   f"void(float32, {F1}, {F1}, {F1})"),
     CheckedKernel("01", "gpucourse.warps", "_fma_kernel()", f"void({F1}, int64)"),

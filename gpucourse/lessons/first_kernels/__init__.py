@@ -13,9 +13,9 @@ from gpucourse.lessons.first_kernels.experiments import (
     reference,
     run_saxpy,
     three_ways,
-    trace_add_2d,
     trace_grid_stride,
     trace_saxpy,
+    trace_saxpy_2d,
     transfer_timings,
 )
 from gpucourse.lessons.first_kernels.figures import (
@@ -30,8 +30,8 @@ from gpucourse.lessons.first_kernels.figures import (
 from gpucourse.lessons.first_kernels.kernels import (
     SAXPY_CUDA_SOURCE,
     SAXPY_ELEMENTWISE,
-    add_2d,
     saxpy,
+    saxpy_2d,
     saxpy_grid_stride,
     saxpy_unguarded,
     who_am_i,
@@ -39,10 +39,10 @@ from gpucourse.lessons.first_kernels.kernels import (
 from gpucourse.lessons.first_kernels.model import blocks_for, elements_per_thread, grid_2d, launch_plan, transfers
 
 __all__ = [
-    "SAXPY_CUDA_SOURCE", "SAXPY_ELEMENTWISE", "add_2d", "blocks_for", "coordinates_figure", "copies_explorer",
+    "SAXPY_CUDA_SOURCE", "SAXPY_ELEMENTWISE", "saxpy_2d", "blocks_for", "coordinates_figure", "copies_explorer",
     "copies_figure", "elements_per_thread", "grid_2d", "grid_2d_figure", "launch_explorer", "launch_figure",
     "launch_plan", "numba_ptx", "nvrtc_ptx", "out_of_bounds", "ptx_body", "ptx_instruction_counts", "reference",
     "run_saxpy", "saxpy", "saxpy_grid_stride", "saxpy_unguarded", "sources_side_by_side", "three_ways",
-    "trace_add_2d", "trace_grid_stride", "trace_saxpy", "transfer_timings", "transfers", "who_am_i",
+    "trace_saxpy_2d", "trace_grid_stride", "trace_saxpy", "transfer_timings", "transfers", "who_am_i",
     "coordinates_table", "kernel_source",
 ]

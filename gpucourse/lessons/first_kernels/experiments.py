@@ -81,13 +81,14 @@ def out_of_bounds(n: int = 200, threads_per_block: int = 64) -> str:
     return f"no access out of bounds: n = {n} is a multiple of {threads_per_block}, so no thread is past the end"
 
 
-def trace_add_2d(rows: int = 20, cols: int = 40, block_x: int = 16, block_y: int = 8) -> microscope.Report:
+def trace_saxpy_2d(rows: int = 20, cols: int = 40, block_x: int = 16, block_y: int = 8) -> microscope.Report:
+    """The 2-D SAXPY under the microscope, its result checked against float64."""
     plan = model.grid_2d(rows, cols, block_x, block_y)
-    a = np.arange(rows * cols, dtype=np.float32).reshape(rows, cols)
-    out = np.zeros_like(a)
-    report = microscope.trace(kernels.add_2d, plan["grid"], plan["block"], a, a, out)
-    if not np.array_equal(out, 2 * a):
-        raise AssertionError("add_2d gave a wrong result")
+    x, y = (v.reshape(rows, cols) for v in inputs(rows * cols))
+    out = np.zeros_like(x)
+    report = microscope.trace(kernels.saxpy_2d, plan["grid"], plan["block"], A, x, y, out)
+    if not np.allclose(out, reference(x, y), atol=1e-5):
+        raise AssertionError("saxpy_2d gave a wrong result")
     return report
 
 

@@ -36,11 +36,11 @@ def saxpy_unguarded(a, x, y, out):
 
 
 @cuda.jit
-def add_2d(a, b, out):
-    """out = a + b for 2-D arrays: x runs along a row (columns), y down the rows."""
+def saxpy_2d(a, x, y, out):
+    """out = a·x + y for 2-D arrays: x runs along a row (columns), y down the rows."""
     col, row = cuda.grid(2)  # x first: x = column, y = row
     if row < out.shape[0] and col < out.shape[1]:
-        out[row, col] = a[row, col] + b[row, col]
+        out[row, col] = a * x[row, col] + y[row, col]
 
 
 @cuda.jit
