@@ -261,11 +261,11 @@ def threads_figure(array: str, points: list[tuple], block_dim, threads: int) -> 
     for edge in range(per_block, threads, per_block):  # block boundaries
         fig.add_hline(y=edge - 0.5, line_color=BLACK, line_width=1, line_dash="dot")
     fig.update_layout(
-        title=_title(f"Which thread touches which element of {array} ({len(points)} accesses)", ""),
+        title=_title(f"Which thread touches which element of {array} (dotted lines: block edges)", ""),
         template="plotly_white",
         height=420,
         xaxis={"title": {"text": f"element index of {array}"}},
-        yaxis={"title": {"text": "global thread index (dotted lines: block edges)"}, "range": [threads - 0.5, -0.5]},
+        yaxis={"title": {"text": "global thread index"}, "range": [threads - 0.5, -0.5]},
         legend=_LEGEND,
         margin={"t": 110},
     )

@@ -45,7 +45,8 @@ def launch_figure(n: int = 200, threads_per_block: int = 64) -> go.Figure:
     busy = report.thread_accesses().thread.nunique()
     title = (f"n = {n}, {threads_per_block} threads per block → {plan['blocks']} blocks, "
              f"{plan['threads_launched']} threads; {busy} touch memory, {plan['threads_past_the_end']} stop at "
-             f"the bounds check<br><sup>most reads of x by one thread: {reads}; most writes of out: {writes}</sup>")
+             f"the bounds check<br><sup>most reads of x by one thread: {reads}; most writes of out: {writes}; "
+             "dotted lines: block edges</sup>")
     fig.update_layout(title={"text": title})
     return fig
 
