@@ -201,4 +201,5 @@ predictions.read_back(prediction_vector_add_limited_by, stands_in=roofline,
 # * One harness: check first, warm up, events, ≥ 10 samples, median and spread, provenance.
 # * Compare with the *measured* ceiling of this device, and the datasheet beside it.
 #
-# **Next:** lesson 01, warps and SIMT. There is no lab for this lesson; lab 01 follows lesson 01.
+# **Next:** lesson 00a, your first kernels (skip it if you already write CUDA kernels), then lesson
+# 01, warps and SIMT. There is no lab for this lesson; lab 00a follows lesson 00a.

@@ -121,6 +121,7 @@ WITH_ARGUMENTS = {
     "microscope.picture_banks": lambda: microscope.trace(_column_read, 1, 32, np.zeros(32, np.float32))
     .picture_banks(op="load"),
     "microscope.picture_lanes": lambda: microscope.trace(_half_warp_branch, 1, 64, np.zeros(64)).picture_lanes(1),
+    "microscope.picture_threads": lambda: microscope.trace(_half_warp_branch, 2, 32, np.zeros(64)).picture_threads(),
     "lessons.races.weakmemory.timeline_figure": _stale_read_timeline,
     "lessons.occupancy.figures.occupancy_chart": lambda: occupancy_lesson.occupancy_chart("threads_per_block"),
     "lessons.races.figures.memory_model_picture(fenced)": lambda: _races().memory_model_picture(fenced=True),

@@ -180,3 +180,55 @@ def test_install_warp_intrinsics_makes_plain_simulator_launches_work():
     assert out[0] == a.sum()
     with pytest.raises(microscope.WarpSyncError, match="exited"):
         lane_exits_first[1, 32](np.zeros(32))
+
+
+@cuda.jit
+def activemask_per_side(out):
+    i = cuda.threadIdx.x
+    if i % 2 == 0:
+        out[i] = cuda.activemask()
+    else:
+        out[i] = cuda.activemask()
+
+
+@cuda.jit
+def match_in_ten_threads(out, vals):
+    i = cuda.threadIdx.x
+    out[i, 0] = cuda.match_any_sync(0xFFFFFFFF, vals[i])
+    mask, pred = cuda.match_all_sync(0xFFFFFFFF, vals[i] // 100)
+    out[i, 1] = mask
+    out[i, 2] = pred
+
+
+EVEN, ODD = 0x55555555, 0xAAAAAAAA
+
+
+def _check_match_in_ten_threads(run):
+    vals = np.array([1, 1, 2, 2, 2, 3, 1, 3, 4, 5], dtype=np.int64)
+    out = np.zeros((10, 3), dtype=np.int64)
+    run(out, vals)
+    expected_any = [sum(1 << j for j in range(10) if vals[j] == vals[i]) for i in range(10)]
+    assert list(out[:, 0]) == expected_any
+    assert (out[:, 1] == 0x3FF).all() and (out[:, 2] == 1).all()  # lanes 10..31 do not exist: exited
+
+
+def test_activemask_of_each_side_of_a_branch_in_a_trace():
+    out = np.zeros(64, dtype=np.int64)
+    microscope.trace(activemask_per_side, 1, 64, out)
+    assert (out[0::2] == EVEN).all() and (out[1::2] == ODD).all()
+
+
+def test_match_with_the_full_mask_in_a_block_of_ten_threads_is_legal_in_a_trace():
+    _check_match_in_ten_threads(lambda out, vals: microscope.trace(match_in_ten_threads, 1, 10, out, vals))
+
+
+@pytest.mark.skipif(runtime.MODE != "sim", reason="a plain launch runs the simulator only in simulator mode")
+def test_plain_launch_agrees_with_trace_on_activemask_and_match():
+    microscope.install_warp_intrinsics()
+    out = np.zeros(64, dtype=np.int64)
+    activemask_per_side[1, 64](out)
+    assert (out[0::2] == EVEN).all() and (out[1::2] == ODD).all(), [hex(v) for v in out[:4]]
+    _check_match_in_ten_threads(lambda out, vals: match_in_ten_threads[1, 10](out, vals))
+    # shuffles still refuse a mask naming lanes that do not exist
+    with pytest.raises(microscope.WarpSyncError, match="has only 16 lanes"):
+        full_mask_in_partial_warp[1, 48](np.zeros(48))

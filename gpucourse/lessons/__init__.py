@@ -5,7 +5,7 @@ quantities), ``experiments`` (host runners, microscope traces, GPU sweeps and th
 registration) and ``figures`` (charts and widgets); its ``__init__`` re-exports the public names.
 
 * ``measuring``   lesson 00, start here: measuring GPU code (asynchronous launches, ceilings)
-* ``first_kernels`` lesson 00a, first kernels
+* ``first_kernels`` lesson 00a, your first kernels
 * ``warps``       lesson 01, warps and SIMT
 * ``divergence``  lesson 02, warp divergence
 * ``coalescing``  lesson 03, memory coalescing

@@ -234,3 +234,39 @@ def lanes_figure(warp: dict, lines: dict) -> go.Figure:
         legend=_LEGEND,
     )
     return _caption(fig)
+
+
+def threads_figure(array: str, points: list[tuple], block_dim, threads: int) -> go.Figure:
+    """``points``: (element index, global thread, op, block index) per access of one array; ``threads``: how
+    many the launch started (the vertical axis shows them all, those that touched nothing too)."""
+    fig = go.Figure()
+    styles = {"load": (BLUE, "circle"), "store": (VERMILLION, "square"), "atomic": (GREEN, "diamond")}
+    for op in ("load", "store", "atomic"):
+        mine = [p for p in points if p[2] == op]
+        if not mine:
+            continue
+        colour, symbol = styles[op]
+        fig.add_trace(
+            go.Scatter(
+                x=[p[0] for p in mine],
+                y=[p[1] for p in mine],
+                mode="markers",
+                name=f"{_VERB[op]} by that thread",
+                hovertext=[f"thread {p[1]} (block {_block_text(p[3])}) {op}s {array}[{p[0]}]" for p in mine],
+                hoverinfo="text",
+                marker={"color": colour, "symbol": symbol, "size": 7, "opacity": 0.8},
+            )
+        )
+    per_block = block_dim[0] * block_dim[1] * block_dim[2]
+    for edge in range(per_block, threads, per_block):  # block boundaries
+        fig.add_hline(y=edge - 0.5, line_color=BLACK, line_width=1, line_dash="dot")
+    fig.update_layout(
+        title=_title(f"Which thread touches which element of {array} (dotted lines: block edges)", ""),
+        template="plotly_white",
+        height=420,
+        xaxis={"title": {"text": f"element index of {array}"}},
+        yaxis={"title": {"text": "global thread index"}, "range": [threads - 0.5, -0.5]},
+        legend=_LEGEND,
+        margin={"t": 110},
+    )
+    return _caption(fig)

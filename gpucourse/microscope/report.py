@@ -12,7 +12,8 @@ class Report:
     """The microscope's account of one launch. Tables: ``memory()``, ``banks()``, ``branches()``,
     ``races()``, ``requests()``, ``warps()``; numbers: ``sectors_per_request()``, ``efficiency()``,
     ``simt_efficiency()``, ``paths()``, ``max_bank_ways()``, ``mean_bank_ways()``; pictures:
-    ``picture_sectors()``, ``picture_banks()``, ``picture_lanes()``.
+    ``picture_sectors()``, ``picture_banks()``, ``picture_lanes()``, ``picture_threads()``; per thread:
+    ``thread_accesses()``, ``per_thread_max()``.
 
     ``line`` arguments take the line number the kernel's source shows, or a piece of that line's
     text (``line="a[i]"``); ``None`` means every line.
@@ -315,6 +316,36 @@ class Report:
         ]
         return pd.DataFrame(rows, columns=columns)
 
+    def _global_thread(self, block: tuple, warp: int, lane: int) -> int:
+        gx, gy, _ = self.grid_dim
+        per_block = self.block_dim[0] * self.block_dim[1] * self.block_dim[2]
+        linear_block = block[0] + gx * (block[1] + gy * block[2])
+        return linear_block * per_block + warp * analysis.WARP_SIZE + lane
+
+    def thread_accesses(self, space: str = "global") -> pd.DataFrame:
+        """Per thread, array and op: how many elements that thread loaded, stored or updated atomically.
+        ``thread`` is the thread's global linear index (blockIdx·threads per block + thread's index in
+        its block, x fastest); threads that made no access of this space have no row."""
+        counts: dict = {}
+        for r in self._requests:
+            if r["space"] != space:
+                continue
+            for lane in r["lanes"]:
+                key = (self._global_thread(r["block"], r["warp"], lane), r["block"], r["array"], r["op"])
+                counts[key] = counts.get(key, 0) + 1
+        rows = [{"thread": t, "block": b, "array": a, "op": op, "count": n}
+                for (t, b, a, op), n in sorted(counts.items(), key=lambda kv: (kv[0][0], kv[0][2], kv[0][3]))]
+        return pd.DataFrame(rows, columns=["thread", "block", "array", "op", "count"])
+
+    def per_thread_max(self, op: str = "load", array=None, space: str = "global") -> int:
+        """The most elements one thread accessed with ``op`` (``"load"``, ``"store"``, ``"atomic"``), in
+        ``array`` or all arrays together; 0 when no thread did."""
+        table = self.thread_accesses(space)
+        table = table[(table.op == op) & ((table.array == array) if array is not None else True)]
+        if table.empty:
+            return 0
+        return int(table.groupby("thread")["count"].sum().max())
+
     # -- numbers --------------------------------------------------------------------------------------------
 
     def sectors_per_request(self, line=None, array=None, op=None) -> float:
@@ -379,6 +410,19 @@ class Report:
             if w["block"] == index and w["warp"] == warp:
                 return pictures.lanes_figure(w, self._lines)
         raise MicroscopeError(f"no warp {warp} in block {block}: the launch has {len(self._warps)} warps")
+
+    def picture_threads(self, array=None, op=None):
+        """Which thread touched which element of a global array: one marker per access (plotly Figure)."""
+        reqs = self._selected_requests("global", None, array, op)
+        name = reqs[0]["array"] if array is None else array
+        points = []
+        for r in reqs:
+            if r["array"] != name:
+                continue
+            for lane, address in zip(r["lanes"], r["addresses"], strict=True):
+                element = (address - r["base"]) // r["itemsize"]
+                points.append((element, self._global_thread(r["block"], r["warp"], lane), r["op"], r["block"]))
+        return pictures.threads_figure(name, points, self.block_dim, self.threads)
 
     def __repr__(self) -> str:
         head = f"microscope: {self.kernel_name}[{self.grid_dim}, {self.block_dim}], {self.threads} threads"

@@ -25,7 +25,7 @@ from greenlet import getcurrent, greenlet
 from numba.cuda.simulator.kernelapi import Dim3
 
 from gpucourse.microscope.errors import BarrierError, MicroscopeError, WarpSyncError
-from gpucourse.microscope.warp import WARP_SIZE, check_mask, lanes_in, resolve
+from gpucourse.microscope.warp import WARP_SIZE, check_mask, lanes_in, resolve, waited_for
 
 SCHEDULES = ("sequential", "round-robin", "random")
 NEW, READY, BLOCKED, DONE = range(4)
@@ -308,7 +308,8 @@ class Scheduler:
             mask = check_mask(op, mask, t.lane)
             warp.waiting[t.lane] = (op, mask, value, arg, line_key)
             missing = False
-            for lane in lanes_in(mask):
+            wait_mask = waited_for(op, mask, len(warp.lanes))  # match.sync: absent lanes count as exited
+            for lane in lanes_in(wait_mask):
                 if lane >= len(warp.lanes):
                     del warp.waiting[t.lane]
                     raise WarpSyncError(
@@ -320,7 +321,7 @@ class Scheduler:
                         raise self._exited_lane_error(warp, lane)
                     missing = True
             if not missing:
-                self._complete(warp, op, mask)
+                self._complete(warp, op, wait_mask)
         t.state = BLOCKED if t.lane in warp.waiting else READY
         self._check_activemask(warp)
         if t.state == BLOCKED:

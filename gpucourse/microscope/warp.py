@@ -15,7 +15,11 @@ Semantics (PTX ISA, ``shfl.sync`` / ``vote.sync`` / ``match.sync``; Numba passes
   same bits as the caller; ``match_all_sync`` ``(mask, True)`` when all agree, else ``(0, False)``.
 * The caller must be in ``mask``, and every lane in ``mask`` must reach a matching intrinsic
   with the same mask; otherwise the hardware hangs or is undefined and the microscope raises
-  ``WarpSyncError``.
+  ``WarpSyncError``. ``match.sync`` waits only for the non-exited lanes of its mask (PTX ISA), and
+  lanes beyond the end of a partial warp count as exited: ``match_any_sync(0xffffffff, v)`` in a
+  block of 10 threads compares lanes 0–9, and ``match_all_sync`` then returns ``(0x3ff, True)``.
+* ``activemask()`` returns the lanes that reach the same call together: inside an odd/even branch
+  each side sees only its own lanes (0x55555555 or 0xaaaaaaaa), in traced and in plain launches.
 
 Masks come back as non-negative Python ints (on a GPU, Numba types ``ballot_sync`` and
 ``match_*_sync`` as signed int32, so bit 31 makes them negative there).
@@ -23,6 +27,7 @@ Masks come back as non-negative Python ints (on a GPU, Numba types ``ballot_sync
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import numpy as np
@@ -40,6 +45,14 @@ RENDEZVOUS_OPS = SHUFFLES + VOTES + MATCHES + ("syncwarp",)
 
 def lanes_in(mask: int) -> list[int]:
     return [lane for lane in range(WARP_SIZE) if mask >> lane & 1]
+
+
+def waited_for(op: str, mask: int, lane_count: int) -> int:
+    """The lanes of ``mask`` an intrinsic waits for in a warp of ``lane_count`` lanes: match.sync skips
+    lanes that do not exist (they count as exited); every other intrinsic names only existing lanes."""
+    if op in MATCHES:
+        return mask & ((1 << lane_count) - 1)
+    return mask
 
 
 def check_mask(op: str, mask, lane: int) -> int:
@@ -103,7 +116,8 @@ def resolve(op: str, mask: int, operands: dict[int, tuple]) -> dict[int, object]
         return {lane: sum(1 << other for other in lanes if keys[other] == keys[lane]) for lane in lanes}
     if op == "match_all_sync":
         same = len({_bits(operands[lane][0]) for lane in lanes}) == 1
-        return dict.fromkeys(lanes, (mask, True) if same else (0, False))
+        taking_part = sum(1 << lane for lane in lanes)  # the mask's non-exited lanes
+        return dict.fromkeys(lanes, (taking_part, True) if same else (0, False))
     if op == "syncwarp":
         return dict.fromkeys(lanes)
     raise ValueError(f"unknown warp operation {op!r}")
@@ -185,11 +199,12 @@ def _plain_rendezvous(op: str, mask, value=None, arg=None):
         raise WarpSyncError(f"cuda.{op} can only be called inside a kernel")
     lane, warp = t.thread_id % WARP_SIZE, t.thread_id // WARP_SIZE
     mask = check_mask(op, mask, lane)
+    wait_mask = waited_for(op, mask, _warp_lane_count(manager, warp))
     key = (manager, warp)
     with _cond:
         room = _rooms.setdefault(key, _Room())
         room.arrivals[lane] = (op, mask, value, arg)
-        _try_complete(room, mask)
+        _try_complete(room, wait_mask)
         _cond.notify_all()
         while lane not in room.results:
             if getattr(t, "abort", False):
@@ -197,25 +212,71 @@ def _plain_rendezvous(op: str, mask, value=None, arg=None):
                 raise RuntimeError("aborted: another simulated thread failed")
             _cond.wait(_POLL_SECONDS)
             if lane not in room.results:
-                _check_missing(op, mask, manager, warp, room)
+                _check_missing(op, wait_mask, manager, warp, room)
         result = room.results.pop(lane)
         if not room.arrivals and not room.results:
             del _rooms[key]
         return result
 
 
+class _ActiveMaskRoom:
+    def __init__(self):
+        self.waiting: dict[int, tuple] = {}  # lane -> call site (code, line)
+        self.results: dict[int, int] = {}
+
+
+_activemask_rooms: dict = {}
+
+
+def _quiescent(manager, warp: int, room: _ActiveMaskRoom) -> bool:
+    """Every lane of the warp waits in activemask, in another warp intrinsic or in syncthreads, or has
+    exited: the lanes that are in activemask now are the ones that reached it together."""
+    threads, exited = _block_threads(manager), _exited(manager)
+    rendezvous = _rooms.get((manager, warp))
+    for lane in range(_warp_lane_count(manager, warp)):
+        tid = warp * WARP_SIZE + lane
+        if lane in room.waiting or tid in exited or (rendezvous is not None and lane in rendezvous.arrivals):
+            continue
+        t = threads.get(tid)
+        if t is None or not t.syncthreads_blocked:
+            return False  # still running (or not started yet)
+    return True
+
+
 def _plain_activemask(self):
-    # Approximation for the plain simulator, which has no notion of convergence: the lanes of the
-    # caller's warp that have not exited. trace() computes the exact mask of a divergent branch.
+    # As the hardware (and trace()) does: the lanes that execute this call together. A plain launch
+    # runs its threads freely, so the caller waits until its warp is quiescent, then the lanes that
+    # wait at the same call site form the mask (each side of a divergent branch has its own).
     t = threading.current_thread()
     manager = getattr(t, "_manager", None)
     if manager is None:
         raise WarpSyncError("cuda.activemask can only be called inside a kernel")
-    warp = t.thread_id // WARP_SIZE
+    lane, warp = t.thread_id % WARP_SIZE, t.thread_id // WARP_SIZE
+    caller = sys._getframe(1)
+    site = (caller.f_code, caller.f_lineno)
+    key = (manager, warp)
     with _cond:
-        exited = set(_exited(manager))
-    lanes = range(_warp_lane_count(manager, warp))
-    return sum(1 << lane for lane in lanes if warp * WARP_SIZE + lane not in exited)
+        room = _activemask_rooms.setdefault(key, _ActiveMaskRoom())
+        room.waiting[lane] = site
+        _cond.notify_all()
+        while lane not in room.results:
+            if getattr(t, "abort", False):
+                room.waiting.pop(lane, None)
+                raise RuntimeError("aborted: another simulated thread failed")
+            if _quiescent(manager, warp, room):
+                groups: dict = {}
+                for other, where in room.waiting.items():
+                    groups.setdefault(where, []).append(other)
+                for lanes in groups.values():
+                    room.results.update(dict.fromkeys(lanes, sum(1 << other for other in lanes)))
+                room.waiting.clear()
+                _cond.notify_all()
+                break
+            _cond.wait(_POLL_SECONDS)
+        result = room.results.pop(lane)
+        if not room.waiting and not room.results:
+            del _activemask_rooms[key]
+        return result
 
 
 def _plain_lanemask_lt(self):

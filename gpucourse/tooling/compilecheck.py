@@ -52,6 +52,13 @@ I1 = "int32[::1]"
 KERNELS = (
     CheckedKernel("00", "gpucourse.lessons.measuring.kernels", "_spin_kernel()", f"void({F1}, int64)"),
     CheckedKernel("00", "gpucourse.tooling.doctor", "_add_one()", f"void({F1})"),
+    CheckedKernel("00a", "gpucourse.lessons.first_kernels.kernels", "who_am_i", f"void({I1}, {I1}, {I1})"),
+    CheckedKernel("00a", "gpucourse.lessons.first_kernels.kernels", "saxpy", f"void(float32, {F1}, {F1}, {F1})"),
+    CheckedKernel("00a", "gpucourse.lessons.first_kernels.kernels", "saxpy_unguarded",
+                  f"void(float32, {F1}, {F1}, {F1})"),
+    CheckedKernel("00a", "gpucourse.lessons.first_kernels.kernels", "saxpy_2d", f"void(float32, {F2}, {F2}, {F2})"),
+    CheckedKernel("00a", "gpucourse.lessons.first_kernels.kernels", "saxpy_grid_stride",
+                  f"void(float32, {F1}, {F1}, {F1})"),
     CheckedKernel("01", "gpucourse.lessons.warps.kernels", "_fma_kernel()", f"void({F1}, int64)"),
     CheckedKernel("02", "gpucourse.lessons.divergence.kernels", "two_paths",
                   f"void(uint8[::1], {F1}, {F1}, int64, int64)"),

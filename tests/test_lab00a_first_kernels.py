@@ -1,0 +1,117 @@
+"""Lab 00a through real nbgrader: the solution scores full marks, the untouched lab 0, and known-wrong
+versions lose the points of what they get wrong — a missing guard, an input read twice, a forgotten
+blockIdx, rows and columns swapped, a window sum without shared memory (right result, wasted reads), a
+missing syncthreads, a dot product made of atomics."""
+
+import pytest
+from labtools import grade_lab, release_notebook, solution_notebook, with_cells
+
+LAB = "lab00a_first_kernels"
+
+pytestmark = pytest.mark.slow
+
+NO_GUARD = '''@cuda.jit
+def guarded_add_ten(a, out):
+    i = cuda.threadIdx.x
+    out[i] = a[i] + 10
+'''
+
+READS_TWICE = '''@cuda.jit
+def zip_add(a, b, out):
+    i = cuda.threadIdx.x
+    out[i] = a[i] + b[i]
+    out[i] = a[i] + b[i]
+'''
+
+NO_BLOCK_INDEX = '''@cuda.jit
+def blocks_add_ten(a, out):
+    i = cuda.threadIdx.x
+    if i < a.size:
+        out[i] = a[i] + 10
+'''
+
+ROWS_AND_COLUMNS_SWAPPED = '''@cuda.jit
+def map_2d_add_ten(a, out):
+    row, col = cuda.grid(2)
+    if row < a.shape[0] and col < a.shape[1]:
+        out[row, col] = a[row, col] + 10
+
+
+def launch_2d(a, kernel=None):
+    out = poisoned(*a.shape)
+    rows, cols = a.shape
+    (kernel or map_2d_add_ten)[((cols + 7) // 8, (rows + 7) // 8), (8, 8)](a, out)
+    return out
+'''
+
+WINDOW_FROM_GLOBAL = '''@cuda.jit
+def window_sum(a, out):
+    i = cuda.threadIdx.x
+    if i < a.size:
+        total = a[i]
+        if i >= 1:
+            total += a[i - 1]
+        if i >= 2:
+            total += a[i - 2]
+        out[i] = total
+'''
+
+WINDOW_WITHOUT_BARRIER = '''@cuda.jit
+def window_sum(a, out):
+    shared = cuda.shared.array(32, float32)
+    i = cuda.threadIdx.x
+    if i < a.size:
+        shared[i] = a[i]
+    if i < a.size:
+        total = shared[i]
+        if i >= 1:
+            total += shared[i - 1]
+        if i >= 2:
+            total += shared[i - 2]
+        out[i] = total
+'''
+
+DOT_WITH_ATOMICS = '''@cuda.jit
+def dot(a, b, out):
+    i = cuda.threadIdx.x
+    if i == 0:
+        out[0] = 0
+    cuda.syncthreads()
+    if i < a.size:
+        cuda.atomic.add(out, 0, a[i] * b[i])
+'''
+
+
+def test_lab00a_round_trip(tmp_path):
+    solution = solution_notebook(LAB)
+    scores = grade_lab(LAB, {
+        "solution": solution,
+        "untouched": release_notebook(LAB),
+        # independent defects in one notebook: each costs its own puzzle's cells only
+        "sloppy": with_cells(solution, {"ex2_solution": READS_TWICE, "ex3_solution": NO_GUARD,
+                                        "ex5_solution": NO_BLOCK_INDEX, "ex8_solution": DOT_WITH_ATOMICS}),
+        "swapped": with_cells(solution, {"ex6_solution": ROWS_AND_COLUMNS_SWAPPED,
+                                         "ex7_solution": WINDOW_FROM_GLOBAL}),
+        "no_barrier": with_cells(solution, {"ex7_solution": WINDOW_WITHOUT_BARRIER}),
+    }, tmp_path)
+    full = scores["solution"].max_score
+    assert full == 16
+    assert scores["solution"].total == full, scores["solution"].cells
+    assert scores["untouched"].total == 0, scores["untouched"].cells
+    sloppy = scores["sloppy"].cells
+    # Reading an input twice gives the right answer and loses only the efficiency point.
+    assert sloppy["ex2_test"] == 1 and sloppy["ex2_counts"] == 0, sloppy
+    # Without the guard, the threads past the end run off the arrays: both points lost.
+    assert sloppy["ex3_test"] == 0 and sloppy["ex3_counts"] == 0, sloppy
+    # Forgetting blockIdx: every block writes the first 8 elements; the result is wrong.
+    assert sloppy["ex5_test"] == 0 and sloppy["ex5_counts"] == 0, sloppy
+    # Atomics on out: right answer, but out is updated 32 times instead of written once.
+    assert sloppy["ex8_test"] == 1 and sloppy["ex8_counts"] == 0, sloppy
+    assert {k: v for k, v in sloppy.items() if k[:3] in ("ex1", "ex4", "ex6", "ex7")} == dict.fromkeys(
+        ["ex1_test", "ex1_counts", "ex4_test", "ex4_counts", "ex6_test", "ex6_counts", "ex7_test", "ex7_counts"], 1)
+    swapped = scores["swapped"].cells
+    assert swapped["ex6_test"] == 0, swapped  # (row, col) = cuda.grid(2) is the wrong way round
+    assert swapped["ex7_test"] == 1 and swapped["ex7_counts"] == 0, swapped  # three global reads per thread
+    assert scores["swapped"].total == full - 3, swapped
+    no_barrier = scores["no_barrier"].cells
+    assert no_barrier["ex7_counts"] == 0 and scores["no_barrier"].total <= full - 1, no_barrier
