@@ -1,0 +1,1 @@
+"""One package per lesson: kernels (what learners read), model, experiments and figures."""
