@@ -48,7 +48,6 @@ from gpucourse.lessons.reductions.kernels import (
     sequential_kernel,
     strided_index_kernel,
     warp_shuffle_kernel,
-    warp_sum,
 )
 from gpucourse.lessons.reductions.model import (
     add_warp_issues,
@@ -73,5 +72,5 @@ __all__ = [
     "random_input", "reduce_sum", "reduction_counts", "reduction_explorer", "reduction_kernel",
     "reference_block_scan", "scan_counts", "scan_figure", "scan_kernel", "sequential_kernel",
     "strided_index_kernel", "strided_index_max_ways", "trace_reduction", "tree_adds", "tree_picture",
-    "tree_steps", "variant_figure", "warp_shuffle_kernel", "warp_sum",
+    "tree_steps", "variant_figure", "warp_shuffle_kernel",
 ]

@@ -138,7 +138,7 @@ def _step_counts(report, variant: str):
         branches = report.branches()
         shuffles = branches[branches.source.str.contains("shfl_down_sync", regex=False)]
         labels, active, idle = [], [], []
-        for _via, part in shuffles.groupby("via", sort=True):
+        for _line, part in shuffles.groupby("line", sort=True):
             issues = int(part.issues.sum())
             lanes = int(round(float((part.issues * part.active_lanes_mean).sum())))
             labels.append("warp sums" if not labels else "sum of the warps' sums")

@@ -125,16 +125,6 @@ def first_add_kernel(block: int = 256):
     return reduce_first_add
 
 
-@cuda.jit(device=True)
-def warp_sum(v):
-    """The sum of ``v`` over the warp's 32 lanes, in lane 0: five shuffles, no shared memory, no barrier."""
-    offset = 16
-    while offset > 0:
-        v += cuda.shfl_down_sync(FULL_MASK, v, offset)
-        offset //= 2
-    return v
-
-
 @functools.cache
 def warp_shuffle_kernel(block: int = 256, atomic: bool = False):
     """First add during load, a shuffle sum in every warp, then warp 0 sums the warps' results.
@@ -155,13 +145,19 @@ def warp_shuffle_kernel(block: int = 256, atomic: bool = False):
         v = x[i] if i < x.size else float32(0.0)
         if i + B < x.size:
             v += x[i + B]
-        v = warp_sum(v)
+        offset = 16
+        while offset > 0:  # the warp's sum, in lane 0: five shuffles, no shared memory, no barrier
+            v += cuda.shfl_down_sync(FULL_MASK, v, offset)
+            offset //= 2
         if lane == 0:
             warp_sums[warp] = v
         cuda.syncthreads()
         if warp == 0:
             v = warp_sums[lane] if lane < WARPS else float32(0.0)
-            v = warp_sum(v)
+            offset = 16
+            while offset > 0:  # warp 0 sums the warps' sums the same way
+                v += cuda.shfl_down_sync(FULL_MASK, v, offset)
+                offset //= 2
             if lane == 0:
                 if ATOMIC:
                     cuda.atomic.add(out, 0, v)
