@@ -60,10 +60,11 @@ def tree_picture(block: int = 16, warp_lanes: int = 4) -> go.Figure:
             fig.add_annotation(text=f"{len(warps)} warp{'s' if len(warps) > 1 else ''}", x=block - 0.5, y=row,
                                xref=f"x{col}", yref=f"y{col}", showarrow=False, xanchor="left",
                                font={"size": 11, "color": "#444"})
-        fig.update_xaxes(range=[-0.8, block + 2.2], dtick=warp_lanes, title_text="shared slot = thread id",
+        fig.update_xaxes(range=[-0.8, block + 2.2], dtick=warp_lanes, title_text="shared slot (= thread index)",
                          row=1, col=col)
-        fig.update_yaxes(autorange="reversed", dtick=1, title_text="step" if col == 1 else None, row=1, col=col)
-    fig.add_scatter(x=[None], y=[None], mode="markers", marker={"symbol": "square", "color": "#e8e8e8", "size": 12},
+        fig.update_yaxes(autorange="reversed", dtick=1, title_text="step (index)", row=1, col=col)
+    fig.add_scatter(x=[None], y=[None], mode="markers",
+                    marker={"symbol": "square-open", "color": "#999", "size": 12, "line": {"width": 6}},
                     name=f"a warp ({warp_lanes} lanes drawn) that issues the step")
     _layout(fig, f"A tree over {block} slots: the same {block - 1} adds, different threads doing them", 480)
     charts.set_source(fig, charts.source_caption("model", f"the kernels' index arithmetic, {warp_lanes}-lane warps "
@@ -98,6 +99,7 @@ def model_figure() -> go.Figure:
         fig.update_xaxes(type="log", tickvals=list(table.block), title_text="block size (threads)", row=1, col=col)
         fig.update_yaxes(type="log", row=1, col=col)
     fig.update_yaxes(title_text="count per block (log)", row=1, col=1)
+    fig.update_yaxes(title_text="adds or steps per block (log)", row=1, col=2)
     _layout(fig, "What the model counts per block: the same adds, very different warp issues and steps", 500)
     charts.set_source(fig, charts.source_caption("model", "gpucourse.lessons.reductions.model, 32-lane warps"))
     return fig
@@ -124,8 +126,10 @@ def counts_figure(n: int = 1000, block: int = 256) -> go.Figure:
                 textposition="outside", row=1, col=3)
     fig.update_layout(barmode="stack")
     fig.update_yaxes(title_text="lanes", row=1, col=1)
-    fig.update_yaxes(range=[0, max(4, int(table["max bank ways"].max()) + 2)], row=1, col=2)
-    fig.update_yaxes(range=[0, 1.2 * float(table["warp instructions"].max())], row=1, col=3)
+    fig.update_yaxes(range=[0, max(4, int(table["max bank ways"].max()) + 2)], title_text="bank ways (1 = none)",
+                     row=1, col=2)
+    fig.update_yaxes(range=[0, 1.2 * float(table["warp instructions"].max())], title_text="warp instructions (count)",
+                     row=1, col=3)
     fig.update_xaxes(tickangle=-35)
     _layout(fig, f"The ladder under the microscope: n = {n}, {block}-thread blocks, first pass", 520)
     charts.set_source(fig, charts.source_caption("counted", f"{table.attrs['source']}; no timing"))
@@ -198,8 +202,10 @@ def scan_figure(block: int = 64) -> go.Figure:
     fig.add_bar(x=table.scan, y=table["barriers per warp"], name="barriers, counted",
                 marker={"color": charts.PALETTE[2], "pattern": {"shape": "/"}},
                 text=[f"{v:.0f}" for v in table["barriers per warp"]], textposition="outside", row=1, col=2)
-    fig.update_yaxes(range=[0, 1.25 * float(table["adds per block (counted)"].max())], row=1, col=1)
-    fig.update_yaxes(range=[0, 1.3 * float(table["barriers per warp"].max())], row=1, col=2)
+    fig.update_yaxes(range=[0, 1.25 * float(table["adds per block (counted)"].max())], title_text="adds per block",
+                     row=1, col=1)
+    fig.update_yaxes(range=[0, 1.3 * float(table["barriers per warp"].max())], title_text="barriers per warp",
+                     row=1, col=2)
     _layout(fig, f"Block scans of {block} elements: Hillis–Steele takes fewer steps, Blelloch less work", 460)
     charts.set_source(fig, charts.source_caption("counted", f"the microscope, one block of {block}; "
                                                             "model: gpucourse.lessons.reductions.model"))
