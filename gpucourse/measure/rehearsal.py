@@ -168,6 +168,8 @@ SWEEP_PLANS: dict[str, SweepPlan] = {
     "measuring.async_pitfall": SweepPlan(
         not_rehearsable="times a 132×256-thread launch with the host's wall clock: no simulator stand-in"),
     "measuring.ceilings": SweepPlan(not_rehearsable="CuPy copies and torch matmuls need CUDA"),
+    "reductions.sum": SweepPlan(
+        not_rehearsable="times cupy.sum, CuPy's ReductionKernel and torch.sum beside the kernels: they need CUDA"),
     "coalescing.stride": SweepPlan(defaults={
         "gpucourse.coalescing.sweep_elements": {"useful_bytes_per_side": 2048},
         "gpucourse.coalescing.stride_sweep": {"dtypes": ("float32",), "strides": (1, 8)}}),
