@@ -258,6 +258,25 @@ EXPECTATIONS: dict[str, Expectation] = {
         "an fp8 (E4M3, per-tensor scaled) matmul's relative error stays < 0.1",
         "E4M3 keeps 3 mantissa bits: unit roundoff 2^-4 per input, which averages down over a dot product",
         families(0.1, sm_75=NO_FP8, sm_80=NO_FP8, sm_86=NO_FP8), "at most"),
+    # --- lesson 00a: first kernels ------------------------------------------------------------------------
+    "first_kernels.implicit_over_device_copies": Expectation(
+        "20 SAXPY launches on NumPy arrays (implicit copies) take ≥ 2× the time of the same launches on device "
+        "arrays",
+        "counted copies: 20 launches × (2 in + 1 out) × 16 MiB = 60 transfers over PCIe/NVLink-C2C against 3 in "
+        "+ 1 out; a 16 MiB SAXPY reads and writes 48 MiB in HBM/GDDR (≥ 300 GB/s on every family's parts) while "
+        "the host link moves ≤ 64 GB/s (PCIe 5 x16), so each implicit copy costs more than the kernel itself",
+        everywhere(2.0)),
+    # --- lesson 04a: reductions ---------------------------------------------------------------------------
+    "reductions.sequential_over_interleaved": Expectation(
+        "sequential addressing ÷ interleaved (tid % (2s)) GB/s, 2^26 float32, 256-thread blocks",
+        "counted: sequential addressing drops the integer modulo and 35 of the 47 add issues per block "
+        "(lesson 04a's model); a memory-bound sum hides part of that, so only 1.2× is asserted until the "
+        "first recording calibrates it", everywhere(1.2)),
+    "reductions.library_over_best": Expectation(
+        "the best library sum (cupy.sum, ReductionKernel, torch.sum) ÷ the course's best rung, GB/s",
+        "the libraries (CUB under CuPy, torch's reduction) read each element once like the best rung and add "
+        "vectorised loads and tuned grids: ≥ 0.8× leaves room for their launch of extra passes at 2^26",
+        everywhere(0.8)),
 }
 
 

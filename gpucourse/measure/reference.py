@@ -34,7 +34,7 @@ PROVENANCE_FILE = "provenance.json"
 # Modules that register sweeps; imported by load_all_sweeps() (a missing one is skipped).
 # Strings, not imports: measure/ never imports a lesson (tests/test_layers.py); the lessons register here.
 SWEEP_MODULES = tuple(f"gpucourse.lessons.{name}" for name in (
-    "measuring", "warps", "divergence", "coalescing", "tiling", "occupancy", "races", "precision",
+    "measuring", "warps", "divergence", "coalescing", "tiling", "reductions", "occupancy", "races", "precision",
 ))
 
 

@@ -146,6 +146,17 @@ def _memcpy_async(dst: int, src: int, nbytes: int, kind: int, stream=0) -> None:
     ctypes.memmove(dst, src, nbytes)
 
 
+class _ReductionKernel:
+    """``cupy.ReductionKernel`` for the one shape the lessons build: map ``x``, reduce ``a + b``, identity 0."""
+
+    def __init__(self, in_params, out_params, map_expr, reduce_expr, post_map_expr, identity, name="reduce"):
+        if (map_expr.strip(), reduce_expr.replace(" ", ""), identity.strip()) != ("x", "a+b", "0"):
+            raise NotImplementedError(f"the rehearsal stands in for a plain sum only, not {name!r}")
+
+    def __call__(self, x):
+        return np.sum(np.asarray(x))
+
+
 def _numpy_as_cupy() -> dict[str, types.ModuleType]:
     """CuPy's modules as the lessons and the harness use them, answered by NumPy (no CUDA here)."""
     shim = types.ModuleType("cupy", "NumPy standing in for CuPy in a rehearsal")
@@ -167,6 +178,7 @@ def _numpy_as_cupy() -> dict[str, types.ModuleType]:
     shim.random = random
     shim.asnumpy = np.asarray
     shim.get_default_memory_pool = Pool
+    shim.ReductionKernel = _ReductionKernel
     shim.__getattr__ = lambda name: getattr(np, name)
 
     # cuBLAS's compute type (tiling's plain-fp32 switch): a setting kept here; NumPy computes in fp32 anyway.
@@ -333,6 +345,9 @@ SWEEP_PLANS: dict[str, SweepPlan] = {
     "measuring.ceilings": SweepPlan(stand_in=(
         "the course's ceiling measurements at small sizes: CuPy's device-to-device memcpyAsync as a memmove "
         "between NumPy arrays, torch's fp32/bf16 matmul on CPU torch")),
+    "reductions.sum": SweepPlan(
+        attributes={"gpucourse.lessons.reductions.experiments.SWEEP_SIZES": (1000, 4096)},
+        stand_in="cupy.sum and CuPy's ReductionKernel (map 'x', reduce 'a + b') as NumPy sums; torch.sum on CPU torch"),
     "coalescing.stride": SweepPlan(defaults={
         "gpucourse.lessons.coalescing.sweep_elements": {"useful_bytes_per_side": 2048},
         "gpucourse.lessons.coalescing.stride_sweep": {"dtypes": ("float32",), "strides": (1, 8)}}),

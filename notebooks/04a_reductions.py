@@ -1,0 +1,320 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (gpucourse)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 04a · Reductions, scans and warp primitives
+#
+# **Sum a million numbers the way a GPU wants it: you will count, for five versions of the same tree
+# reduction, how many warp instructions and idle lanes each one costs and why, replace the last
+# steps with warp shuffles, make a branch warp-uniform with a vote, and weigh the two classic block
+# scans by work against steps.**
+#
+# *40 minutes (teaching 28 · predictions and explorers 12), then lab 04a (30 min: a warp-shuffle
+# reduction and a block scan) · prerequisites: lessons 01–04 (warps and active lanes, divergence,
+# sectors, shared memory, barriers and banks).*
+
+# %%
+from gpucourse.measure import runtime
+
+runtime.banner()
+
+# %% [markdown]
+# ## Objectives
+# By the end of this lesson you can:
+# 1. count the warp issues and idle lanes of a shared-memory tree reduction for interleaved and
+#    sequential addressing (47 against 12 for a 256-thread block), and say which version has bank
+#    conflicts;
+# 2. write a warp sum with `shfl_down_sync` and say why it needs no barrier and no shared memory;
+# 3. use `ballot_sync`/`any_sync` to turn 32 per-lane decisions into one warp-uniform branch and one
+#    atomic;
+# 4. count the adds and steps of the Hillis–Steele and Blelloch scans and say when each wins;
+# 5. read a library's sum (`cupy.sum`, `torch.sum`, CuPy's `ReductionKernel`) as the ceiling of your
+#    own kernels, measured in the same run.
+
+# %% [markdown]
+# ## A tree in shared memory
+#
+# A block of B threads loads B numbers into shared memory and adds them in log₂B steps: at each
+# step half of the remaining values are added into the other half, with a `syncthreads` between
+# steps. Every version below does the same B − 1 adds; they differ in **which threads** do them,
+# and therefore in how many warps must issue each step and how the warps hit the banks.
+#
+# *Picture (alt text): two trees over 16 shared-memory slots, one row per step (4 steps). Left,
+# interleaved addressing: at step 1 slots 0, 2, 4, … receive their right neighbour, at step 2 slots
+# 0, 4, 8, 12, and so on; the grey bands behind each row show that every one of the four 4-lane
+# "warps" has an adder in the first two steps. Right, sequential addressing: at step 1 slots 0–7
+# receive slots 8–15, then 0–3 receive 4–7, and so on; the adders are packed into the first warps,
+# so 2, 1, 1, 1 warps issue the steps. Each arrow goes from the slot read to the slot written.*
+
+# %%
+from gpucourse.lessons import reductions
+
+reductions.tree_picture(block=16, warp_lanes=4)
+
+# %% [markdown]
+# The first version, exactly as the course runs it (the block size is a compile-time constant, so a
+# small factory builds the kernel for each block size). Thread `tid` adds when `tid % (2*s) == 0`:
+
+# %%
+import inspect
+
+from gpucourse.lessons.reductions import kernels
+
+print(inspect.getsource(kernels.interleaved_kernel))
+
+# %% [markdown]
+# The sequential version changes two lines: the stride starts at B/2 and shrinks, and the first `s`
+# threads add (`if tid < s: sdata[tid] += sdata[tid + s]`). Between them sits Harris's second
+# version, **strided index**: it keeps the interleaved pairs but lets the first threads do the work
+# (`index = 2 * s * tid`), so a warp's lanes touch words 0, 2s, 4s, …
+#
+# ### Predict
+# For one block of 256 threads (8 warps): how many **warp issues** does the add line cost in the
+# interleaved kernel, and in the sequential one? (A warp issues the add at a step if at least one
+# of its lanes adds.) And what is the worst **bank conflict** of the strided-index kernel?
+
+# %%
+predict_interleaved_add_issues = ...  # per block of 256
+predict_sequential_add_issues = ...
+predict_strided_index_max_ways = ...
+
+# %% [markdown]
+# The microscope runs each version on 1,000 numbers (a ragged size: the last block is partly
+# empty, its missing elements load as 0) and counts, per version: the warp issues of the add and
+# the lanes that ride along idle, the worst bank conflict, the 32-byte sectors its loads fetch,
+# the barriers each warp crosses, and the warp instructions of the whole kernel (every executed
+# line of every warp). These are counts, exact in both modes, not timings.
+
+# %%
+counts = reductions.counts_table(n=1000, block=256)
+counts[["variant", "blocks", "warp instructions", "add issues", "active lanes per add issue",
+        "idle lanes in adds", "max bank ways", "load sectors", "barriers per warp", "launches to finish",
+        "correct"]]
+
+# %% [markdown]
+# *Picture (alt text): three bar charts side by side, one bar per version (interleaved, strided index,
+# sequential, first add, warp shuffle, atomic). Left: lanes in the add's warp issues, stacked as
+# active and idle — interleaved has a tall idle part, the shuffle versions none. Middle: the worst
+# bank-conflict ways — 8 for strided index, 1 for every other version. Right: warp instructions of
+# the whole first pass, falling from left to right.*
+
+# %%
+reductions.counts_figure(n=1000, block=256)
+
+# %% [markdown]
+# ### What happened
+# * **Interleaved** (47 add issues per block of 256, 4 blocks here: 188). For s = 1 … 16 every warp
+#   holds at least one adder, so all 8 warps issue the add while most of their lanes sit idle
+#   (16, 8, 4, 2, 1 active lanes of 32): the same divergence as lesson 02, inside a loop. The `%`
+#   is also an integer division, which costs many instructions on a GPU.
+# * **Strided index** packs the adders into the first warps (12 add issues, like sequential) but its
+#   lanes read words 0, 2s, 4s, …: at 256 threads up to **8 lanes share a bank** (lesson 04 part B).
+# * **Sequential** addressing: adders packed *and* consecutive words: 12 add issues, no conflict.
+# * **First add during load**: each thread adds two elements as it loads them, so half as many
+#   blocks run the same tree: every count per element halves.
+# * The model behind these numbers (warps with an adder at each step, `gpucourse.lessons.reductions.model`)
+#   for every block size; the dashed lines are the idle lanes.
+#
+# *Picture (alt text): two line charts on log–log axes against the block size (32 to 1,024 threads).
+# Left: warp issues of the tree's add per block, interleaved far above sequential (47 against 12 at
+# 256), with their idle lanes as dashed lines (interleaved's grow with the block, sequential's stay
+# at 129). Right: adds per block of a serial scan, Hillis–Steele and Blelloch (Blelloch about twice
+# the serial scan, Hillis–Steele growing faster), and the steps of the two tree scans, dotted.*
+
+# %%
+reductions.model_figure()
+
+# %% [markdown]
+# *Picture (alt text): a bar chart for the chosen version: for each step of the tree (first pass,
+# all blocks), the lanes of the add's warp issues, stacked as active (solid) and idle (hatched).
+# The title gives the add issues, the worst bank conflict and whether the sum was right.*
+#
+# Explore: pick a version, a ragged n and a block size; the microscope re-runs that kernel and
+# draws its add, step by step. Look for the step where the interleaved kernel stops paying for
+# idle lanes, and try block 32 (a single warp: what is left to gain?).
+
+# %%
+reductions.reduction_explorer()
+
+# %% [markdown]
+# ## The last 32: warp shuffles
+#
+# Once 32 values are left, one warp holds them all, and the lanes of a warp can read each other's
+# **registers** directly: `cuda.shfl_down_sync(mask, v, offset)` returns the `v` of lane
+# `lane + offset` (its own `v` beyond lane 31). Five shuffles (offsets 16, 8, 4, 2, 1) leave the
+# warp's sum in lane 0, with no shared memory and **no barrier**: the shuffle itself exchanges the
+# values of the lanes named in `mask`, all 32 here, which must all reach it. The `warp shuffle`
+# version sums every warp this way, lets lane 0 of each warp write one value to shared memory, and
+# after one `syncthreads` warp 0 shuffles the warps' sums:
+
+# %%
+print(inspect.getsource(kernels.warp_shuffle_kernel))
+
+# %% [markdown]
+# In the table above: 90 shuffle issues for 2 blocks, all 32 lanes busy in every one, one barrier
+# per warp instead of nine, and the fewest warp instructions of the ladder. (A warp sum written with
+# shared memory instead would need `syncwarp()` between its steps since Volta: the lanes of a warp
+# are no longer guaranteed to run in lockstep — lab 04a makes a missing one fail.)
+#
+# ## The last step across blocks: atomics
+#
+# Each block ends with one partial sum. Either a **second launch** reduces the partial sums (the
+# ladder does this until one value is left: "launches to finish" above), or thread 0 of every
+# block adds its sum into the result with `cuda.atomic.add(out, 0, v)`: one launch in all. The
+# atomics of different blocks land in an unknown order, so the float32 result can differ in its last
+# bits from run to run; for sums that must be bit-reproducible, keep the second pass.
+#
+# ## One decision per warp: ballot and any
+#
+# Counting the elements above a threshold, the obvious kernel lets every passing lane do its own
+# `atomic.add(count, 0, 1)`: up to 32 atomics per warp, all on one address, inside a divergent
+# branch. A **vote** gathers the warp's 32 predicates into one 32-bit mask: `ballot_sync(mask, p)`;
+# lane 0 adds its popcount, one atomic per warp. `any_sync` makes the branch **warp-uniform**: a warp
+# whose lanes have nothing to count skips the whole block as one, so no warp diverges on it.
+
+# %%
+print(inspect.getsource(kernels.count_above_ballot))
+
+# %% [markdown]
+# ### Predict
+# 512 random numbers in [0, 1), threshold 0.9: about how many atomic operations does each version
+# perform?
+
+# %%
+predict_atomics_per_lane = ...
+predict_atomics_ballot = ...
+
+# %%
+reductions.ballot_counts(n=512, threshold=0.9)
+
+# %% [markdown]
+# About 10 % of 512 lanes pass: ~50 atomics on one word, which the L2 performs one after another,
+# against one per warp that has a passing lane (at most 16). The count is the same.
+#
+# ## Block scans: work against steps
+#
+# A **prefix sum** (scan) writes, for every position, the sum of everything up to it. Two classic
+# block scans:
+# * **Hillis–Steele**: at offset d = 1, 2, 4, … every thread adds the value d places back (double
+#   buffered): log₂B steps, but B·log₂B − (B − 1) adds — more **work** than a serial scan's B − 1.
+# * **Blelloch**: an up-sweep builds a tree of partial sums, a down-sweep pushes the prefixes back
+#   down: 2(B − 1) adds, **work-efficient**, but 2·log₂B steps.
+#
+# ### Predict
+# For one block of 64: how many adds does each scan do, and how many barriers does each warp cross?
+
+# %%
+predict_hillis_steele_adds = ...
+predict_blelloch_adds = ...
+
+# %% [markdown]
+# *Picture (alt text): two bar charts. Left: adds per block of 64, counted by the microscope — 321 for
+# Hillis–Steele and 126 for Blelloch — each with the model's value as a black tick at the same
+# height. Right: barriers each warp crosses — 7 for Hillis–Steele, 13 for Blelloch.*
+
+# %%
+reductions.scan_figure(block=64)
+
+# %%
+reductions.scan_counts(block=64)
+
+# %% [markdown]
+# Hillis–Steele does 2.5× the adds in about half the steps. When a block has more threads than
+# values to spare (a warp, or a small block on a big GPU), steps dominate and Hillis–Steele wins;
+# when the work fills the machine, Blelloch's smaller work wins. The microscope also finds a 2-way
+# bank conflict in Blelloch's up-sweep (its strides grow like the strided-index reduction's); GPU
+# Gems 3, ch. 39, pads the array by one word every 32 to remove it.
+#
+# ## The ceiling: the libraries
+#
+# Reductions are a solved problem in libraries: CUB (behind `cupy.sum`), `torch.sum`, and CuPy's
+# `ReductionKernel`, where you write only the map and combine expressions and CuPy generates and
+# tunes the kernel:
+
+# %%
+print(kernels.REDUCTION_KERNEL_SOURCE)
+
+# %% [markdown]
+# On a GPU, the chart below times every version of the ladder and the three library sums **in the
+# same run** on 2²⁴ float32 numbers (results checked against a float64 sum first, then events,
+# warm-up, median of ≥ 10 samples); the best library is the ceiling line. Without a GPU it shows a
+# recording made on a real GPU if one exists, and otherwise the microscope's warp instructions per
+# element, saying so: CuPy and torch do not run their GPU sums here.
+#
+# *Picture (alt text): with a GPU or a recording, a bar chart of bandwidth in GB/s per version and
+# per library, with a dashed line at the best library. Without either, a bar chart of warp
+# instructions per element for each version, titled "No GPU here".*
+
+# %%
+reductions.ladder_figure()
+
+# %% [markdown]
+# Bad input is refused before anything launches:
+
+# %%
+import numpy as np
+
+from gpucourse.errors import InvalidConfig
+
+for bad in (lambda: reductions.reduce_sum(np.ones((4, 4), dtype=np.float32)),
+            lambda: reductions.reduce_sum(np.ones(8, dtype=np.float32), block=100),
+            lambda: reductions.block_scan(np.ones(8, dtype=np.float32), "Kogge-Stone")):
+    try:
+        bad()
+    except InvalidConfig as error:
+        print("refused:", error)
+
+# %% [markdown]
+# ## Explain
+#
+# * **The ladder** follows Mark Harris, *Optimizing Parallel Reduction in CUDA* (NVIDIA, 2007):
+#   interleaved addressing with divergent branching, then strided index (bank conflicts), then
+#   sequential addressing, then the first add during load, then unrolling the last warp. On the
+#   G80 of 2007 each step was worth 1.4–2.3×; on today's GPUs the kernel is limited by DRAM
+#   bandwidth once enough work hides the latency, so the gaps are smaller — the GPU tier of this
+#   course measures them (`tests/test_gpu_reductions.py`) instead of quoting them.
+# * **Shuffles and votes.** CUDA C++ Programming Guide, § "Warp Shuffle Functions" and § "Warp Vote
+#   Functions": `__shfl_down_sync`, `__ballot_sync`, `__any_sync` exchange or combine a value among
+#   the lanes named in the mask, which must all execute the same intrinsic; since Volta (cc 7.0) the
+#   lanes of a warp are scheduled independently, which is why the `_sync` variants with a mask
+#   replaced the old ones, and why a warp-level step that goes through shared memory needs
+#   `__syncwarp()`.
+# * **Atomics.** `atomicAdd` on global memory is performed at the L2; many atomics on one address are
+#   serialised there, which is why one atomic per warp or per block beats one per lane.
+# * **Scans.** Hillis and Steele, *Data parallel algorithms* (CACM, 1986); Blelloch, *Prefix sums and
+#   their applications* (1990); Harris, Sengupta and Owens, *Parallel Prefix Sum (Scan) with CUDA*,
+#   GPU Gems 3, ch. 39 (2007), which also gives the bank-conflict padding.
+#
+# ### From the field
+# One of the course's source texts gives the warp-shuffle sum and a cooperative-groups block sum
+# ending in `atomicAdd` — the `atomic` rung above — and says the shuffle is "faster than a
+# shared-memory reduction and simpler to write". Simpler, yes. Faster depends on where the kernel
+# is limited: the microscope shows far fewer warp instructions, and a sum over a large array is
+# limited by DRAM bandwidth, so the time difference can be small; the ladder chart measures it
+# beside the libraries instead of asserting it. How a profiler shows it: Nsight Compute's
+# *Warp State Statistics* count stalls at barriers (`stall_barrier`), its *Source* page shows
+# each line's executed instructions and the average threads executed per instruction (the idle
+# lanes above),
+# and *Memory Workload Analysis* the shared-memory bank conflicts.
+
+# %% [markdown]
+# ## Key points
+# * A tree reduction does B − 1 adds whatever its indexing; sequential addressing keeps the adders
+#   packed in few warps and the words in distinct banks (12 warp issues against 47 per 256 threads).
+# * Inside a warp, shuffles replace shared memory and barriers; votes (`ballot_sync`, `any_sync`)
+#   turn 32 decisions into one warp-uniform branch and one atomic.
+# * Scans trade work for steps: Hillis–Steele B·log₂B adds in log₂B steps, Blelloch 2(B − 1) adds in
+#   2·log₂B steps; and the library's sum, measured in the same run, is the ceiling to compare with.
+#
+# **Next:** [lab 04a](../labs/lab04a_reductions/lab04a_reductions.ipynb) — write a warp-shuffle
+# reduction and a block scan, graded on ragged sizes and by the microscope's counts; then lesson
+# 05, occupancy.
