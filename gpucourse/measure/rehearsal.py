@@ -347,6 +347,10 @@ SWEEP_PLANS: dict[str, SweepPlan] = {
         "between NumPy arrays, torch's fp32/bf16 matmul on CPU torch")),
     "reductions.sum": SweepPlan(
         attributes={"gpucourse.lessons.reductions.experiments.SWEEP_SIZES": (1000, 4096)},
+        # The shuffle rungs need warp intrinsics, which the plain simulator lacks (the lesson runs them in the
+        # microscope's trace()): the rehearsal records the four shared-memory rungs and the libraries.
+        defaults={"gpucourse.lessons.reductions.experiments.measure_reductions": {
+            "variants": ("interleaved", "strided index", "sequential", "first add")}},
         stand_in="cupy.sum and CuPy's ReductionKernel (map 'x', reduce 'a + b') as NumPy sums; torch.sum on CPU torch"),
     "coalescing.stride": SweepPlan(defaults={
         "gpucourse.lessons.coalescing.sweep_elements": {"useful_bytes_per_side": 2048},
@@ -446,7 +450,6 @@ def rehearse() -> Iterator[None]:
     from numba import cuda as simulator
 
     from gpucourse.measure import ceilings, ptxinfo
-
     dispatchers = functools.cache(_RehearsalDispatcher)
     patches = [
         (runtime, "MODE", "gpu"), (runtime, "device", lambda: DEVICE),

@@ -324,6 +324,17 @@ def install_warp_intrinsics() -> None:
                 _cond.notify_all()
 
     BlockThread.run = run
+
+    from numba.cuda.simulator.kernel import BlockManager
+
+    original_block_run = BlockManager.run
+
+    def block_run(self, grid_point, *args):  # one manager runs every block: forget the last block's exits
+        with _cond:
+            _exited(self).clear()
+        return original_block_run(self, grid_point, *args)
+
+    BlockManager.run = block_run
     for op in SHUFFLES:
         setattr(FakeCUDAModule, op, _make_plain(op, two_operands=True))
     for op in VOTES + MATCHES:
