@@ -151,8 +151,7 @@ def counter_demo(threads: int = 2048, blocks: int = 8, seed: int = 0) -> pd.Data
         rows.append({"run": "plain simulator (one thread at a time)", "expected": threads, "counter": int(counter[0])})
     for schedule in ("round-robin", "random"):
         counter = np.zeros(1, np.int32)
-        weakmemory.run_kernel(racing_counter, blocks, threads // blocks, counter, schedule=schedule, seed=seed,
-                              engine="standalone")
+        weakmemory.run_kernel(racing_counter, blocks, threads // blocks, counter, schedule=schedule, seed=seed)
         rows.append({"run": f"race scheduler ({schedule}{', seed ' + str(seed) if schedule == 'random' else ''})",
                      "expected": threads, "counter": int(counter[0])})
     table = pd.DataFrame(rows)
@@ -161,18 +160,18 @@ def counter_demo(threads: int = 2048, blocks: int = 8, seed: int = 0) -> pd.Data
 
 
 def race_histogram(variant: str, bins: int = 16, items: int = 1024, seed: int = 0, schedule: str = "random",
-                   memory: str = "sc", engine: str = "auto") -> tuple[np.ndarray, weakmemory.RaceReport]:
+                   memory: str = "sc") -> tuple[np.ndarray, weakmemory.RaceReport]:
     """One histogram kernel under the race scheduler (4 blocks × 64 threads): (counts, report)."""
     variant = validate.choice("variant", variant, VARIANTS)
     bins, items, seed = _bins(bins), _items(items, simulator=True), _seed(seed)
     values = histogram_values(items, seed)
     counts = np.zeros(bins, np.int32)
     report = weakmemory.run_kernel(HISTOGRAM_KERNELS[variant], SIM_BLOCKS, SIM_THREADS, values, counts,
-                                   schedule=schedule, seed=seed, memory=memory, engine=engine)
+                                   schedule=schedule, seed=seed, memory=memory)
     return counts, report
 
 
-def lost_updates(bins: int = 16, items: int = 1024, seed: int = 0, engine: str = "standalone") -> pd.DataFrame:
+def lost_updates(bins: int = 16, items: int = 1024, seed: int = 0) -> pd.DataFrame:
     """Counts lost by each variant: one row per (variant, where it ran).
 
     On a GPU: one launch of each kernel, measured. Everywhere: the race scheduler (random
@@ -198,7 +197,7 @@ def lost_updates(bins: int = 16, items: int = 1024, seed: int = 0, engine: str =
         rows.append({"variant": "racy", "where": "plain simulator", "items": items, "counted": int(counts.sum()),
                      "wrong_bins": int((counts != expected).sum())})
     for variant in VARIANTS:
-        counts, _ = race_histogram(variant, bins, items, seed, engine=engine)
+        counts, _ = race_histogram(variant, bins, items, seed)
         expected = histogram_reference(histogram_values(items, seed), bins)
         rows.append({"variant": variant, "where": f"race scheduler (random, seed {seed})", "items": items,
                      "counted": int(counts.sum()), "wrong_bins": int((counts != expected).sum())})
@@ -440,7 +439,7 @@ def _fence_flags(fences: str) -> tuple[int, int]:
     return int(fences in ("producer", "both")), int(fences in ("consumer", "both"))
 
 
-def mp_outcomes(fences: str = "none", runs: int = 50, seed: int = 0, engine: str = "standalone") -> Counter:
+def mp_outcomes(fences: str = "none", runs: int = 50, seed: int = 0) -> Counter:
     """``mp_kernel`` under the race scheduler and the weak-memory model, ``runs`` random schedules:
     a Counter of (flag seen, data seen). Counts under the model, not a GPU's frequencies."""
     fp, fc = _fence_flags(fences)
@@ -449,14 +448,13 @@ def mp_outcomes(fences: str = "none", runs: int = 50, seed: int = 0, engine: str
     outcomes: Counter = Counter()
     for s in range(seed, seed + runs):
         data, flag, out = np.zeros(1, np.int32), np.zeros(1, np.int32), np.full(2, -1, np.int32)
-        weakmemory.run_kernel(mp_kernel, 2, 1, data, flag, out, fp, fc, schedule="random", seed=s, memory="weak",
-                              engine=engine)
+        weakmemory.run_kernel(mp_kernel, 2, 1, data, flag, out, fp, fc, schedule="random", seed=s, memory="weak")
         outcomes[(int(out[0]), int(out[1]))] += 1
     return outcomes
 
 
 def handoff(producer_block: int = 1, spin_cap: int = 100, fence: bool = True, schedule: str = "random",
-            seed: int = 0, memory: str = "weak", engine: str = "auto") -> dict:
+            seed: int = 0, memory: str = "weak") -> dict:
     """One run of ``handoff_kernel`` (2 blocks of 32 threads) under the race scheduler.
 
     ``schedule="sequential"`` runs blocks one after another, as the plain simulator does: with
@@ -465,7 +463,7 @@ def handoff(producer_block: int = 1, spin_cap: int = 100, fence: bool = True, sc
     spin_cap = validate.integer("spin_cap", spin_cap, minimum=0, maximum=100_000)
     data, flag, out = np.zeros(1, np.int32), np.zeros(1, np.int32), np.full(3, -1, np.int32)
     report = weakmemory.run_kernel(handoff_kernel, 2, 32, data, flag, out, producer_block, spin_cap, int(bool(fence)),
-                                   schedule=schedule, seed=seed, memory=memory, engine=engine)
+                                   schedule=schedule, seed=seed, memory=memory)
     seen, value, polls = (int(v) for v in out)
     verdict = ("gave up: the flag never came" if not seen else "correct: saw the flag and the data" if value == 42
                else "WRONG: saw the flag but stale data")
@@ -534,7 +532,7 @@ def _litmus_sweep() -> pd.DataFrame:
     return pd.concat([run_litmus(f) for f in LITMUS_FENCES], ignore_index=True)
 
 
-def litmus_figure(runs: int = 50, seed: int = 0, engine: str = "standalone") -> go.Figure:
+def litmus_figure(runs: int = 50, seed: int = 0) -> go.Figure:
     """Message passing with threadfence on neither, one or both sides: how often the weak outcome
     (flag seen, old data) appears — under the model (race scheduler) and on a GPU (measured/recorded)."""
     runs, seed = validate.integer("runs", runs, minimum=1, maximum=10_000), _seed(seed)
@@ -548,7 +546,7 @@ def litmus_figure(runs: int = 50, seed: int = 0, engine: str = "standalone") -> 
              "both": "MP+fences"}
     model_pct, model_text = [], []
     for fences in LITMUS_FENCES:
-        counts = mp_outcomes(fences, runs, seed, engine)
+        counts = mp_outcomes(fences, runs, seed)
         weak = counts.get((1, 0), 0)
         allowed = weakmemory.allows(tests[fences], "weak")
         model_pct.append(100 * weak / runs)
@@ -732,8 +730,7 @@ def reduce_last_block(values, partial, ticket, out, fence):
 
 
 def fence_reduction(values: np.ndarray, blocks: int = 4, threads: int = 8, fence: bool = True,
-                    schedule: str = "round-robin", seed: int = 0, memory: str = "weak",
-                    engine: str = "auto") -> float:
+                    schedule: str = "round-robin", seed: int = 0, memory: str = "weak") -> float:
     """The last-block reduction under the race scheduler; returns what it computed."""
     blocks = validate.integer("blocks", blocks, minimum=1, maximum=64)
     threads = validate.integer("threads", threads, minimum=1, maximum=REDUCE_THREADS)
@@ -743,7 +740,7 @@ def fence_reduction(values: np.ndarray, blocks: int = 4, threads: int = 8, fence
     partial = np.full(blocks, -1.0e6)  # last launch's leftovers: reading one is visibly wrong
     ticket, out = np.zeros(1, np.uint32), np.full(1, np.nan)
     weakmemory.run_kernel(reduce_last_block, blocks, threads, values, partial, ticket, out, int(bool(fence)),
-                          schedule=schedule, seed=seed, memory=memory, engine=engine)
+                          schedule=schedule, seed=seed, memory=memory)
     return float(out[0])
 
 
@@ -754,8 +751,8 @@ def fence_reduction_table(runs: int = 20, seed: int = 0) -> pd.DataFrame:
     expected = float(values.sum())
     rows = []
     for fence in (False, True):
-        adversarial = fence_reduction(values, fence=fence, schedule="round-robin", engine="standalone")
-        good = sum(fence_reduction(values, fence=fence, schedule="random", seed=s, engine="standalone") == expected
+        adversarial = fence_reduction(values, fence=fence, schedule="round-robin")
+        good = sum(fence_reduction(values, fence=fence, schedule="random", seed=s) == expected
                    for s in range(seed, seed + runs))
         rows.append({"threadfence": "both sides" if fence else "none", "expected": expected,
                      "round-robin (stalest reads)": adversarial, f"correct in {runs} random schedules": good})
@@ -824,7 +821,7 @@ def train(steps: int = 25, racy: bool = False, examples: int | None = None, feat
             grad = d_grad.copy_to_host()
         else:
             weakmemory.run_kernel(gradient_kernel, grid, block, x, y, w, grad, int(not racy), schedule="random",
-                                  seed=seed * 100_003 + step, engine="standalone")
+                                  seed=seed * 100_003 + step)
         w = (w - lr * grad / examples).astype(np.float32)
     return np.array(losses)
 
@@ -859,22 +856,22 @@ LAB_BLOCKS, LAB_THREADS = 4, 64
 HANDOFF_ITEMS = 8  # the lab's producer block has 8 threads, each writes data[t] = t + 1
 
 
-def check_histogram(kernel, bins: int = 16, items: int = 512, schedule: str = "round-robin", seed: int = 0,
-                    engine: str = "standalone") -> tuple[np.ndarray, np.ndarray, weakmemory.RaceReport]:
+def check_histogram(kernel, bins: int = 16, items: int = 512, schedule: str = "round-robin",
+                    seed: int = 0) -> tuple[np.ndarray, np.ndarray, weakmemory.RaceReport]:
     """A histogram kernel ``kernel(values, counts)`` run by the race scheduler on 4 blocks × 64 threads:
-    (its counts, NumPy's counts, the report). ``engine="standalone"`` is the fast twin of the
-    microscope's scheduler (same rules; shared memory starts with garbage, not zeros)."""
+    (its counts, NumPy's counts, the report). Shared memory starts with
+    garbage, not zeros."""
     bins, items, seed = _bins(bins), _items(items, simulator=True), _seed(seed)
     values = histogram_values(items, seed)
     counts = np.zeros(bins, np.int32)
     report = weakmemory.run_kernel(kernel, LAB_BLOCKS, LAB_THREADS, values, counts, schedule=schedule, seed=seed,
-                                   engine=engine, max_steps=100_000)
+                                   max_steps=100_000)
     return counts, histogram_reference(values, bins), report
 
 
 def show_histogram(kernel, bins: int = 16, items: int = 256, seed: int = 0) -> go.Figure:
     """Your histogram under a random interleaving (the microscope's race scheduler) beside NumPy's."""
-    counts, expected, report = check_histogram(kernel, bins, items, "random", seed, engine="auto")
+    counts, expected, report = check_histogram(kernel, bins, items, "random", seed)
     lost = int(expected.sum() - counts.sum())
     fig = charts.figure(f"{report.kernel}: {lost:,} of {items:,} counts lost under a random interleaving (seed {seed})",
                         "bin (index)", "count (items)", charts.source_caption("counted", report.caption))
@@ -887,7 +884,7 @@ def show_histogram(kernel, bins: int = 16, items: int = 256, seed: int = 0) -> g
 
 
 def run_handoff(kernel, producer: int = 0, spin_cap: int = 1000, schedule: str = "round-robin", seed: int = 0,
-                memory: str = "weak", engine: str = "standalone",
+                memory: str = "weak",
                 max_steps: int = 50_000) -> tuple[np.ndarray, weakmemory.RaceReport]:
     """The lab's hand-off kernel ``kernel(data, flag, out, producer, spin_cap)`` on 2 blocks × 8 threads:
     (out = [sum the consumer read, 1 if it saw the flag else 0], the report)."""
@@ -896,13 +893,13 @@ def run_handoff(kernel, producer: int = 0, spin_cap: int = 1000, schedule: str =
     data, flag = np.zeros(HANDOFF_ITEMS, np.int32), np.zeros(1, np.int32)
     out = np.full(2, -1, np.int32)
     report = weakmemory.run_kernel(kernel, 2, HANDOFF_ITEMS, data, flag, out, producer, spin_cap, schedule=schedule,
-                                   seed=seed, memory=memory, engine=engine, max_steps=max_steps)
+                                   seed=seed, memory=memory, max_steps=max_steps)
     return out, report
 
 
 def show_handoff(kernel, schedule: str = "round-robin", seed: int = 0) -> go.Figure:
     """Your hand-off under the weak-memory model: the stale read it made, or what it computed."""
-    out, report = run_handoff(kernel, 0, 1000, schedule, seed, "weak", engine="auto")
+    out, report = run_handoff(kernel, 0, 1000, schedule, seed, "weak")
     of_data = list(report.stale_reads()["array"] == "data")
     if any(of_data):
         return weakmemory.timeline_figure(report, "stale", of_data.index(True))
