@@ -173,7 +173,7 @@ MUTATIONS: list[Mutation] = [
     Mutation("shared-starts-zeroed", "gpucourse/weakmemory.py",
              'return _shared_garbage(array.dtype) if loc[0] == "shared" else array[index]', "return array[index]",
              "uninitialised shared memory is never zeros under the race scheduler",
-             WEAK + ["tests/test_races.py", "-k", "lab_helpers"]),
+             ["tests/test_weakmemory.py", "-k", "garbage"]),
     Mutation("resident-blocks-ignored", "gpucourse/microscope/scheduler.py",
              "for block in self.blocks[: self.resident_blocks]:\n                self.ready.extend(block.threads)\n"
              "            self._next_block = self.resident_blocks",
