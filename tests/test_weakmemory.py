@@ -1,13 +1,13 @@
-"""The race scheduler and the weak-memory model (gpucourse.weakmemory): litmus outcomes, kernels under
-adversarial schedules (the microscope's scheduler), lost-update and stale-read accounting, bad input."""
+"""The race scheduler and the weak-memory model (gpucourse.lessons.races.weakmemory): litmus outcomes, kernels
+under adversarial schedules (the microscope's scheduler), lost-update and stale-read accounting, bad input."""
 
 from collections import Counter
 
 import numpy as np
 import pytest
 
-from gpucourse import weakmemory
 from gpucourse.errors import InvalidConfig
+from gpucourse.lessons.races import weakmemory
 from gpucourse.measure import runtime
 from gpucourse.viz import charts
 
