@@ -328,6 +328,14 @@ close = _make(1e-6)
 
 def within(a, b, tolerance=1e-6):
     return abs(a - b) <= tolerance
+
+
+class Exact:
+    def __init__(self, value):
+        self.value = value
+
+    def __eq__(self, other):
+        return self.value == other.value if isinstance(other, Exact) else NotImplemented
 """
 CHECKERS_PROBE = r"""
 import checkers, json, sys
@@ -336,8 +344,10 @@ grading.snapshot_environment([("checkers", "checkers")])
 changes = {
     "closure cell": "cell = getattr(checkers.close, '__clo' + 'sure__')[0]\ncell.cell_contents = 1e9",
     "default argument value": "setattr(checkers.within, '__defa' + 'ults__', (1e9,))",
+    "builtin constant": "vars(checkers)['__builtins__']['NotImplemented'] = True",
 }
-hidden = {"closure cell": "check(checkers.close(0, 5))", "default argument value": "check(checkers.within(0, 5))"}
+hidden = {"closure cell": "check(checkers.close(0, 5))", "default argument value": "check(checkers.within(0, 5))",
+          "builtin constant": "check(checkers.Exact(6) == 5)"}
 result = {}
 for name, code in changes.items():
     grading._restore_snapshot({})
@@ -353,16 +363,18 @@ print(json.dumps(result))
 """
 
 
-def test_the_snapshot_restores_closure_cells_and_defaults_of_library_functions(tmp_path):
-    """Checkers that keep their tolerance in a closure or a default: changing either would make them
-    accept anything (a change the scan does not see: the attribute names are computed)."""
+def test_the_snapshot_restores_closure_cells_defaults_and_builtin_constants(tmp_path):
+    """Checkers that keep their tolerance in a closure or a default, or compare through a builtin
+    constant (``NotImplemented``): changing any would make them accept anything (changes the scan does
+    not see: the names are computed or reached through a module's ``__builtins__``)."""
     (tmp_path / "checkers.py").write_text(CHECKERS_MODULE)
     done = subprocess.run([sys.executable, "-c", CHECKERS_PROBE], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])})
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result == {"closure cell, works unguarded": True, "closure cell": "failed",
-                      "default argument value, works unguarded": True, "default argument value": "failed"}, result
+                      "default argument value, works unguarded": True, "default argument value": "failed",
+                      "builtin constant, works unguarded": True, "builtin constant": "failed"}, result
 
 
 def test_reaches_package_follows_the_notebooks_functions():
