@@ -381,7 +381,7 @@ def test_reaches_package_follows_the_notebooks_functions():
     from gpucourse.tooling.grading import reaches_package
 
     ns = {}
-    exec("import gpucourse.occupancy as occ\n"
+    exec("import gpucourse.lessons.occupancy.calculator as occ\n"
          "def direct(t):\n    return occ.occupancy(t, 32, 0, (9, 0))\n"
          "def helper(t):\n    return direct(t)\n"
          "def by_hand(t):\n    return min(t // 32, 64)\n"
