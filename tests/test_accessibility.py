@@ -24,6 +24,7 @@ import jupytext
 import numpy as np
 import plotly.graph_objects as go
 import pytest
+from lab06_kernels import lab_handoff_unfenced
 from numba import cuda, float32  # tests/conftest.py imported gpucourse first: the simulator is chosen
 
 import gpucourse
@@ -62,27 +63,6 @@ def _half_warp_branch(out):
         out[i] = 1.0
     else:
         out[i] = 2.0
-
-
-@cuda.jit
-def _handoff_broken(data, flag, out, producer, spin_cap):  # lab 06's broken hand-off, from its text
-    t = cuda.threadIdx.x
-    if cuda.blockIdx.x == producer:
-        data[t] = t + 1
-        cuda.syncthreads()
-        if t == 0:
-            flag[0] = 1
-    elif t == 0:
-        seen = cuda.atomic.add(flag, 0, 0)
-        polls = 0
-        while seen == 0 and polls < spin_cap:
-            seen = cuda.atomic.add(flag, 0, 0)
-            polls += 1
-        total = 0
-        for i in range(data.size):
-            total += data[i]
-        out[0] = total
-        out[1] = seen
 
 
 def _occupancy_as_a_learner_writes_it(threads, registers, shared_bytes, cc):
@@ -131,7 +111,7 @@ WITH_ARGUMENTS = {
         {"fp64 reference": lambda a, b: (a.astype(np.float64) * b.astype(np.float64)).sum(axis=1)},
         ns=(64, 512), rows=2),
     "lessons.races.figures.show_histogram": lambda: _races().show_histogram(_races().histogram_atomic),
-    "lessons.races.figures.show_handoff": lambda: _races().show_handoff(_handoff_broken),
+    "lessons.races.figures.show_handoff": lambda: _races().show_handoff(lab_handoff_unfenced),
     "viz.predictions.mark": lambda: _marked(),
 }
 # Builders the test cannot call alone, each with why; a new builder must be callable or named here.

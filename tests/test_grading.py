@@ -251,6 +251,145 @@ def test_the_snapshot_survives_objects_whose_attributes_raise(tmp_path):
     assert done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
+def test_check_passes_only_a_real_true():
+    import numpy as np
+
+    check(np.bool_(True))
+    check(np.array([1, 2]).sum() == 3)
+    for not_a_bool in (1, "yes", [0], np.array([True, True]), object()):
+        with pytest.raises(HiddenTestFailed):
+            check(not_a_bool)
+    with pytest.raises(HiddenTestFailed):
+        check(lambda: "True")
+
+
+class _AlwaysEqual:
+    """What a submission could return to pass every ``==`` check."""
+
+    def __eq__(self, other):
+        return self  # truthy, not a bool
+
+    __hash__ = None
+
+
+def test_a_comparison_that_returns_no_bool_fails():
+    with pytest.raises(HiddenTestFailed):
+        check(_AlwaysEqual() == 3)
+
+
+CUSTOM_EQ_PROBE = r"""
+import json
+from gpucourse.tooling import grading
+grading.snapshot_environment([])
+cases = {
+    "custom __eq__": "class R:\n    def __eq__(self, other):\n        return True\n    __hash__ = None\n"
+                     "def answer():\n    return R()",
+    "lambda __eq__ made in the function": "def answer():\n    return type('R', (), {'__eq__': lambda s, o: True})()",
+    "a builtin as __eq__": "class R(int):\n    __eq__ = int.__ne__\n    __hash__ = int.__hash__\n"
+                          "def answer():\n    return R(5)",
+    "a dataclass (honest)": "from dataclasses import dataclass\n@dataclass\nclass R:\n    x: int\n"
+                            "def answer():\n    return 6",
+    "plain value (honest)": "def answer():\n    return 6",
+}
+result = {}
+for name, code in cases.items():
+    grading._SNAPSHOT["classes"] = {id(c) for c in grading._all_classes()}  # a clean start for each case
+    ns = {"__name__": "__main__"}
+    exec(compile(code, "/tmp/ipykernel_0/cell.py", "exec"), ns)
+    try:
+        grading.run_hidden_tests("check(answer() == 6)", ns)
+        result[name] = "passed"
+    except grading.HiddenTestFailed:
+        result[name] = "failed"
+print(json.dumps(result))
+"""
+
+
+def test_results_that_decide_their_own_comparisons_fail_hidden_tests():
+    done = subprocess.run([sys.executable, "-c", CUSTOM_EQ_PROBE], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result == {"custom __eq__": "failed", "lambda __eq__ made in the function": "failed",
+                      "a builtin as __eq__": "failed", "a dataclass (honest)": "passed",
+                      "plain value (honest)": "passed"}, result
+
+
+CHECKERS_MODULE = """
+def _make(tolerance):
+    def close(a, b):
+        return abs(a - b) <= tolerance
+
+    return close
+
+
+close = _make(1e-6)
+
+
+def within(a, b, tolerance=1e-6):
+    return abs(a - b) <= tolerance
+
+
+class Exact:
+    def __init__(self, value):
+        self.value = value
+
+    def __eq__(self, other):
+        return self.value == other.value if isinstance(other, Exact) else NotImplemented
+"""
+CHECKERS_PROBE = r"""
+import checkers, json, sys
+from gpucourse.tooling import grading
+grading.snapshot_environment([("checkers", "checkers")])
+changes = {
+    "closure cell": "cell = getattr(checkers.close, '__clo' + 'sure__')[0]\ncell.cell_contents = 1e9",
+    "default argument value": "setattr(checkers.within, '__defa' + 'ults__', (1e9,))",
+    "builtin constant": "vars(checkers)['__builtins__']['NotImplemented'] = True",
+}
+hidden = {"closure cell": "check(checkers.close(0, 5))", "default argument value": "check(checkers.within(0, 5))",
+          "builtin constant": "check(checkers.Exact(6) == 5)"}
+result = {}
+for name, code in changes.items():
+    grading._restore_snapshot({})
+    ns = {"checkers": checkers}
+    exec(code, ns)
+    result[name + ", works unguarded"] = bool(eval(hidden[name][6:-1], ns))
+    try:
+        grading.run_hidden_tests(hidden[name], ns)
+        result[name] = "passed"
+    except grading.HiddenTestFailed:
+        result[name] = "failed"
+print(json.dumps(result))
+"""
+
+
+def test_the_snapshot_restores_closure_cells_defaults_and_builtin_constants(tmp_path):
+    """Checkers that keep their tolerance in a closure or a default, or compare through a builtin
+    constant (``NotImplemented``): changing any would make them accept anything (changes the scan does
+    not see: the names are computed or reached through a module's ``__builtins__``)."""
+    (tmp_path / "checkers.py").write_text(CHECKERS_MODULE)
+    done = subprocess.run([sys.executable, "-c", CHECKERS_PROBE], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])})
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result == {"closure cell, works unguarded": True, "closure cell": "failed",
+                      "default argument value, works unguarded": True, "default argument value": "failed",
+                      "builtin constant, works unguarded": True, "builtin constant": "failed"}, result
+
+
+def test_reaches_package_follows_the_notebooks_functions():
+    from gpucourse.tooling.grading import reaches_package
+
+    ns = {}
+    exec("import gpucourse.lessons.occupancy.calculator as occ\n"
+         "def direct(t):\n    return occ.occupancy(t, 32, 0, (9, 0))\n"
+         "def helper(t):\n    return direct(t)\n"
+         "def by_hand(t):\n    return min(t // 32, 64)\n"
+         "def sneaky(t):\n    return __import__('gpu' + 'course')\n", ns)
+    assert reaches_package(ns["direct"]) and reaches_package(ns["helper"]) and reaches_package(ns["sneaky"])
+    assert not reaches_package(ns["by_hand"]) and not reaches_package(len)
+
+
 def test_a_header_that_failed_or_never_ran_is_reported(tmp_path):
     assert "did not run" in grading.header_note(tmp_path)
     (tmp_path / grading.HEADER_STATUS).write_text("CudaSupportError: no driver")

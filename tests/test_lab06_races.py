@@ -4,6 +4,7 @@ fences, a flag raised with a plain store, an uncapped wait, a wrong answer) lose
 of the part they get wrong."""
 
 import pytest
+from lab06_kernels import handoff
 from labtools import grade_lab, release_notebook, solution_notebook, with_cells
 
 LAB = "lab06_races"
@@ -50,32 +51,6 @@ def histogram_weighted(values, weights, sums):
 
 # The lesson's privatised histogram copied as it is: it counts values and ignores their weights.
 LESSON_COPY = weighted(add="1")
-
-
-def handoff(producer_fence: bool, consumer_fence: bool, capped: bool = True, atomic_flag: bool = True) -> str:
-    return f'''
-@cuda.jit
-def handoff(data, flag, out, producer, spin_cap):
-    t = cuda.threadIdx.x
-    if cuda.blockIdx.x == producer:
-        data[t] = t + 1
-        cuda.syncthreads()
-        if t == 0:
-            {"cuda.threadfence()" if producer_fence else "pass"}
-            {"cuda.atomic.exch(flag, 0, 1)" if atomic_flag else "flag[0] = 1"}
-    elif t == 0:
-        seen = cuda.atomic.add(flag, 0, 0)
-        polls = 0
-        while seen == 0{" and polls < spin_cap" if capped else ""}:
-            seen = cuda.atomic.add(flag, 0, 0)
-            polls += 1
-        {"cuda.threadfence()" if consumer_fence else "pass"}
-        total = 0
-        for i in range(data.size):
-            total += data[i]
-        out[0] = total
-        out[1] = seen
-'''
 
 
 WRONG_ANSWER = ('weak_outcome_allowed = {"sb_fence_one_side": True, "sb_block_fences": True, '

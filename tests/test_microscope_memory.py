@@ -204,3 +204,13 @@ def test_static_shared_arrays_start_16_byte_aligned():
     assert np.array_equal(out, np.arange(32, dtype=np.float32))
     shared = {key[1:]: addr for key, addr in log.first.items() if key[0] == "shared"}
     assert shared == {("|u1", (5,)): 0, ("<f4", (32,)): 16}  # 5 bytes rounded up to 16
+
+
+def test_an_element_across_a_sector_boundary_touches_both_sectors():
+    """Worked by hand: sector k holds bytes 32k .. 32k + 31 (a misaligned view can put an element across)."""
+    from gpucourse.microscope import analysis
+
+    assert analysis.sectors([28], 4) == [0]  # bytes 28..31
+    assert analysis.sectors([30], 4) == [0, 1]  # bytes 30..33
+    assert analysis.sectors([60], 8) == [1, 2]  # bytes 60..67
+    assert analysis.sectors([0, 4, 30, 96], 4) == [0, 1, 3]

@@ -1,9 +1,10 @@
 """tools/mutate.py: every mutation on its list is killed by the tests it names.
 
-The full pass runs one pytest per mutation (23 of them), plus one unmutated run per group of test
-files: about 2 minutes of CPU, 9 to 10 minutes of wall-clock time on a busy 2-core machine (538 s
-measured), so it is marked slow (``make test`` runs it, ``make test-fast`` does not) and given at
-most 30 minutes. The list's shape is checked on every run.
+The full pass runs one pytest per mutation (42 of them), plus one unmutated run per group of test
+files: 9 to 10 minutes of wall-clock time for the first 23 on a busy 2-core machine (538 s measured;
+the 19 added later took about 15 minutes more under a load average of 20), so it is marked slow
+(``make test`` runs it, ``make test-fast`` does not) and given at most an hour. The list's shape is
+checked on every run.
 """
 
 import subprocess
@@ -25,6 +26,7 @@ def test_every_mutation_names_text_found_once_and_tests_that_exist():
         assert m.old != m.new and m.breaks and m.tests, m.name
         files = [t for t in m.tests if t.endswith(".py")]
         assert files and all((ROOT / f).is_file() for f in files), m.name
+        assert m.tests.count("-k") <= 1, f"{m.name}: a second -k replaces the first (pytest keeps the last)"
 
 
 def test_apply_mutates_a_copy_and_reports_missing_text(tmp_path):
@@ -37,5 +39,5 @@ def test_apply_mutates_a_copy_and_reports_missing_text(tmp_path):
 @pytest.mark.slow
 def test_no_mutation_survives():
     done = subprocess.run([sys.executable, str(ROOT / "tools" / "mutate.py")], cwd=ROOT, capture_output=True,
-                          text=True, timeout=1800, check=False)
+                          text=True, timeout=3600, check=False)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]

@@ -302,3 +302,9 @@ def test_table_and_block_size_and_register_budget():
     assert register_budget(256, 0.5, 0, (9, 0)) == 64
     with pytest.raises(InvalidConfig):
         register_budget(256, 0.0)
+
+
+def test_shared_memory_is_allocated_in_128_byte_units_on_cc_9_0():
+    """By hand: 7169 B + the driver's 1 KiB reservation = 8193 B, 8320 B in 128-byte units; the SM's
+    228 KiB = 233,472 B hold ⌊233,472 / 8320⌋ = 28 blocks (256-byte units would give 8448 B: 27 blocks)."""
+    assert occupancy(32, 32, 7169, (9, 0)).active_blocks == 28

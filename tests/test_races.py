@@ -9,6 +9,7 @@ import textwrap
 import numpy as np
 import pandas as pd
 import pytest
+from lab06_kernels import lab_handoff_fenced, lab_handoff_unfenced
 
 from gpucourse.errors import InvalidConfig, NoGPU
 from gpucourse.lessons import races
@@ -18,50 +19,6 @@ from gpucourse.measure.reference import Recording
 from gpucourse.viz import charts
 
 cuda = runtime.cuda
-
-
-@cuda.jit
-def lab_handoff_fenced(data, flag, out, producer, spin_cap):
-    t = cuda.threadIdx.x
-    if cuda.blockIdx.x == producer:
-        data[t] = t + 1
-        cuda.syncthreads()
-        if t == 0:
-            cuda.threadfence()
-            flag[0] = 1
-    elif t == 0:
-        seen = cuda.atomic.add(flag, 0, 0)
-        polls = 0
-        while seen == 0 and polls < spin_cap:
-            seen = cuda.atomic.add(flag, 0, 0)
-            polls += 1
-        cuda.threadfence()
-        total = 0
-        for i in range(data.size):
-            total += data[i]
-        out[0] = total
-        out[1] = seen
-
-
-@cuda.jit
-def lab_handoff_unfenced(data, flag, out, producer, spin_cap):
-    t = cuda.threadIdx.x
-    if cuda.blockIdx.x == producer:
-        data[t] = t + 1
-        cuda.syncthreads()
-        if t == 0:
-            flag[0] = 1
-    elif t == 0:
-        seen = cuda.atomic.add(flag, 0, 0)
-        polls = 0
-        while seen == 0 and polls < spin_cap:
-            seen = cuda.atomic.add(flag, 0, 0)
-            polls += 1
-        total = 0
-        for i in range(data.size):
-            total += data[i]
-        out[0] = total
-        out[1] = seen
 
 
 def fake_recording(name: str, data: pd.DataFrame) -> Recording:
@@ -105,7 +62,7 @@ def test_lost_updates_per_variant():
 
 
 def test_privatised_counts_in_shared_memory():
-    counts, report = races.race_histogram("privatised", bins=8, items=200, seed=2, engine="standalone")
+    counts, report = races.race_histogram("privatised", bins=8, items=200, seed=2)
     ev = report.events
     assert counts.sum() == 200
     assert ((ev.space == "shared") & (ev.op == "atomic")).sum() == 200
@@ -192,14 +149,13 @@ def handoff_weak_flag(data, flag, out):
 def test_handoff_needs_a_strong_flag_when_fences_only_release_and_acquire():
     def weak_flag(memory):
         data, flag, out = np.zeros(1, np.int32), np.zeros(1, np.int32), np.full(2, -1, np.int32)
-        weakmemory.run_kernel(handoff_weak_flag, 2, 1, data, flag, out, schedule="round-robin", memory=memory,
-                              engine="standalone")
+        weakmemory.run_kernel(handoff_weak_flag, 2, 1, data, flag, out, schedule="round-robin", memory=memory)
         return tuple(int(v) for v in out)
 
     assert weak_flag("weak") == (1, 42), "fence.sc on both sides: even a weak flag carries the data"
     assert weak_flag("weak-acqrel") == (1, 0), "fence.acq_rel and a weak flag: stale data"
     for seed in range(5):  # the lesson's kernel, with its atomic flag, is correct under release/acquire fences
-        run = races.handoff(1, 200, True, "random", seed, "weak-acqrel", engine="standalone")
+        run = races.handoff(1, 200, True, "random", seed, "weak-acqrel")
         assert run["outcome"] == "correct: saw the flag and the data", seed
     source = inspect.getsource(races.handoff_kernel.py_func)
     assert "cuda.atomic.exch(flag" in source and "        flag[0] = 1" not in source
@@ -212,7 +168,7 @@ def test_gpu_harness_kernel_logic_under_the_model():
         data, flag, counts = np.zeros(slots, np.int32), np.zeros(slots, np.int32), np.zeros(4, np.int64)
         scratch = np.zeros(64, np.int32)
         weakmemory.run_kernel(races.mp_harness, 2, 4, data, flag, counts, scratch, fp, fc, 50, 2, round_,
-                              schedule=schedule, seed=seed, memory="weak", engine="standalone")
+                              schedule=schedule, seed=seed, memory="weak")
         return counts
 
     for round_ in (0, 1):  # the producer's block alternates with the round
@@ -280,8 +236,8 @@ def test_last_block_reduction():
     partial, ticket, out = np.zeros(4), np.zeros(1, np.uint32), np.zeros(1)
     races.reduce_last_block[4, 8](values, partial, ticket, out, 1)
     assert out[0] == values.sum() and ticket[0] == 0, "the ticket wraps back to 0 for the next launch"
-    assert races.fence_reduction(values, fence=True, engine="standalone") == values.sum()
-    assert races.fence_reduction(values, fence=False, engine="standalone") != values.sum()
+    assert races.fence_reduction(values, fence=True) == values.sum()
+    assert races.fence_reduction(values, fence=False) != values.sum()
     table = races.fence_reduction_table(runs=8, seed=0)
     assert table.iloc[1, -1] == 8 and table.iloc[0, -1] < 8
 
@@ -417,9 +373,7 @@ def test_last_block_reduction_needs_only_release_acquire_fences():
     """Its ticket is an atomic (a strong access), so it stays correct when fences only release and acquire."""
     values = np.arange(1, 65, dtype=np.float64)
     total = float(values.sum())
-    assert races.fence_reduction(values, fence=True, schedule="round-robin", memory="weak-acqrel",
-                                 engine="standalone") == total
-    assert all(races.fence_reduction(values, fence=True, schedule="random", seed=s, memory="weak-acqrel",
-                                     engine="standalone") == total for s in range(5))
-    assert races.fence_reduction(values, fence=False, schedule="round-robin", memory="weak-acqrel",
-                                 engine="standalone") != total
+    assert races.fence_reduction(values, fence=True, schedule="round-robin", memory="weak-acqrel") == total
+    assert all(races.fence_reduction(values, fence=True, schedule="random", seed=s, memory="weak-acqrel") == total
+               for s in range(5))
+    assert races.fence_reduction(values, fence=False, schedule="round-robin", memory="weak-acqrel") != total

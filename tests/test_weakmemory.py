@@ -1,5 +1,5 @@
-"""The race scheduler and the weak-memory model (gpucourse.lessons.races.weakmemory): litmus outcomes, kernels under
-adversarial schedules, lost-update and stale-read accounting, both engines, bad input."""
+"""The race scheduler and the weak-memory model (gpucourse.lessons.races.weakmemory): litmus outcomes, kernels
+under adversarial schedules (the microscope's scheduler), lost-update and stale-read accounting, bad input."""
 
 from collections import Counter
 
@@ -212,24 +212,23 @@ def test_the_simulator_hides_races_the_scheduler_shows_them():
     assert counter[0] == 256  # Numba's simulator: one thread at a time
     for schedule in ("round-robin", "random"):
         counter = np.zeros(1, np.int32)
-        report = weakmemory.run_kernel(counter_kernel, 4, 64, counter, schedule=schedule, engine="standalone")
+        report = weakmemory.run_kernel(counter_kernel, 4, 64, counter, schedule=schedule)
         assert counter[0] < 256
         assert len(report.lost_updates()) == 256 - counter[0]
     counter = np.zeros(1, np.int32)
-    weakmemory.run_kernel(counter_kernel, 4, 64, counter, schedule="sequential", engine="standalone")
+    weakmemory.run_kernel(counter_kernel, 4, 64, counter, schedule="sequential")
     assert counter[0] == 256
 
 
-@pytest.mark.parametrize("engine", ["standalone", "microscope"])
-def test_lost_updates_account_for_every_missing_count(engine):
+def test_lost_updates_account_for_every_missing_count():
     values = np.random.default_rng(0).random(200).astype(np.float32)
     for seed in (0, 1):
         counts = np.zeros(4, np.int32)
         report = weakmemory.run_kernel(histogram_kernel, 2, 32, values, counts, schedule="random", seed=seed,
-                                       memory="weak", engine=engine)
+                                       memory="weak")
         lost = report.lost_updates()
         assert 0 < len(lost) == 200 - counts.sum()
-        assert report.engine == engine
+        assert report.microscope is not None and report.microscope.race_count() > 0
         row = lost.iloc[0]
         assert row["array"] == "counts" and row.lost_thread != row.thread and row.load_step < row.store_step
 
@@ -239,19 +238,17 @@ def test_same_seed_same_interleaving_other_seed_another():
     runs = []
     for seed in (3, 3, 4):
         counts = np.zeros(2, np.int32)
-        runs.append(weakmemory.run_kernel(histogram_kernel, 2, 8, values, counts, seed=seed, engine="standalone"))
+        runs.append(weakmemory.run_kernel(histogram_kernel, 2, 8, values, counts, seed=seed))
     assert runs[0].events.equals(runs[1].events)
     # another seed reorders the same accesses: 64 values / 16 threads = 4 each × (load value, load + store count)
     assert Counter(runs[2].events.thread) == Counter(runs[0].events.thread) == {t: 4 * 3 for t in range(16)}
     assert list(runs[0].events.thread) != list(runs[2].events.thread)
 
 
-@pytest.mark.parametrize("engine", ["standalone", "microscope"])
-def test_message_passing_kernel_under_the_model(engine):
+def test_message_passing_kernel_under_the_model():
     def run(kernel, *flags, schedule="random", seed=0):
         data, flag, out = np.zeros(1, np.int32), np.zeros(1, np.int32), np.full(2, -1, np.int32)
-        weakmemory.run_kernel(kernel, 2, 1, data, flag, out, *flags, schedule=schedule, seed=seed, memory="weak",
-                              engine=engine)
+        weakmemory.run_kernel(kernel, 2, 1, data, flag, out, *flags, schedule=schedule, seed=seed, memory="weak")
         return tuple(int(v) for v in out)
 
     # round-robin = stalest reads: a polling reader sees the flag arrive, and still the old data
@@ -260,8 +257,7 @@ def test_message_passing_kernel_under_the_model(engine):
     assert run(mp_spin, 1, schedule="round-robin") == (1, 1)
     fenced = Counter(run(mp, 1, 0, seed=s) for s in range(20))
     assert fenced[(1, 0)] == 0 and fenced[(1, 1)] > 0, "fences on both sides: never the weak outcome"
-    if engine == "standalone":
-        assert Counter(run(mp, 0, 0, seed=s) for s in range(40))[(1, 0)] > 0
+    assert Counter(run(mp, 0, 0, seed=s) for s in range(40))[(1, 0)] > 0, "no fences: the weak outcome shows"
 
 
 def test_weak_memory_hook_plugs_into_the_microscope():
@@ -279,10 +275,9 @@ def test_weak_memory_hook_plugs_into_the_microscope():
 
 
 def test_uncapped_wait_cannot_hang():
-    for engine in ("standalone", "microscope"):
-        with pytest.raises(weakmemory.TooManySteps, match="Cap every spin-wait"):
-            weakmemory.run_kernel(uncapped_wait, 2, 1, np.zeros(1, np.int32), np.zeros(1, np.int32),
-                                  schedule="sequential", max_steps=500, engine=engine)
+    with pytest.raises(weakmemory.TooManySteps, match="Cap every spin-wait"):
+        weakmemory.run_kernel(uncapped_wait, 2, 1, np.zeros(1, np.int32), np.zeros(1, np.int32),
+                              schedule="sequential", max_steps=500)
     with pytest.raises(weakmemory.TooManySteps):  # one resident block: the producer never starts
         weakmemory.run_kernel(uncapped_wait, 2, 1, np.zeros(1, np.int32), np.zeros(1, np.int32),
                               schedule="random", resident_blocks=1, max_steps=500)
@@ -291,27 +286,32 @@ def test_uncapped_wait_cannot_hang():
     assert out[0] == 1  # with both blocks resident the wait ends
 
 
-def test_standalone_barriers_and_shared_garbage():
-    with pytest.raises(weakmemory.Deadlock, match="every thread of a block must reach"):
-        weakmemory.run_kernel(half_barrier, 1, 4, np.zeros(4, np.int32), engine="standalone")
+def test_resident_blocks_start_in_index_order_as_others_end():
+    counter = np.zeros(1, np.int32)
+    report = weakmemory.run_kernel(counter_kernel, 4, 4, counter, schedule="round-robin", resident_blocks=1)
+    blocks = list(report.events.block)
+    assert blocks == sorted(blocks), "one resident block at a time: block b starts after block b - 1 ended"
+    assert counter[0] == 4, "a block's 4 threads race (all read the same value), blocks never overlap: 1 per block"
+    counter = np.zeros(1, np.int32)
+    report = weakmemory.run_kernel(counter_kernel, 4, 4, counter, schedule="round-robin", resident_blocks=2)
+    first_of = {b: report.events.step[report.events.block == b].min() for b in range(4)}
+    last_of = {b: report.events.step[report.events.block == b].max() for b in range(4)}
+    assert first_of[1] < last_of[0] and first_of[2] > min(last_of[0], last_of[1])
+
+
+def test_barriers_and_shared_garbage():
+    from gpucourse.microscope import BarrierError
+
+    with pytest.raises(BarrierError, match="every thread of a block must reach"):
+        weakmemory.run_kernel(half_barrier, 1, 4, np.zeros(4, np.int32))
     out = np.zeros(4, np.int32)
-    weakmemory.run_kernel(read_uninitialised_shared, 1, 4, out, engine="standalone")
+    weakmemory.run_kernel(read_uninitialised_shared, 1, 4, out)
     assert (out == weakmemory.SHARED_GARBAGE).all(), "shared memory is never zeroed for you"
-
-
-def test_thread_fallback_gives_the_same_interleaving(monkeypatch):
-    values = np.random.default_rng(2).random(48).astype(np.float32)
-    first = np.zeros(3, np.int32)
-    a = weakmemory.run_kernel(histogram_kernel, 2, 8, values, first, seed=5, engine="standalone")
-    monkeypatch.setattr(weakmemory, "_Fiber", weakmemory._ThreadFiber)
-    second = np.zeros(3, np.int32)
-    b = weakmemory.run_kernel(histogram_kernel, 2, 8, values, second, seed=5, engine="standalone")
-    assert np.array_equal(first, second) and a.events.equals(b.events)
 
 
 def test_timeline_figures():
     values = np.random.default_rng(0).random(64).astype(np.float32)
-    report = weakmemory.run_kernel(histogram_kernel, 2, 8, values, np.zeros(2, np.int32), seed=1, engine="standalone")
+    report = weakmemory.run_kernel(histogram_kernel, 2, 8, values, np.zeros(2, np.int32), seed=1)
     fig = weakmemory.timeline_figure(report, "lost", 0)
     assert fig.layout.title.text.startswith("A lost update")
     assert fig.layout.xaxis.title.text.startswith("step of the interleaving")
@@ -320,8 +320,7 @@ def test_timeline_figures():
     empty = weakmemory.timeline_figure(report, "stale", 0)  # sequentially consistent: no stale read
     assert empty.layout.title.text.startswith("No stale read")
     data, flag, out = np.zeros(1, np.int32), np.zeros(1, np.int32), np.zeros(2, np.int32)
-    stale = weakmemory.run_kernel(mp_spin, 2, 1, data, flag, out, 0, schedule="round-robin", memory="weak",
-                                  engine="standalone")
+    stale = weakmemory.run_kernel(mp_spin, 2, 1, data, flag, out, 0, schedule="round-robin", memory="weak")
     fig = weakmemory.timeline_figure(stale, "stale")
     assert "stale read" in fig.layout.title.text and "data[0] = 0" in fig.layout.title.text
 
@@ -333,7 +332,6 @@ def test_timeline_figures():
     ({"seed": True}, "seed must be an integer"),
     ({"seed": -1}, "seed must be an integer ≥ 0"),
     ({"memory": "tso"}, "memory must be one of"),
-    ({"engine": "gpu"}, "engine must be one of"),
     ({"resident_blocks": 0}, "resident_blocks must be an integer"),
 ])
 def test_bad_input_is_refused_before_running(kwargs, message):
@@ -343,13 +341,24 @@ def test_bad_input_is_refused_before_running(kwargs, message):
     assert counter[0] == 0
 
 
+def test_one_interpreter_runs_kernels():
+    """The weak model has no kernel interpreter of its own: the microscope's scheduler runs every launch."""
+    import inspect
+
+    assert "engine" not in inspect.signature(weakmemory.run_kernel).parameters
+    for gone in ("_Launch", "_SchedulerCuda", "_Fiber", "_ThreadFiber", "Deadlock", "ENGINES"):
+        assert not hasattr(weakmemory, gone), gone
+    report = weakmemory.run_kernel(counter_kernel, 1, 2, np.zeros(1, np.int32), schedule="round-robin")
+    assert report.microscope.schedule == "round-robin"
+
+
 def test_bad_launches_are_refused():
     with pytest.raises(InvalidConfig, match="at most 2048 threads"):
         weakmemory.run_kernel(counter_kernel, 8, 512, np.zeros(1, np.int32))
     with pytest.raises(InvalidConfig, match="needs a @cuda.jit kernel"):
         weakmemory.run_kernel(lambda c: None, 1, 1, np.zeros(1, np.int32))
     with pytest.raises(InvalidConfig, match="takes 1 argument"):
-        weakmemory.run_kernel(counter_kernel, 1, 1, np.zeros(1, np.int32), 3, engine="standalone")
+        weakmemory.run_kernel(counter_kernel, 1, 1, np.zeros(1, np.int32), 3)
     with pytest.raises(InvalidConfig):
         weakmemory.explore("MP", memory="relaxed")
     with pytest.raises(InvalidConfig):

@@ -159,6 +159,7 @@ def trace(
     memory=None,
     max_threads=MAX_THREADS,
     max_lines=MAX_LINES,
+    resident_blocks=None,
 ) -> Report:
     """Run ``kernel[griddim, blockdim](*args)`` in the simulator and report what the hardware would do.
 
@@ -173,6 +174,8 @@ def trace(
       ``shared_opt_in=True`` models the opt-in above 48 KiB.
     * ``memory``: a ``MemorySystem`` that sees every access and decides what loads read.
     * ``max_threads`` (default 4096) and ``max_lines``: size guards, checked before / while running.
+    * ``resident_blocks`` (race schedules): how many blocks run at once, default all; the others
+      start, in index order, as resident blocks end (a block that waits for one not yet started waits forever).
     """
     fn = _kernel_function(kernel)
     schedule = "sequential" if schedule is None else schedule
@@ -187,6 +190,10 @@ def trace(
         or dynamic_shared_bytes < 0
     ):
         raise MicroscopeError(f"dynamic_shared_bytes must be an integer ≥ 0; got {dynamic_shared_bytes!r}")
+    if resident_blocks is not None and (
+        isinstance(resident_blocks, bool) or not isinstance(resident_blocks, numbers.Integral) or resident_blocks < 1
+    ):
+        raise MicroscopeError(f"resident_blocks must be None or an integer ≥ 1; got {resident_blocks!r}")
     threads = grid[0] * grid[1] * grid[2] * block[0] * block[1] * block[2]
     if threads > max_threads:
         raise TraceTooLarge(
@@ -216,6 +223,7 @@ def trace(
         dynamic_shared_bytes=int(dynamic_shared_bytes),
         shared_opt_in=shared_opt_in,
         max_lines=max_lines,
+        resident_blocks=resident_blocks,
     )
     module = TracedCUDAModule(tracer, grid, block)
     with (

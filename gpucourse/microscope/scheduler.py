@@ -152,8 +152,11 @@ class Scheduler:
         on_barrier=None,
         on_syncwarp=None,
         describe_line=str,
+        resident_blocks=None,
     ):
         self.blocks, self.body, self.schedule = blocks, body, schedule
+        # race schedules: how many blocks run at once (a GPU holds only so many; the rest start as blocks end)
+        self.resident_blocks = len(blocks) if resident_blocks is None else max(1, min(resident_blocks, len(blocks)))
         self.threads = [t for b in blocks for t in b.threads]
         self.preemptive = schedule != "sequential"
         self.rng = random.Random(seed)
@@ -168,8 +171,9 @@ class Scheduler:
     def run(self) -> None:
         """Run every thread to its end; raise the first error (the kernel's, or a MicroscopeError)."""
         if self.preemptive:
-            self.ready.extend(self.threads)
-            self._next_block = len(self.blocks)
+            for block in self.blocks[: self.resident_blocks]:
+                self.ready.extend(block.threads)
+            self._next_block = self.resident_blocks
         self._hub = getcurrent()
         try:
             self._loop()
@@ -374,6 +378,9 @@ class Scheduler:
         block = t.block
         block.exited += 1
         self.done_count += 1
+        if self.preemptive and block.exited == len(block.threads) and self._next_block < len(self.blocks):
+            self.ready.extend(self.blocks[self._next_block].threads)  # a resident block ended: the next one starts
+            self._next_block += 1
         if block.arrived:
             where = self.describe_line(block.arrived[0].wait_key[1])
             raise BarrierError(

@@ -61,6 +61,7 @@ class Tracer:
         dynamic_shared_bytes,
         shared_opt_in,
         max_lines,
+        resident_blocks=None,
     ):
         self.fn, self.kernel_code = fn, fn.__code__
         self.args_for = args_for  # builds the kernel's arguments once the tracer exists
@@ -80,6 +81,7 @@ class Tracer:
             on_barrier=self._on_barrier,
             on_syncwarp=self.races.syncwarp,
             describe_line=self.describe_line,
+            resident_blocks=resident_blocks,
         )
         # (warp uid, (line, array, op), k) -> (TracedArray, warp, lanes, byte offsets)
         self.requests: dict = {}

@@ -64,13 +64,55 @@ class HiddenTestFailed(AssertionError):
 
 
 def check(condition, message: str = GENERIC_FAILURE) -> None:
-    """Fail a hidden test with a generic message (``condition`` may be a bool or a callable)."""
+    """Fail a hidden test with a generic message (``condition`` may be a bool or a callable).
+
+    Only a real ``bool`` or NumPy ``bool_`` passes: a comparison that returns anything else (an
+    object whose ``__eq__`` returns itself, a string, an array) fails, whatever its truth value."""
     try:
         ok = condition() if callable(condition) else condition
     except Exception:
         ok = False
-    if not ok:
+    if type(ok) not in _BOOLS or not ok:
         raise HiddenTestFailed(message) from None
+
+
+def _bool_types() -> tuple:
+    try:
+        import numpy
+
+        return (bool, numpy.bool_)
+    except ImportError:  # pragma: no cover - numpy is in the course's environment
+        return (bool,)
+
+
+_BOOLS = _bool_types()
+
+
+def reaches_package(fn, package: str = "gpucourse", seen=None) -> bool:
+    """For hidden tests: True when ``fn``, or a function of the notebook that it calls, uses code of
+    ``package`` (or reaches for imports, ``eval``/``exec`` or ``globals`` to hide such a use).
+
+    Follows the names each function's code (nested code included) reads from its globals; a
+    module, class or function whose home is ``package`` counts, and so does any name containing it."""
+    import types
+
+    seen = set() if seen is None else seen
+    if id(fn) in seen or not isinstance(fn, types.FunctionType):
+        return False
+    seen.add(id(fn))
+    codes, names = [fn.__code__], set()
+    while codes:
+        code = codes.pop()
+        names |= set(code.co_names)
+        codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    if any(package in n or n in ("__import__", "importlib", "sys", "eval", "exec", "globals") for n in names):
+        return True
+    for name in names:
+        obj = fn.__globals__.get(name)
+        home = obj.__name__ if isinstance(obj, types.ModuleType) else getattr(obj, "__module__", None) or ""
+        if home.startswith(package) or reaches_package(obj, package, seen):
+            return True
+    return False
 
 
 _CHECK = check  # the grader's own check, bound for hidden tests even if a learner redefines `check`
@@ -94,6 +136,7 @@ def run_hidden_tests(code: str, namespace: dict, local_namespace: dict | None = 
     try:
         with _muted():
             exec(compile(code, "<hidden tests>", "exec"), namespace, local_namespace)  # noqa: S102
+        failed = bool(custom_comparisons())  # results that decide their own comparisons prove nothing
     except BaseException:  # noqa: B036  (an interrupt or sys.exit inside hidden tests also fails them)
         failed = True
     finally:
@@ -133,11 +176,14 @@ def snapshot_environment(imports=()) -> None:
             continue
     modules = {name: module for name, module in list(sys.modules.items())
                if isinstance(module, types.ModuleType) and name not in ("__main__", "__mp_main__")}
-    attrs, class_attrs, functions = [], [], {}
+    attrs, class_attrs, functions, cells = [], [], {}, []
 
     def remember_function(value) -> None:
         if isinstance(value, types.FunctionType) and id(value) not in functions:
             functions[id(value)] = (value, value.__code__, value.__defaults__, value.__kwdefaults__)
+            for cell in value.__closure__ or ():  # what a checker's closure refers to
+                with contextlib.suppress(ValueError):  # an empty cell
+                    cells.append((cell, cell.cell_contents))
 
     for name, module in modules.items():
         try:  # only type checks and dict reads: a library object's own __getattr__ may raise
@@ -156,7 +202,8 @@ def snapshot_environment(imports=()) -> None:
                         class_attrs.append((value, attr, member))
                         remember_function(inner)
     _SNAPSHOT = {"modules": modules, "builtins": dict(vars(modules["builtins"])), "attrs": attrs,
-                 "class_attrs": class_attrs, "functions": list(functions.values()), "bindings": bindings}
+                 "class_attrs": class_attrs, "functions": list(functions.values()), "cells": cells,
+                 "bindings": bindings, "classes": {id(c) for c in _all_classes()}}
 
 
 def _resolve(importlib, what: str):
@@ -166,6 +213,66 @@ def _resolve(importlib, what: str):
     except ImportError:
         module, _, attr = what.rpartition(".")
         return getattr(importlib.import_module(module), attr)
+
+
+def _all_classes() -> list[type]:
+    """Every class in the interpreter, through ``__subclasses__`` from ``object`` (and ``type``)."""
+    seen, todo, out = set(), [object, type], []
+    while todo:
+        cls = todo.pop()
+        if id(cls) in seen:
+            continue
+        seen.add(id(cls))
+        out.append(cls)
+        with contextlib.suppress(TypeError):
+            todo.extend(type.__subclasses__(cls) if isinstance(cls, type) else ())
+    return out
+
+
+# The operations a hidden test's comparison goes through: a class that defines its own can make any
+# comparison come out true (``__eq__`` returning True), or fake what NumPy sees.
+_COMPARISON_DUNDERS = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool__", "__len__",
+                       "__array__", "__array_ufunc__", "__array_function__", "__array_interface__",
+                       "__float__", "__int__", "__index__", "__abs__", "__sub__", "__rsub__", "__hash__")
+
+
+def _written_in_the_notebook(cls: type, code) -> bool:
+    """Whether a class (or one of its methods) comes from the notebook's cells rather than a library:
+    made in ``__main__`` (classes made by ``type()`` in a cell's function are too), or with its
+    method's code in an IPython cell file."""
+    if cls.__module__ == "__main__":
+        return True
+    filename = getattr(code, "co_filename", "")
+    return "ipykernel_" in filename or filename.startswith("<ipython-input")
+
+
+def custom_comparisons() -> list[str]:
+    """Classes made since the snapshot by the notebook's own code that define how they compare
+    (``class R: __eq__ = lambda self, other: True``): hidden tests cannot trust such results.
+
+    A class counts when it is new since the snapshot, comes from the notebook, and defines one of the
+    operations a comparison goes through (a dataclass's generated ``__eq__``, which compares fields,
+    does not count). Empty without a snapshot."""
+    snap = _SNAPSHOT
+    if snap is None:
+        return []
+    found = []
+    for cls in _all_classes():
+        if id(cls) in snap["classes"]:
+            continue
+        own = cls.__dict__
+        for name in _COMPARISON_DUNDERS:
+            member = own.get(name)
+            if member is None or (name == "__hash__" and "__eq__" not in own):
+                continue
+            inner = member.__func__ if isinstance(member, classmethod | staticmethod) else member
+            inner = inner.fget if isinstance(inner, property) else inner
+            code = getattr(inner, "__code__", None)
+            if code is not None and code.co_filename == "<string>" and "__dataclass_fields__" in own:
+                continue  # generated by @dataclass: compares the fields
+            if _written_in_the_notebook(cls, code):
+                found.append(f"{cls.__qualname__}.{name}")
+    return found
 
 
 def _restore_snapshot(namespace: dict) -> set[str]:
@@ -198,6 +305,14 @@ def _restore_snapshot(namespace: dict) -> set[str]:
                 or function.__kwdefaults__ is not kwdefaults):
             function.__code__, function.__defaults__, function.__kwdefaults__ = code, defaults, kwdefaults
             changed.add(f"{function.__module__}.{function.__qualname__} (its code or defaults)")
+    for cell, value in snap["cells"]:
+        try:
+            same = cell.cell_contents is value
+        except ValueError:  # emptied
+            same = False
+        if not same:
+            cell.cell_contents = value
+            changed.add("a closure cell of a library function")
     for name, value in snap["bindings"].items():
         if namespace.get(name, missing) is not value:
             namespace[name] = value

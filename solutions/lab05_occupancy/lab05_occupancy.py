@@ -184,30 +184,7 @@ assert (r["blocks"], r["occupancy_pct"]) == (2, 100.0), f"1024 threads, 32 regis
 import random as _random
 
 from gpucourse.lessons.occupancy.calculator import occupancy as _reference
-
-
-def _reaches_the_course(fn, seen=None):
-    """True when fn, or a function of this notebook that it calls, uses gpucourse code."""
-    import types
-
-    seen = set() if seen is None else seen
-    if id(fn) in seen or not isinstance(fn, types.FunctionType):
-        return False
-    seen.add(id(fn))
-    codes, names = [fn.__code__], set()
-    while codes:
-        code = codes.pop()
-        names |= set(code.co_names)
-        codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
-    if any("gpucourse" in n or n in ("__import__", "importlib", "sys", "eval", "exec", "globals") for n in names):
-        return True
-    for name in names:
-        obj = fn.__globals__.get(name)
-        home = obj.__name__ if isinstance(obj, types.ModuleType) else getattr(obj, "__module__", None) or ""
-        if home.startswith("gpucourse") or _reaches_the_course(obj, seen):
-            return True
-    return False
-
+from gpucourse.tooling.grading import reaches_package as _reaches_the_course
 
 check(not _reaches_the_course(occupancy_by_hand))
 
@@ -281,30 +258,7 @@ _names = best_block_size.__code__.co_names
 assert not any("gpucourse" in name or name == "_calculator" for name in _names), (
     "compute it yourself: best_block_size must not call gpucourse.lessons.occupancy.calculator")
 ### BEGIN HIDDEN TESTS
-
-
-def _reaches_the_course(fn, seen=None):
-    """True when fn, or a function of this notebook that it calls, uses gpucourse code."""
-    import types
-
-    seen = set() if seen is None else seen
-    if id(fn) in seen or not isinstance(fn, types.FunctionType):
-        return False
-    seen.add(id(fn))
-    codes, names = [fn.__code__], set()
-    while codes:
-        code = codes.pop()
-        names |= set(code.co_names)
-        codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
-    if any("gpucourse" in n or n in ("__import__", "importlib", "sys", "eval", "exec", "globals") for n in names):
-        return True
-    for name in names:
-        obj = fn.__globals__.get(name)
-        home = obj.__name__ if isinstance(obj, types.ModuleType) else getattr(obj, "__module__", None) or ""
-        if home.startswith("gpucourse") or _reaches_the_course(obj, seen):
-            return True
-    return False
-
+from gpucourse.tooling.grading import reaches_package as _reaches_the_course
 
 check(not _reaches_the_course(best_block_size))
 # Worked out with the rules of exercise 1 (independent of any library), e.g. 40 registers, 16 KB, cc 9.0:
@@ -346,30 +300,7 @@ _names = register_budget.__code__.co_names
 assert not any("gpucourse" in name or name == "_calculator" for name in _names), (
     "compute it yourself: register_budget must not call gpucourse.lessons.occupancy.calculator")
 ### BEGIN HIDDEN TESTS
-
-
-def _reaches_the_course(fn, seen=None):
-    """True when fn, or a function of this notebook that it calls, uses gpucourse code."""
-    import types
-
-    seen = set() if seen is None else seen
-    if id(fn) in seen or not isinstance(fn, types.FunctionType):
-        return False
-    seen.add(id(fn))
-    codes, names = [fn.__code__], set()
-    while codes:
-        code = codes.pop()
-        names |= set(code.co_names)
-        codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
-    if any("gpucourse" in n or n in ("__import__", "importlib", "sys", "eval", "exec", "globals") for n in names):
-        return True
-    for name in names:
-        obj = fn.__globals__.get(name)
-        home = obj.__name__ if isinstance(obj, types.ModuleType) else getattr(obj, "__module__", None) or ""
-        if home.startswith("gpucourse") or _reaches_the_course(obj, seen):
-            return True
-    return False
-
+from gpucourse.tooling.grading import reaches_package as _reaches_the_course
 
 check(not _reaches_the_course(register_budget))
 # Worked out with the rules of exercise 1, e.g. 128 threads, 100 %, cc 8.6: 48 warps = 12 per sub-partition

@@ -53,8 +53,7 @@ def check_weighted(kernel, bins=16, items=512, schedule="random", seed=0):
     values = histogram_values(items, seed)
     weights = np.random.default_rng(seed + 1000).integers(1, 10, items).astype(np.int32)
     sums = np.zeros(bins, np.int32)
-    report = weakmemory.run_kernel(kernel, 4, 64, values, weights, sums, schedule=schedule, seed=seed,
-                                   engine="standalone", max_steps=200_000)
+    report = weakmemory.run_kernel(kernel, 4, 64, values, weights, sums, schedule=schedule, seed=seed, max_steps=200_000)
     return sums, weighted_reference(values, weights, bins), report
 
 

@@ -9,7 +9,7 @@
    race scheduler runs against the weak-memory model) and ``mp_harness`` (the GPU version: many
    pairs at once under memory stress, every spin-wait capped). ``run_litmus`` runs it on a GPU;
    ``races.litmus_mp`` records it with provenance (``make record``).
-3. The weak-memory model lives in ``gpucourse.weakmemory``; the pictures are here.
+3. The weak-memory model lives in ``gpucourse.lessons.races.weakmemory``; the pictures are here.
 4. Correct patterns — ``reduce_last_block`` (NVIDIA's threadFenceReduction: atomic ticket +
    ``threadfence``) and a small training loop whose loss drifts when blocks merge their
    gradients with a racy ``+=`` (``training_figure``).

@@ -69,8 +69,7 @@ def counter_demo(threads: int = 2048, blocks: int = 8, seed: int = 0) -> pd.Data
         rows.append({"run": "plain simulator (one thread at a time)", "expected": threads, "counter": int(counter[0])})
     for schedule in ("round-robin", "random"):
         counter = np.zeros(1, np.int32)
-        weakmemory.run_kernel(racing_counter, blocks, threads // blocks, counter, schedule=schedule, seed=seed,
-                              engine="standalone")
+        weakmemory.run_kernel(racing_counter, blocks, threads // blocks, counter, schedule=schedule, seed=seed)
         rows.append({"run": f"race scheduler ({schedule}{', seed ' + str(seed) if schedule == 'random' else ''})",
                      "expected": threads, "counter": int(counter[0])})
     table = pd.DataFrame(rows)
@@ -78,7 +77,7 @@ def counter_demo(threads: int = 2048, blocks: int = 8, seed: int = 0) -> pd.Data
     return table
 
 
-def lost_updates(bins: int = 16, items: int = 1024, seed: int = 0, engine: str = "standalone") -> pd.DataFrame:
+def lost_updates(bins: int = 16, items: int = 1024, seed: int = 0) -> pd.DataFrame:
     """Counts lost by each variant: one row per (variant, where it ran).
 
     On a GPU: one launch of each kernel, measured. Everywhere: the race scheduler (random
@@ -104,7 +103,7 @@ def lost_updates(bins: int = 16, items: int = 1024, seed: int = 0, engine: str =
         rows.append({"variant": "racy", "where": "plain simulator", "items": items, "counted": int(counts.sum()),
                      "wrong_bins": int((counts != expected).sum())})
     for variant in VARIANTS:
-        counts, _ = race_histogram(variant, bins, items, seed, engine=engine)
+        counts, _ = race_histogram(variant, bins, items, seed)
         expected = histogram_reference(histogram_values(items, seed), bins)
         rows.append({"variant": variant, "where": f"race scheduler (random, seed {seed})", "items": items,
                      "counted": int(counts.sum()), "wrong_bins": int((counts != expected).sum())})
@@ -281,14 +280,14 @@ def train(steps: int = 25, racy: bool = False, examples: int | None = None, feat
             grad = d_grad.copy_to_host()
         else:
             weakmemory.run_kernel(gradient_kernel, grid, block, x, y, w, grad, int(not racy), schedule="random",
-                                  seed=seed * 100_003 + step, engine="standalone")
+                                  seed=seed * 100_003 + step)
         w = (w - lr * grad / examples).astype(np.float32)
     return np.array(losses)
 HANDOFF_ITEMS = 8  # the lab's producer block has 8 threads, each writes data[t] = t + 1
 
 
 def run_handoff(kernel, producer: int = 0, spin_cap: int = 1000, schedule: str = "round-robin", seed: int = 0,
-                memory: str = "weak", engine: str = "standalone",
+                memory: str = "weak",
                 max_steps: int = 50_000) -> tuple[np.ndarray, weakmemory.RaceReport]:
     """The lab's hand-off kernel ``kernel(data, flag, out, producer, spin_cap)`` on 2 blocks × 8 threads:
     (out = [sum the consumer read, 1 if it saw the flag else 0], the report)."""
@@ -297,5 +296,5 @@ def run_handoff(kernel, producer: int = 0, spin_cap: int = 1000, schedule: str =
     data, flag = np.zeros(HANDOFF_ITEMS, np.int32), np.zeros(1, np.int32)
     out = np.full(2, -1, np.int32)
     report = weakmemory.run_kernel(kernel, 2, HANDOFF_ITEMS, data, flag, out, producer, spin_cap, schedule=schedule,
-                                   seed=seed, memory=memory, engine=engine, max_steps=max_steps)
+                                   seed=seed, memory=memory, max_steps=max_steps)
     return out, report

@@ -111,7 +111,7 @@ def lost_update_timeline(bins: int = 4, items: int = 256, seed: int = 0, index: 
     return weakmemory.timeline_figure(report, "lost", index)
 
 
-def litmus_figure(runs: int = 50, seed: int = 0, engine: str = "standalone") -> go.Figure:
+def litmus_figure(runs: int = 50, seed: int = 0) -> go.Figure:
     """Message passing with threadfence on neither, one or both sides: how often the weak outcome
     (flag seen, old data) appears — under the model (race scheduler) and on a GPU (measured/recorded)."""
     runs, seed = validate.integer("runs", runs, minimum=1, maximum=10_000), _seed(seed)
@@ -125,7 +125,7 @@ def litmus_figure(runs: int = 50, seed: int = 0, engine: str = "standalone") -> 
              "both": "MP+fences"}
     model_pct, model_text = [], []
     for fences in LITMUS_FENCES:
-        counts = mp_outcomes(fences, runs, seed, engine)
+        counts = mp_outcomes(fences, runs, seed)
         weak = counts.get((1, 0), 0)
         allowed = weakmemory.allows(tests[fences], "weak")
         model_pct.append(100 * weak / runs)
@@ -252,7 +252,7 @@ def training_figure(steps: int = 25, seed: int = 0) -> go.Figure:
 
 def show_histogram(kernel, bins: int = 16, items: int = 256, seed: int = 0) -> go.Figure:
     """Your histogram under a random interleaving (the microscope's race scheduler) beside NumPy's."""
-    counts, expected, report = check_histogram(kernel, bins, items, "random", seed, engine="auto")
+    counts, expected, report = check_histogram(kernel, bins, items, "random", seed)
     lost = int(expected.sum() - counts.sum())
     fig = charts.figure(f"{report.kernel}: {lost:,} of {items:,} counts lost under a random interleaving (seed {seed})",
                         "bin (index)", "count (items)", charts.source_caption("counted", report.caption))
@@ -266,7 +266,7 @@ def show_histogram(kernel, bins: int = 16, items: int = 256, seed: int = 0) -> g
 
 def show_handoff(kernel, schedule: str = "round-robin", seed: int = 0) -> go.Figure:
     """Your hand-off under the weak-memory model: the stale read it made, or what it computed."""
-    out, report = run_handoff(kernel, 0, 1000, schedule, seed, "weak", engine="auto")
+    out, report = run_handoff(kernel, 0, 1000, schedule, seed, "weak")
     of_data = list(report.stale_reads()["array"] == "data")
     if any(of_data):
         return weakmemory.timeline_figure(report, "stale", of_data.index(True))

@@ -60,14 +60,14 @@ def histogram_reference(values: np.ndarray, bins: int) -> np.ndarray:
 
 
 def race_histogram(variant: str, bins: int = 16, items: int = 1024, seed: int = 0, schedule: str = "random",
-                   memory: str = "sc", engine: str = "auto") -> tuple[np.ndarray, weakmemory.RaceReport]:
+                   memory: str = "sc") -> tuple[np.ndarray, weakmemory.RaceReport]:
     """One histogram kernel under the race scheduler (4 blocks × 64 threads): (counts, report)."""
     variant = validate.choice("variant", variant, VARIANTS)
     bins, items, seed = _bins(bins), _items(items, simulator=True), _seed(seed)
     values = histogram_values(items, seed)
     counts = np.zeros(bins, np.int32)
     report = weakmemory.run_kernel(HISTOGRAM_KERNELS[variant], SIM_BLOCKS, SIM_THREADS, values, counts,
-                                   schedule=schedule, seed=seed, memory=memory, engine=engine)
+                                   schedule=schedule, seed=seed, memory=memory)
     return counts, report
 
 
@@ -76,7 +76,7 @@ def _fence_flags(fences: str) -> tuple[int, int]:
     return int(fences in ("producer", "both")), int(fences in ("consumer", "both"))
 
 
-def mp_outcomes(fences: str = "none", runs: int = 50, seed: int = 0, engine: str = "standalone") -> Counter:
+def mp_outcomes(fences: str = "none", runs: int = 50, seed: int = 0) -> Counter:
     """``mp_kernel`` under the race scheduler and the weak-memory model, ``runs`` random schedules:
     a Counter of (flag seen, data seen). Counts under the model, not a GPU's frequencies."""
     fp, fc = _fence_flags(fences)
@@ -85,14 +85,13 @@ def mp_outcomes(fences: str = "none", runs: int = 50, seed: int = 0, engine: str
     outcomes: Counter = Counter()
     for s in range(seed, seed + runs):
         data, flag, out = np.zeros(1, np.int32), np.zeros(1, np.int32), np.full(2, -1, np.int32)
-        weakmemory.run_kernel(mp_kernel, 2, 1, data, flag, out, fp, fc, schedule="random", seed=s, memory="weak",
-                              engine=engine)
+        weakmemory.run_kernel(mp_kernel, 2, 1, data, flag, out, fp, fc, schedule="random", seed=s, memory="weak")
         outcomes[(int(out[0]), int(out[1]))] += 1
     return outcomes
 
 
 def handoff(producer_block: int = 1, spin_cap: int = 100, fence: bool = True, schedule: str = "random",
-            seed: int = 0, memory: str = "weak", engine: str = "auto") -> dict:
+            seed: int = 0, memory: str = "weak") -> dict:
     """One run of ``handoff_kernel`` (2 blocks of 32 threads) under the race scheduler.
 
     ``schedule="sequential"`` runs blocks one after another, as the plain simulator does: with
@@ -101,7 +100,7 @@ def handoff(producer_block: int = 1, spin_cap: int = 100, fence: bool = True, sc
     spin_cap = validate.integer("spin_cap", spin_cap, minimum=0, maximum=100_000)
     data, flag, out = np.zeros(1, np.int32), np.zeros(1, np.int32), np.full(3, -1, np.int32)
     report = weakmemory.run_kernel(handoff_kernel, 2, 32, data, flag, out, producer_block, spin_cap, int(bool(fence)),
-                                   schedule=schedule, seed=seed, memory=memory, engine=engine)
+                                   schedule=schedule, seed=seed, memory=memory)
     seen, value, polls = (int(v) for v in out)
     verdict = ("gave up: the flag never came" if not seen else "correct: saw the flag and the data" if value == 42
                else "WRONG: saw the flag but stale data")
@@ -146,8 +145,7 @@ def _arrow(fig, x0, y0, x1, y1, text="", colour="#000"):
 
 
 def fence_reduction(values: np.ndarray, blocks: int = 4, threads: int = 8, fence: bool = True,
-                    schedule: str = "round-robin", seed: int = 0, memory: str = "weak",
-                    engine: str = "auto") -> float:
+                    schedule: str = "round-robin", seed: int = 0, memory: str = "weak") -> float:
     """The last-block reduction under the race scheduler; returns what it computed."""
     blocks = validate.integer("blocks", blocks, minimum=1, maximum=64)
     threads = validate.integer("threads", threads, minimum=1, maximum=REDUCE_THREADS)
@@ -157,7 +155,7 @@ def fence_reduction(values: np.ndarray, blocks: int = 4, threads: int = 8, fence
     partial = np.full(blocks, -1.0e6)  # last launch's leftovers: reading one is visibly wrong
     ticket, out = np.zeros(1, np.uint32), np.full(1, np.nan)
     weakmemory.run_kernel(reduce_last_block, blocks, threads, values, partial, ticket, out, int(bool(fence)),
-                          schedule=schedule, seed=seed, memory=memory, engine=engine)
+                          schedule=schedule, seed=seed, memory=memory)
     return float(out[0])
 
 
@@ -168,8 +166,8 @@ def fence_reduction_table(runs: int = 20, seed: int = 0) -> pd.DataFrame:
     expected = float(values.sum())
     rows = []
     for fence in (False, True):
-        adversarial = fence_reduction(values, fence=fence, schedule="round-robin", engine="standalone")
-        good = sum(fence_reduction(values, fence=fence, schedule="random", seed=s, engine="standalone") == expected
+        adversarial = fence_reduction(values, fence=fence, schedule="round-robin")
+        good = sum(fence_reduction(values, fence=fence, schedule="random", seed=s) == expected
                    for s in range(seed, seed + runs))
         rows.append({"threadfence": "both sides" if fence else "none", "expected": expected,
                      "round-robin (stalest reads)": adversarial, f"correct in {runs} random schedules": good})
@@ -191,14 +189,14 @@ def training_data(examples: int, features: int = 4, seed: int = 0) -> tuple[np.n
 LAB_BLOCKS, LAB_THREADS = 4, 64
 
 
-def check_histogram(kernel, bins: int = 16, items: int = 512, schedule: str = "round-robin", seed: int = 0,
-                    engine: str = "standalone") -> tuple[np.ndarray, np.ndarray, weakmemory.RaceReport]:
+def check_histogram(kernel, bins: int = 16, items: int = 512, schedule: str = "round-robin",
+                    seed: int = 0) -> tuple[np.ndarray, np.ndarray, weakmemory.RaceReport]:
     """A histogram kernel ``kernel(values, counts)`` run by the race scheduler on 4 blocks × 64 threads:
-    (its counts, NumPy's counts, the report). ``engine="standalone"`` is the fast twin of the
-    microscope's scheduler (same rules; shared memory starts with garbage, not zeros)."""
+    (its counts, NumPy's counts, the report). Shared memory starts with
+    garbage, not zeros."""
     bins, items, seed = _bins(bins), _items(items, simulator=True), _seed(seed)
     values = histogram_values(items, seed)
     counts = np.zeros(bins, np.int32)
     report = weakmemory.run_kernel(kernel, LAB_BLOCKS, LAB_THREADS, values, counts, schedule=schedule, seed=seed,
-                                   engine=engine, max_steps=100_000)
+                                   max_steps=100_000)
     return counts, histogram_reference(values, bins), report

@@ -1,9 +1,10 @@
 """The race scheduler and the course's weak-memory model (lesson 06). A MODEL, not NVIDIA's hardware.
 
 Numba's simulator runs one thread at a time and makes every store visible everywhere at once,
-so it hides races: 2048 racing ``+= 1`` give 2048. This module runs a ``@cuda.jit`` kernel's
-Python source with a *chosen* interleaving, one memory operation at a time, and lets a
-memory-system object decide the value every load reads:
+so it hides races: 2048 racing ``+= 1`` give 2048. This module runs a ``@cuda.jit`` kernel under
+the microscope's race scheduler (``gpucourse.microscope``: the kernel's Python source with a
+*chosen* interleaving, one memory operation at a time) and plugs in, as the microscope's
+memory-system hook, a memory object that decides the value every load reads:
 
     report = run_kernel(kernel, griddim, blockdim, *args, schedule="random", seed=0, memory="weak")
     report.lost_updates(), report.stale_reads(), report.events, timeline_figure(report)
@@ -57,11 +58,8 @@ block has not read before: values arrive late, but they arrive (so capped spin-w
 
 from __future__ import annotations
 
-import bisect
 import inspect
-import itertools
 import linecache
-import operator
 import random
 import re
 import sys
@@ -75,22 +73,12 @@ import plotly.graph_objects as go
 
 from gpucourse import validate
 from gpucourse.errors import CourseError, InvalidConfig
+from gpucourse.microscope import MemorySystem as _MicroscopeMemory
+from gpucourse.microscope import trace as _microscope_trace
 from gpucourse.viz import charts
-
-try:  # one-microsecond switches between simulated threads; OS threads otherwise (same results, slower)
-    import greenlet as _greenlet
-except ImportError:  # pragma: no cover - greenlet is in the course's pinned environment
-    _greenlet = None
-
-try:  # the microscope's race scheduler, with its hook for a memory system (microscope/memory.py)
-    from gpucourse.microscope import MemorySystem as _MicroscopeMemory
-    from gpucourse.microscope import trace as _microscope_trace
-except ImportError:  # pragma: no cover - the standalone scheduler below does the same job
-    _MicroscopeMemory, _microscope_trace = object, None
 
 SCHEDULES = ("sequential", "round-robin", "random")
 MEMORIES = ("sc", "weak", "weak-acqrel")
-ENGINES = ("auto", "microscope", "standalone")
 FENCE_SCOPES = ("block", "gpu", "system")
 MAX_THREADS = 2048
 DEFAULT_MAX_STEPS = 200_000
@@ -99,10 +87,6 @@ SHARED_GARBAGE = 12345  # shared memory starts with whatever was there: never wi
 
 class TooManySteps(CourseError, RuntimeError):
     """The kernel did not finish within the step limit (usually a spin-wait with no iteration cap)."""
-
-
-class Deadlock(CourseError, RuntimeError):
-    """Threads wait in a syncthreads that the rest of their block never reaches."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -488,303 +472,9 @@ def litmus_table() -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------------------------
-# The race scheduler: a kernel's Python source run with a chosen interleaving.
-
-
-@dataclass(frozen=True)
-class Dim3:
-    x: int
-    y: int
-    z: int
-
-    def __iter__(self):
-        return iter((self.x, self.y, self.z))
-
-
-_DONE = object()
-
-
-class _Abort(BaseException):
-    pass
-
-
-class _GreenletFiber:
-    def __init__(self, fn):
-        self.parent = _greenlet.getcurrent()
-        self.g = _greenlet.greenlet(fn, parent=self.parent)
-
-    def resume(self, value=None):
-        out = self.g.switch(value)
-        return _DONE if self.g.dead else out
-
-    def suspend(self, request):
-        return self.parent.switch(request)
-
-    def abort(self):
-        if self.g and not self.g.dead:
-            try:
-                self.g.throw(_Abort)
-            except _Abort:
-                pass
-
-
-class _ThreadFiber:  # pragma: no cover - used only where greenlet is missing
-    def __init__(self, fn):
-        import threading
-
-        self.fn, self.thread, self.aborted = fn, None, False
-        self.go, self.back = threading.Lock(), threading.Lock()
-        self.go.acquire()
-        self.back.acquire()
-        self.out = self.exc = self.msg = None
-
-    def _main(self):
-        try:
-            self.go.acquire()
-            if not self.aborted:
-                self.fn()
-            self.out = _DONE
-        except _Abort:
-            self.out = _DONE
-        except BaseException as exc:
-            self.exc = exc
-        finally:
-            self.back.release()
-
-    def resume(self, value=None):
-        import threading
-
-        self.msg = value
-        if self.thread is None:
-            self.thread = threading.Thread(target=self._main, daemon=True)
-            self.thread.start()
-        self.go.release()
-        self.back.acquire()
-        if self.exc is not None:
-            raise self.exc
-        return self.out
-
-    def suspend(self, request):
-        self.out = request
-        self.back.release()
-        self.go.acquire()
-        if self.aborted:
-            raise _Abort
-        return self.msg
-
-    def abort(self):
-        if self.thread is not None and self.out is not _DONE:
-            self.aborted = True
-            self.go.release()
-            self.thread.join(1.0)
-
-
-_Fiber = _GreenletFiber if _greenlet is not None else _ThreadFiber
-
-
-class _SimThread:
-    __slots__ = ("block", "tid", "gid", "blockIdx", "threadIdx", "fiber", "request", "done", "waiting")
-
-    def __init__(self, block, tid, gid, blockIdx, threadIdx):
-        self.block, self.tid, self.gid = block, tid, gid
-        self.blockIdx, self.threadIdx = blockIdx, threadIdx
-        self.fiber = self.request = None
-        self.done = self.waiting = False
-
-
-class _Array:
-    """A kernel's view of a global or shared array: every element access is one scheduled step."""
-
-    __slots__ = ("_launch", "key", "name", "space", "data", "shape", "ndim", "size", "dtype", "block")
-
-    def __init__(self, launch, key, name, space, data, block=None):
-        self._launch, self.key, self.name, self.space = launch, key, name, space
-        self.data, self.shape, self.ndim, self.size, self.dtype = data, data.shape, data.ndim, data.size, data.dtype
-        self.block = block
-
-    def flat(self, index) -> int:
-        if isinstance(index, tuple):
-            if len(index) != self.ndim:
-                raise IndexError(f"{self.name} has {self.ndim} dimension(s); index {index!r} has {len(index)}")
-            flat = 0
-            for i, n in zip(index, self.shape):
-                i = operator.index(i)
-                if not 0 <= i < n:
-                    raise IndexError(f"{self.name}[{', '.join(map(str, index))}] is out of bounds (shape {self.shape})")
-                flat = flat * n + i
-            return flat
-        if self.ndim != 1:
-            raise IndexError(f"{self.name} has {self.ndim} dimensions: index it as {self.name}[i, j]")
-        i = operator.index(index)
-        if not 0 <= i < self.shape[0]:
-            raise IndexError(f"{self.name}[{i}] is out of bounds (size {self.shape[0]})")
-        return i
-
-    def __getitem__(self, index):
-        return self._launch.request(("ld", self, self.flat(index), sys._getframe(1).f_lineno))
-
-    def __setitem__(self, index, value):
-        self._launch.request(("st", self, self.flat(index), value, sys._getframe(1).f_lineno))
-
-    def __len__(self):
-        return self.shape[0]
-
-
-def _rmw(name: str, operand, compare=None):
-    """The new-value function of each CUDA atomic (None: no write)."""
-    return {
-        "add": lambda old: old + operand, "sub": lambda old: old - operand,
-        "max": lambda old: max(old, operand), "min": lambda old: min(old, operand),
-        "exch": lambda old: operand, "and_": lambda old: old & operand, "or_": lambda old: old | operand,
-        "xor": lambda old: old ^ operand,
-        "inc": lambda old: 0 if old >= operand else old + 1,
-        "dec": lambda old: operand if (old == 0 or old > operand) else old - 1,
-        "cas": lambda old: operand if old == compare else None,
-    }[name]
-
-
-class _Atomics:
-    def __init__(self, launch):
-        self._launch = launch
-
-    def _do(self, name, array, index, operand, compare=None):
-        if not isinstance(array, _Array):
-            raise TypeError(f"cuda.atomic.{name} needs a global or shared array, got {type(array).__name__}")
-        line = sys._getframe(2).f_lineno
-        return self._launch.request(("atom", array, array.flat(index), name, operand, compare, line))
-
-    def add(self, array, index, val):
-        return self._do("add", array, index, val)
-
-    def sub(self, array, index, val):
-        return self._do("sub", array, index, val)
-
-    def max(self, array, index, val):
-        return self._do("max", array, index, val)
-
-    def min(self, array, index, val):
-        return self._do("min", array, index, val)
-
-    def exch(self, array, index, val):
-        return self._do("exch", array, index, val)
-
-    def and_(self, array, index, val):
-        return self._do("and_", array, index, val)
-
-    def or_(self, array, index, val):
-        return self._do("or_", array, index, val)
-
-    def xor(self, array, index, val):
-        return self._do("xor", array, index, val)
-
-    def inc(self, array, index, val):
-        return self._do("inc", array, index, val)
-
-    def dec(self, array, index, val):
-        return self._do("dec", array, index, val)
-
-    def cas(self, array, index, old, val):
-        return self._do("cas", array, index, val, old)
-
-    def compare_and_swap(self, array, old, val):
-        return self._do("cas", array, 0, val, old)
-
-
-def _as_dtype(dtype) -> np.dtype:
-    try:
-        return np.dtype(dtype)
-    except TypeError:
-        from numba.np import numpy_support
-
-        return numpy_support.as_dtype(dtype)
-
-
-class _Shared:
-    def __init__(self, launch):
-        self._launch = launch
-
-    def array(self, shape, dtype, alignment=None):
-        launch, frame = self._launch, sys._getframe(1)
-        thread = launch.current
-        key = ("shared", thread.block, frame.f_code.co_filename, frame.f_lineno)
-        if key not in launch.arrays:
-            if shape == 0:
-                raise InvalidConfig("the race scheduler does not support dynamic shared memory; give the size")
-            dt = _as_dtype(dtype)
-            if dt.kind in "fc":
-                garbage = np.nan
-            else:
-                garbage = True if dt.kind == "b" else SHARED_GARBAGE if dt.itemsize > 1 else 123
-            data = np.full(shape, garbage, dtype=dt)
-            name = f"shared@line{frame.f_lineno}"
-            launch.arrays[key] = _Array(launch, key, name, "shared", data.reshape(-1), block=thread.block)
-            launch.arrays[key].shape = data.shape
-            launch.arrays[key].ndim = data.ndim
-        return launch.arrays[key]
-
-
-class _Local:
-    def array(self, shape, dtype, alignment=None):
-        return np.zeros(shape, _as_dtype(dtype))
-
-
-class _Const:
-    def array_like(self, ary):
-        return ary
-
-
-class _SchedulerCuda:
-    """What ``cuda`` means inside a kernel run by the race scheduler."""
-
-    warpsize = 32
-
-    def __init__(self, launch):
-        self._launch = launch
-        self.gridDim, self.blockDim = launch.griddim, launch.blockdim
-        self.atomic, self.shared, self.local, self.const = _Atomics(launch), _Shared(launch), _Local(), _Const()
-
-    @property
-    def threadIdx(self):
-        return self._launch.current.threadIdx
-
-    @property
-    def blockIdx(self):
-        return self._launch.current.blockIdx
-
-    @property
-    def laneid(self):
-        return self._launch.current.tid % 32
-
-    def grid(self, ndim):
-        t, b, d = self._launch.current.threadIdx, self._launch.current.blockIdx, self.blockDim
-        xyz = (b.x * d.x + t.x, b.y * d.y + t.y, b.z * d.z + t.z)
-        return xyz[0] if ndim == 1 else xyz[:ndim]
-
-    def gridsize(self, ndim):
-        g, d = self.gridDim, self.blockDim
-        xyz = (g.x * d.x, g.y * d.y, g.z * d.z)
-        return xyz[0] if ndim == 1 else xyz[:ndim]
-
-    def syncthreads(self):
-        self._launch.request(("sync", sys._getframe(1).f_lineno))
-
-    def threadfence(self):
-        self._launch.request(("fence", "gpu", sys._getframe(1).f_lineno))
-
-    def threadfence_block(self):
-        self._launch.request(("fence", "block", sys._getframe(1).f_lineno))
-
-    def threadfence_system(self):
-        self._launch.request(("fence", "system", sys._getframe(1).f_lineno))
-
-    def __getattr__(self, name):
-        raise AttributeError(
-            f"cuda.{name} is not available in the race scheduler (it supports indices, grid/gridsize, shared and "
-            f"local arrays, atomics, syncthreads and the threadfences)")
-
-
-def _is_cuda_module(value) -> bool:
-    return isinstance(value, types.ModuleType) and value.__name__ == "numba.cuda"
+# The race scheduler is the microscope's (gpucourse/microscope/scheduler.py): it runs a kernel's
+# Python source, one simulated thread at a time, switching at every memory access. This module
+# plugs its memory systems into it through the microscope's memory-system hook.
 
 
 def _python_of(kernel):
@@ -794,241 +484,17 @@ def _python_of(kernel):
     return fn
 
 
-def _global_names(code) -> set[str]:
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _global_names(const)
-    return names
-
-
-def _rebind(fn, fake, memo: dict):
-    """A copy of ``fn`` whose ``cuda`` (global or closure) is the scheduler's, device functions too."""
-    if fn in memo:
-        return memo[fn]
-    scope = dict(fn.__globals__)
-    cells = None
-    if fn.__closure__:
-        cells = tuple(types.CellType(fake if _is_cuda_module(c.cell_contents) else c.cell_contents)
-                      for c in fn.__closure__)
-    memo[fn] = new = types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__, cells)
-    for name in _global_names(fn.__code__) & scope.keys():
-        value = scope[name]
-        if _is_cuda_module(value):
-            scope[name] = fake
-        elif isinstance(getattr(value, "py_func", None), types.FunctionType):
-            scope[name] = _rebind(value.py_func, fake, memo)
-    return new
-
-
 LOST_COLUMNS = ["array", "element", "space", "lost_thread", "lost_step", "lost_value", "thread", "load_step",
                 "loaded_value", "store_step", "stored_value", "line"]
 EVENT_COLUMNS = ("step", "thread", "block", "tid", "op", "space", "array", "element", "value", "new_value",
                  "version", "newest_version", "line")
 
 
-class _Launch:
-    def __init__(self, kernel, griddim, blockdim, args, schedule, seed, memory, resident_blocks, max_steps):
-        self.fn = _python_of(kernel)
-        self.kernel_name = getattr(kernel, "__name__", self.fn.__name__)
-        self.griddim, self.blockdim = Dim3(*griddim), Dim3(*blockdim)
-        self.schedule, self.seed, self.max_steps = schedule, seed, max_steps
-        self.rng = random.Random(seed)
-        self.chooser = RandomChooser(seed + 1) if schedule == "random" else StalestChooser()
-        self.arrays: dict = {}
-        self.global_memory = MEMORY_CLASSES[memory](self.chooser, self._initial)
-        self.shared_memory = SequentialMemory(None, self._initial)
-        self.events: list[tuple] = []
-        self.current: _SimThread | None = None
-        self.steps = 0
-        params = list(inspect.signature(self.fn).parameters)
-        if len(params) != len(args):
-            raise InvalidConfig(f"{self.kernel_name} takes {len(params)} argument(s) ({', '.join(params)}); "
-                                f"got {len(args)}")
-        self.host, self.args = [], []
-        for i, (name, arg) in enumerate(zip(params, args)):
-            if hasattr(arg, "copy_to_host") and not isinstance(arg, np.ndarray):
-                data = np.ascontiguousarray(arg.copy_to_host())
-            elif isinstance(arg, np.ndarray) and arg.ndim > 0:
-                data = np.ascontiguousarray(arg).copy()
-            else:
-                self.args.append(arg)
-                continue
-            key = ("global", i)
-            self.arrays[key] = wrapped = _Array(self, key, name, "global", data.reshape(-1))
-            wrapped.shape, wrapped.ndim = data.shape, data.ndim
-            self.host.append((arg, key))
-            self.args.append(wrapped)
-        self.body = _rebind(self.fn, _SchedulerCuda(self), {})
-        nblocks = self.griddim.x * self.griddim.y * self.griddim.z
-        self.block_size = self.blockdim.x * self.blockdim.y * self.blockdim.z
-        self.block_order = list(itertools.product(range(self.griddim.z), range(self.griddim.y), range(self.griddim.x)))
-        self.resident_limit = resident_blocks or nblocks
-        self.next_block = 0
-        self.live: dict[int, list[_SimThread]] = {}
-        self.ready: list[int] = []
-        self.by_gid: dict[int, _SimThread] = {}
-        self.cursor = -1
-
-    # -- called from inside a simulated thread --------------------------------------------------
-    def request(self, op):
-        return self.current.fiber.suspend(op)
-
-    def _initial(self, loc):
-        return self.arrays[loc[0]].data[loc[1]]
-
-    # -- the scheduler -----------------------------------------------------------------------------
-    def _admit(self) -> None:
-        while self.next_block < len(self.block_order) and len(self.live) < self.resident_limit:
-            b = self.next_block
-            self.next_block += 1
-            bz, by, bx = self.block_order[b]
-            threads = []
-            for tid, (tz, ty, tx) in enumerate(itertools.product(
-                    range(self.blockdim.z), range(self.blockdim.y), range(self.blockdim.x))):
-                t = _SimThread(b, tid, b * self.block_size + tid, Dim3(bx, by, bz), Dim3(tx, ty, tz))
-                t.fiber = _Fiber(lambda *_: self.body(*self.args))
-                self.by_gid[t.gid] = t
-                threads.append(t)
-            self.live[b] = threads
-            for t in threads:
-                self._advance(t, None)
-
-    def _advance(self, t: _SimThread, value) -> None:
-        self.current = t
-        try:
-            request = t.fiber.resume(value)
-        except _Abort:
-            raise
-        except Exception as exc:
-            self._abort()
-            where = (f"{self.kernel_name}: block ({t.blockIdx.x}, {t.blockIdx.y}, {t.blockIdx.z}) thread "
-                     f"({t.threadIdx.x}, {t.threadIdx.y}, {t.threadIdx.z})")
-            try:
-                error = type(exc)(f"{where}: {exc}")
-            except Exception:
-                error = RuntimeError(f"{where}: {type(exc).__name__}: {exc}")
-            raise error from exc
-        finally:
-            self.current = None
-        if request is _DONE:
-            t.done = True
-            self._barrier_reached_by_all(t.block, t)
-            self._check_barrier(t.block)
-            if all(x.done for x in self.live[t.block]):
-                del self.live[t.block]
-                self._admit()
-        elif request[0] == "sync":
-            t.waiting = True
-            self._barrier_reached_by_all(t.block, t)
-            self._check_barrier(t.block)
-        else:
-            t.request = request
-            bisect.insort(self.ready, t.gid)
-
-    def _barrier_reached_by_all(self, block: int, t: _SimThread) -> None:
-        threads = self.live.get(block, ())
-        if any(x.waiting for x in threads) and any(x.done for x in threads):
-            self._abort()
-            raise Deadlock(f"{self.kernel_name}: in block ({t.blockIdx.x}, {t.blockIdx.y}, {t.blockIdx.z}) some "
-                           f"threads wait in syncthreads while others have exited: every thread of a block must "
-                           f"reach each syncthreads")
-
-    def _check_barrier(self, block: int) -> None:
-        threads = self.live.get(block, ())
-        alive = [x for x in threads if not x.done]
-        if alive and all(x.waiting for x in alive):
-            for x in alive:
-                x.waiting = False
-                x.request = ("resume",)
-                bisect.insort(self.ready, x.gid)
-
-    def _pick(self) -> _SimThread:
-        ready = self.ready
-        if self.schedule == "sequential":
-            i = 0
-        elif self.schedule == "round-robin":
-            i = bisect.bisect_right(ready, self.cursor)
-            i = 0 if i == len(ready) else i
-        else:
-            i = self.rng.randrange(len(ready))
-        gid = ready.pop(i)
-        self.cursor = gid
-        return self.by_gid[gid]
-
-    def run(self) -> None:
-        try:
-            self._admit()
-            while self.ready:
-                if self.steps >= self.max_steps:
-                    raise TooManySteps(_too_many_steps(self.kernel_name, self.max_steps))
-                t = self._pick()
-                self._advance(t, self._perform(t, t.request))
-            stuck = [t for threads in self.live.values() for t in threads if not t.done]
-            if stuck or self.next_block < len(self.block_order):
-                raise Deadlock(f"{self.kernel_name}: {len(stuck)} thread(s) wait in syncthreads for threads that "
-                               f"never arrive")
-        except BaseException:
-            self._abort()
-            raise
-        memory_final = self.global_memory.final()
-        for (key, flat), value in memory_final.items():
-            self.arrays[key].data[flat] = value
-        for arg, key in self.host:
-            array = self.arrays[key]
-            if isinstance(arg, np.ndarray):
-                arg[...] = array.data.reshape(array.shape)
-            else:
-                arg.copy_to_device(array.data.reshape(array.shape))
-
-    def _abort(self) -> None:
-        for t in self.by_gid.values():
-            if not t.done:
-                t.done = True
-                t.fiber.abort()
-
-    def _perform(self, t: _SimThread, op):
-        kind = op[0]
-        if kind == "resume":
-            return None
-        self.steps += 1
-        step = self.steps
-        if kind == "fence":
-            self.global_memory.fence(t.block, op[1])
-            self.events.append((step, t.gid, t.block, t.tid, "fence." + op[1], "", "", -1, None, None, -1, -1, op[2]))
-            return None
-        array, flat = op[1], op[2]
-        memory = self.global_memory if array.space == "global" else self.shared_memory
-        loc = (array.key, flat)
-        cast = array.dtype.type
-        if kind == "ld":
-            value, version, newest = memory.load(t.block, loc)
-            value = cast(value)
-            self.events.append((step, t.gid, t.block, t.tid, "load", array.space, array.name, flat, value, None,
-                                version, newest, op[3]))
-            return value
-        if kind == "st":
-            value = cast(op[3])
-            version = memory.store(t.block, loc, value)
-            self.events.append((step, t.gid, t.block, t.tid, "store", array.space, array.name, flat, value, None,
-                                version, version, op[4]))
-            return None
-        name, operand, compare = op[3], op[4], op[5]
-        fn = _rmw(name, cast(operand), None if compare is None else cast(compare))
-        new_value = []
-
-        def update(old, fn=fn):
-            new = fn(cast(old))
-            new_value.append(new)
-            return None if new is None else cast(new)
-
-        old, version = memory.rmw(t.block, loc, update)
-        old = cast(old)
-        new = cast(new_value[0]) if new_value and new_value[0] is not None else None  # None: no write (failed CAS)
-        self.events.append((step, t.gid, t.block, t.tid, "atomic", array.space, array.name, flat, old, new,
-                            version, version, op[6]))
-        return old
-
+def _shared_garbage(dtype: np.dtype):
+    """What an uninitialised shared element reads: never zero (a kernel must not rely on zeros)."""
+    if dtype.kind in "fc":
+        return np.nan
+    return True if dtype.kind == "b" else SHARED_GARBAGE if dtype.itemsize > 1 else 123
 
 _ENGINE_FILES = (__file__.removesuffix("c"), )
 
@@ -1055,7 +521,7 @@ class WeakMemoryHook(_MicroscopeMemory):
 
     def _initial(self, loc):
         array, index = self.cells[loc]
-        return array[index]
+        return _shared_garbage(array.dtype) if loc[0] == "shared" else array[index]
 
     def _where(self, thread, space, array, index, address):
         loc = (space, thread.block.linear if space == "shared" else None, address)
@@ -1148,8 +614,7 @@ class RaceReport:
     steps: int
     events: pd.DataFrame
     source: dict = field(default_factory=dict)  # line number -> source text
-    engine: str = "standalone"  # "microscope" (its race scheduler + this model as its memory hook) or "standalone"
-    microscope: object = None  # the microscope's own Report (races(), memory()…) when it ran the launch
+    microscope: object = None  # the microscope's own Report of the launch (races(), memory()…)
 
     @property
     def caption(self) -> str:
@@ -1210,20 +675,18 @@ class RaceReport:
 
 
 def run_kernel(kernel, griddim, blockdim, *args, schedule: str = "random", seed: int = 0, memory: str = "sc",
-               resident_blocks: int | None = None, max_steps: int = DEFAULT_MAX_STEPS,
-               engine: str = "auto") -> RaceReport:
+               resident_blocks: int | None = None, max_steps: int = DEFAULT_MAX_STEPS) -> RaceReport:
     """Run one launch of ``kernel`` under the race scheduler; NumPy arrays are updated in place.
 
-    ``engine="auto"`` uses the microscope's race scheduler with this module's memory as its hook,
-    or the standalone scheduler here when the microscope is missing or ``resident_blocks`` is
-    given (only the standalone one models how many blocks are resident). Both give the same kind
-    of report. Checks its input first: a schedule, memory or seed that is not allowed raises
-    ``InvalidConfig`` with one line saying what is, before anything runs."""
+    The microscope's race scheduler runs the kernel, with this module's memory (``memory``) as its
+    memory-system hook: the hook decides what every load reads and records every access in order.
+    Checks its input first: a schedule, memory or seed that is not allowed raises ``InvalidConfig``
+    with one line saying what is, before anything runs. A barrier that not every thread of a block
+    reaches raises the microscope's ``BarrierError``."""
     schedule = validate.choice("schedule", schedule, SCHEDULES)
     memory = validate.choice("memory", memory, MEMORIES)
     seed = validate.integer("seed", seed, minimum=0)
     max_steps = validate.integer("max_steps", max_steps, minimum=1)
-    engine = validate.choice("engine", engine, ENGINES)
     grid, block = validate.grid(griddim), validate.block(blockdim)
     threads = grid[0] * grid[1] * grid[2] * block[0] * block[1] * block[2]
     if threads > MAX_THREADS:
@@ -1231,29 +694,23 @@ def run_kernel(kernel, griddim, blockdim, *args, schedule: str = "random", seed:
                             f"{threads}: make the grid or the block smaller")
     if resident_blocks is not None:
         resident_blocks = validate.integer("resident_blocks", resident_blocks, minimum=1)
-    if engine == "auto":
-        engine = "microscope" if _microscope_trace is not None and resident_blocks is None else "standalone"
-    if engine == "microscope" and (_microscope_trace is None or resident_blocks is not None):
-        raise InvalidConfig("engine='microscope' needs gpucourse.microscope and no resident_blocks; use 'standalone'")
     fn = _python_of(kernel)
-    if engine == "microscope":
-        names = {}
-        for name, arg in zip(inspect.signature(fn).parameters, args, strict=False):
-            if isinstance(arg, np.ndarray):
-                root = arg
-                while isinstance(root.base, np.ndarray):
-                    root = root.base
-                names[id(root)] = name
-        hook = WeakMemoryHook(memory, seed + 1 if schedule == "random" else None, names)
-        hook.max_steps = max_steps
-        scope = _microscope_trace(kernel, griddim, blockdim, *args, schedule=schedule, seed=seed, memory=hook,
-                                  max_threads=MAX_THREADS)
-        raw, steps = hook.events, len(hook.events)
-    else:
-        scope = None
-        launch = _Launch(kernel, grid, block, args, schedule, seed, memory, resident_blocks, max_steps)
-        launch.run()
-        raw, steps = launch.events, launch.steps
+    params = list(inspect.signature(fn).parameters)
+    if len(params) != len(args):
+        raise InvalidConfig(f"{getattr(kernel, '__name__', fn.__name__)} takes {len(params)} argument(s) "
+                            f"({', '.join(params)}); got {len(args)}")
+    names = {}
+    for name, arg in zip(params, args, strict=True):
+        if isinstance(arg, np.ndarray):
+            root = arg
+            while isinstance(root.base, np.ndarray):
+                root = root.base
+            names[id(root)] = name
+    hook = WeakMemoryHook(memory, seed + 1 if schedule == "random" else None, names)
+    hook.max_steps = max_steps
+    scope = _microscope_trace(kernel, griddim, blockdim, *args, schedule=schedule, seed=seed, memory=hook,
+                              max_threads=MAX_THREADS, resident_blocks=resident_blocks)
+    raw = hook.events
     events = pd.DataFrame(raw, columns=list(EVENT_COLUMNS))
     for column in ("value", "new_value"):  # keep each value's own type (an int32 count stays an integer)
         position = EVENT_COLUMNS.index(column)
@@ -1262,7 +719,7 @@ def run_kernel(kernel, griddim, blockdim, *args, schedule: str = "random", seed:
     lines = sorted(set(events.line)) if len(events) else []
     source = {int(n): linecache.getline(filename, int(n)).strip() for n in lines if n > 0}
     name = getattr(kernel, "__name__", fn.__name__)
-    return RaceReport(name, grid, block, schedule, seed, memory, steps, events, source, engine, scope)
+    return RaceReport(name, grid, block, schedule, seed, memory, len(raw), events, source, scope)
 
 
 # --------------------------------------------------------------------------------------------
