@@ -2,8 +2,9 @@
 
 The full pass runs one pytest per mutation (23 of them), plus one unmutated run per group of test
 files: about 2 minutes of CPU, 9 to 10 minutes of wall-clock time on a busy 2-core machine (538 s
-measured), so it is marked slow (``make test`` runs it, ``make test-fast`` does not) and given at
-most 30 minutes. The list's shape is checked on every run.
+measured), so it is marked ``extra``: ``make test-extra`` runs it (``.ci/run`` does, after ``make test``),
+``make test`` and ``make test-fast`` do not; it is given at most 30 minutes. The list's shape is
+checked on every run.
 """
 
 import subprocess
@@ -35,6 +36,7 @@ def test_apply_mutates_a_copy_and_reports_missing_text(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.extra
 def test_no_mutation_survives():
     done = subprocess.run([sys.executable, str(ROOT / "tools" / "mutate.py")], cwd=ROOT, capture_output=True,
                           text=True, timeout=1800, check=False)
