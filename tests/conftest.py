@@ -22,7 +22,7 @@ def pytest_collection_modifyitems(config, items):
         if module is not None and item.get_closest_marker("xdist_group") is None and any(
                 d.scope == "module" and str(d.baseid) == module.nodeid
                 for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs):
-            item.add_marker(pytest.mark.xdist_group(module.nodeid))
+            item.add_marker(pytest.mark.xdist_group(module.path.stem))
     if getattr(config.option, "loadgroup", False):  # set on xdist's workers by `--dist loadgroup`
         for item in items:
             _hold_group(item)
