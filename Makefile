@@ -19,7 +19,7 @@ endif
 
 LABS := $(notdir $(wildcard solutions/lab*))
 
-.PHONY: help setup lab test test-fast test-gpu test-platforms lint notebooks labs check-generated grade feedback doctor record gpu-report mutate book clean
+.PHONY: help setup lab test test-extra test-fast test-gpu test-platforms lint notebooks labs check-generated grade feedback doctor record gpu-report mutate book clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -52,10 +52,16 @@ lint: setup ## ruff
 
 # Two workers, test by test (--dist loadgroup): the slow tests (nbgrader round trips, lessons run
 # headless and in the browser) spread over both; a module whose tests share an expensive fixture
-# (the website build, the hostile-grading batch, the hub) is one group and stays on one worker.
-test: setup ## the whole suite: lint, unit tests, notebooks, labs, nbgrader, browser
+# (the website build, the hostile-grading batch, the hub, a rehearsal) is one group and stays on one
+# worker (tests/conftest.py). --no-loadscope-reorder: work is handed out in conftest's order, the
+# slow tests first, so that no worker is left alone with a long one at the end.
+PYTEST_2 := -n 2 --dist loadgroup --no-loadscope-reorder
+test: setup ## the whole suite: lint, unit tests, notebooks, labs, nbgrader, browser, website, hub
 	$(PY) -m ruff check .
-	$(PY) -m pytest -n 2 --dist loadgroup --durations=25
+	$(PY) -m pytest $(PYTEST_2) -m "not extra" --durations=25
+
+test-extra: setup ## slow meta-checks CI runs after `make test`: the mutation pass (tests marked extra)
+	$(PY) -m pytest -m extra
 
 test-fast: setup ## unit tests only (no notebooks, nbgrader or browser)
 	$(PY) -m pytest -m "not slow and not gpu"

@@ -8,11 +8,13 @@
 
 from __future__ import annotations
 
+import atexit
 import copy
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,15 +71,32 @@ def with_cells(nb: nbformat.NotebookNode, replacements: dict[str, str]) -> nbfor
     return nb
 
 
+# One real `nbgrader generate_assignment` per lab and test process (about 5 s of CPU each, most of it
+# nbgrader starting): later scratch courses of the same lab are copies of that generated course.
+_GENERATED: dict[str, Path] = {}
+
+
+def _generated_course(lab: str) -> Path:
+    if lab not in _GENERATED:
+        keep = Path(tempfile.mkdtemp(prefix=f"generated-{lab}-"))
+        atexit.register(shutil.rmtree, keep, ignore_errors=True)
+        root = keep / "course"
+        (root / "solutions").mkdir(parents=True)
+        shutil.copy(ROOT / "nbgrader_config.py", root)
+        shutil.copytree(ROOT / "solutions" / lab, root / "solutions" / lab,
+                        ignore=shutil.ignore_patterns("*.ipynb", "__pycache__"))
+        nbformat.write(solution_notebook(lab), root / "solutions" / lab / f"{lab}.ipynb")
+        done = nbgrader(["generate_assignment", lab, "--force"], root)
+        assert done.returncode == 0, done.stderr[-3000:]
+        _GENERATED[lab] = root
+    return _GENERATED[lab]
+
+
 def course_copy(tmp: Path, lab: str) -> Path:
-    """A scratch course: config + this lab's source, generated with nbgrader (fills the gradebook)."""
+    """A scratch course: config + this lab's source, generated with nbgrader (fills the gradebook).
+    Each call gets its own copy (its own gradebook); the generation itself runs once per lab."""
     root = tmp / "course"
-    (root / "solutions").mkdir(parents=True)
-    shutil.copy(ROOT / "nbgrader_config.py", root)
-    shutil.copytree(ROOT / "solutions" / lab, root / "solutions" / lab, ignore=shutil.ignore_patterns("*.ipynb"))
-    nbformat.write(solution_notebook(lab), root / "solutions" / lab / f"{lab}.ipynb")
-    done = nbgrader(["generate_assignment", lab, "--force"], root)
-    assert done.returncode == 0, done.stderr[-3000:]
+    shutil.copytree(_generated_course(lab), root)
     return root
 
 

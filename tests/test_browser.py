@@ -65,12 +65,33 @@ def lab():
     (SCREENSHOTS / f"timings-{worker}.json").write_text(json.dumps(TIMINGS, indent=2) + "\n")
 
 
-def _tab_to(page, element) -> bool:
-    """Reach ``element`` with the keyboard: from it, Shift+Tab leaves and Tab comes back."""
-    element.focus()
-    page.keyboard.press("Shift+Tab")
-    page.keyboard.press("Tab")
-    return element.evaluate(JS_IS_FOCUSED)
+def _tab_to(page, element, attempts: int = 4) -> bool:
+    """Reach ``element`` with the keyboard: from it, Shift+Tab leaves and Tab comes back.
+
+    JupyterLab moves the focus itself while it settles (it activates the cell a focus lands in,
+    after a scroll or a run, in its own time), and on a loaded machine that can come between the two
+    keys. So a miss is tried again once the page has painted; a control Tab cannot reach misses
+    every time."""
+    for _attempt in range(attempts):
+        wait_until_painted(page)
+        element.focus()
+        page.keyboard.press("Shift+Tab")
+        page.keyboard.press("Tab")
+        if element.evaluate(JS_IS_FOCUSED):
+            return True
+    return False
+
+
+def _reach(page, element, what: str) -> None:
+    """Fail with where the focus went when ``element`` cannot be reached with Tab."""
+    assert _tab_to(page, element), f"{what} cannot be reached with Tab (the focus is on {_focused(page)})"
+
+
+def _focused(page) -> str:
+    """Where the keyboard focus is (for a failure message)."""
+    return page.evaluate("""() => { const e = document.activeElement; if (!e) return 'nothing';
+      const cell = e.closest('.jp-Cell'); return e.tagName.toLowerCase() + (e.className ? '.' + e.className : '')
+        + (cell ? ' in cell ' + [...document.querySelectorAll('.jp-Cell')].indexOf(cell) : ''); }""")
 
 
 class Controls:
@@ -133,7 +154,7 @@ class Controls:
             options = select.evaluate("s => [...s.options].map(o => o.value)")
             if len(options) < 2:
                 continue
-            assert _tab_to(self.page, select), f"{self.name}: dropdown {i} cannot be reached with Tab"
+            _reach(self.page, select, f"{self.name}: dropdown {i}")
             last = select.evaluate("s => s.selectedIndex") == len(options) - 1
             # Space opens the list, an arrow picks, Enter confirms (see SELECT_KEYS)
             self._changed(f"dropdown {i} by keyboard", self._keys, "Space", "ArrowUp" if last else "ArrowDown",
@@ -148,14 +169,14 @@ class Controls:
             if len(buttons) < 2:
                 continue
             idle = [b for b in buttons if "mod-active" not in (b.get_attribute("class") or "")]
-            assert _tab_to(self.page, idle[0]), f"{self.name}: toggle buttons {i} cannot be reached with Tab"
+            _reach(self.page, idle[0], f"{self.name}: toggle buttons {i}")
             self._changed(f"toggle buttons {i} by keyboard", self._keys, "Space")
             idle = [b for b in buttons if "mod-active" not in (b.get_attribute("class") or "")]
             self._changed(f"toggle buttons {i} by pointer", idle[0].click)
 
     def checkboxes(self) -> None:
         for i, box in enumerate(self.chart.locator(".widget-checkbox input[type=checkbox]").element_handles()):
-            assert _tab_to(self.page, box), f"{self.name}: check box {i} cannot be reached with Tab"
+            _reach(self.page, box, f"{self.name}: check box {i}")
             self._changed(f"check box {i} by keyboard", self._keys, "Space")
             self._changed(f"check box {i} by pointer", box.click)
 
@@ -164,7 +185,7 @@ class Controls:
             options = select.evaluate("s => [...s.options].map(o => o.value)")
             if len(options) < 2:
                 continue
-            assert _tab_to(self.page, select), f"{self.name}: multiple select {i} cannot be reached with Tab"
+            _reach(self.page, select, f"{self.name}: multiple select {i}")
             self._changed(f"multiple select {i} by keyboard", self._keys, "End")  # the last option alone
             self._changed(f"multiple select {i} by pointer", select.select_option, options[:2])
 
@@ -172,7 +193,7 @@ class Controls:
         """Typed values must be accepted; they need not change a chart (see module docstring)."""
         for i, box in enumerate(self.chart.locator(".widget-text input, .widget-inline-hbox input[type=number]")
                                 .element_handles()):
-            assert _tab_to(self.page, box), f"{self.name}: text box {i} cannot be reached with Tab"
+            _reach(self.page, box, f"{self.name}: text box {i}")
             before = box.input_value()
             self.page.keyboard.press("ArrowUp" if box.get_attribute("type") == "number" else "End")
             self.page.keyboard.press("Enter")
@@ -182,7 +203,7 @@ class Controls:
 
     def data_table(self) -> None:
         for button in self.chart.get_by_role("button", name="Show data table").element_handles():
-            assert _tab_to(self.page, button), f"{self.name}: 'Show data table' cannot be reached with Tab"
+            _reach(self.page, button, f"{self.name}: 'Show data table'")
             tables = self.chart.locator("table").count()
             self.page.keyboard.press("Space")
             self.page.wait_for_function("([c, n]) => c.querySelectorAll('table').length > n",

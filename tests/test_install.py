@@ -4,6 +4,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -87,3 +88,22 @@ def test_every_lesson_and_lab_opens_on_colab_from_its_first_cell_and_the_readme(
         if folder == "labs":
             assert cell.metadata["nbgrader"]["locked"] and "Download" in badge.source
     assert readme.count(build.COURSE_REPO.removeprefix("https://github.com/")) >= len(sources)
+
+
+@pytest.mark.slow  # a fresh venv and a real pip install (of one small package)
+def test_the_lock_installs_without_pip_compiling_then_everything_is_compiled_on_every_core(tmp_path):
+    root = tmp_path / "course"
+    (root / "locks").mkdir(parents=True)
+    (root / "locks" / "cu13.txt").write_text("six==1.17.0\n")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = install.venv_python(venv)
+    lock_install = install.install_commands("13", python, root)[0]
+    assert "--no-compile" in lock_install
+    subprocess.run(lock_install, check=True)
+    where = subprocess.run([str(python), "-c", "import importlib.util as u; print(u.find_spec('six').origin)"],
+                           capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"}).stdout.strip()
+    cache = Path(where).parent / "__pycache__"
+    assert not list(cache.glob("six.*.pyc")), "pip compiled it (it should leave that to compile_command)"
+    subprocess.run(install.compile_command(python), check=True)
+    assert list(cache.glob("six.*.pyc")), "compile_command did not compile the installed packages"

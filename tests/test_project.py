@@ -107,13 +107,15 @@ def test_readme_gives_the_two_commands_and_the_three_audiences():
         assert audience in readme.lower()
 
 
-def test_ci_runs_the_readme_test_command():
-    assert "make test" in (ROOT / ".ci/run").read_text()
+def test_ci_runs_the_readme_test_command_then_the_extra_checks():
+    ci = (ROOT / ".ci/run").read_text()
+    assert "make test\n" in ci and "make test-extra\n" in ci and "make test-platforms\n" in ci
+    assert ci.index("make test\n") < ci.index("make test-extra\n")
 
 
 def test_make_help_lists_every_target():
     out = subprocess.run(["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True).stdout
-    for target in ("setup", "lab", "test", "labs", "grade", "feedback", "doctor", "record", "notebooks"):
+    for target in ("setup", "lab", "test", "test-extra", "labs", "grade", "feedback", "doctor", "record", "notebooks"):
         assert f"make {target} " in out, target
 
 
