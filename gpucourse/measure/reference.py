@@ -35,6 +35,7 @@ PROVENANCE_FILE = "provenance.json"
 SWEEP_MODULES = (
     "gpucourse.measuring", "gpucourse.warps", "gpucourse.divergence", "gpucourse.coalescing",
     "gpucourse.tiling", "gpucourse.occupancy_lesson", "gpucourse.races", "gpucourse.precision",
+    "gpucourse.lessons.feeding.experiments",
 )
 
 

@@ -1,0 +1,1 @@
+"""One package per lesson: kernels, model, experiments and figures (see ARCHITECTURE)."""
