@@ -112,6 +112,8 @@ WITH_ARGUMENTS = {
         ns=(64, 512), rows=2),
     "races.show_histogram": lambda: _races().show_histogram(_races().histogram_atomic),
     "races.show_handoff": lambda: _races().show_handoff(_handoff_broken),
+    "lessons.feeding.figures.timeline_figure": lambda: _feeding().timeline_figure(
+        _feeding().timeline(_feeding().small_kernels(4, 2.0)), "four small kernels", "model"),
 }
 # Builders the test cannot call alone, each with why; a new builder must be callable or named here.
 NOT_CALLED = {
@@ -125,6 +127,12 @@ def _precision():
     from gpucourse import precision
 
     return precision
+
+
+def _feeding():
+    from gpucourse.lessons import feeding
+
+    return feeding
 
 
 def _races():

@@ -126,5 +126,5 @@ def test_committed_notebooks_have_no_outputs():
 
 
 def test_every_lesson_has_instructor_notes():
-    for source in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py")):
+    for source in sorted((ROOT / "notebooks").glob("[0-9][0-9]*_*.py")):
         assert (ROOT / "instructor" / f"{source.stem}.md").exists(), f"instructor notes for {source.stem}"

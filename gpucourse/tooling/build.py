@@ -34,7 +34,7 @@ KERNELSPEC = {"display_name": "Python 3 (gpucourse)", "language": "python", "nam
 
 
 def lesson_sources(root: Path = ROOT) -> list[Path]:
-    return sorted((root / "notebooks").glob("[0-9][0-9]_*.py"))
+    return sorted((root / "notebooks").glob("[0-9][0-9]*_*.py"))
 
 
 def lab_names(root: Path = ROOT) -> list[str]:

@@ -19,7 +19,7 @@ from gpucourse.lessons.feeding.experiments import (  # noqa: F401
     l2_sweep,
     launch_sweep,
     matmul_shapes_and_dtypes,
-    overlap_timeline,
+    overlap_events,
     profile_counts,
     profile_ops,
     sync_sweep,

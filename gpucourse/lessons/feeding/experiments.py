@@ -5,7 +5,7 @@ they check results, nothing is timed), ``profile_counts`` (torch.profiler operat
 CPU or the GPU). GPU only, each registered with ``make record``:
 
 * ``copy_sweep``: host→device GB/s against size, pageable vs pinned (the harness: events, median);
-* ``overlap_timeline``: chunks of copy → kernel → copy on one or several streams, every operation
+* ``overlap_events``: chunks of copy → kernel → copy on one or several streams, every operation
   bracketed by events; the timeline is drawn from the events' times;
 * ``launch_sweep``: a chain of small torch operations launched eagerly vs replayed as a CUDA graph
   (events around host-issued calls: the host's dispatch time is included on purpose);
@@ -135,10 +135,10 @@ def _copy_recording() -> pd.DataFrame:
     return copy_sweep()
 
 
-def overlap_timeline(total_bytes: int = 64 << 20, chunks: int = 4, streams: int = 2) -> pd.DataFrame:
+def overlap_events(total_bytes: int = 64 << 20, chunks: int = 4, streams: int = 2) -> pd.DataFrame:
     """Copy in → kernel → copy out in chunks on ``streams`` streams from pinned memory; each operation
     between two events. Rows as ``model.timeline`` (µs from the first event)."""
-    _need_gpu("overlap_timeline")
+    _need_gpu("overlap_events")
     cuda = runtime.cuda
     chunks = validate.integer("chunks", chunks, minimum=1, maximum=32)
     streams = validate.integer("streams", streams, minimum=1, maximum=8)
@@ -181,7 +181,7 @@ def overlap_timeline(total_bytes: int = 64 << 20, chunks: int = 4, streams: int 
                           columns=("streams", "engine", "name", "kind", "stream", "start_us", "end_us"),
                           description="event timeline of 4 chunks of copy-kernel-copy on 1 and on 2 streams")
 def _overlap_recording() -> pd.DataFrame:
-    return pd.concat([overlap_timeline(streams=s).assign(streams=s) for s in (1, 2)], ignore_index=True)
+    return pd.concat([overlap_events(streams=s).assign(streams=s) for s in (1, 2)], ignore_index=True)
 
 
 def _torch_events_ms(fn, repeat: int, samples: int = 10) -> float:

@@ -113,7 +113,7 @@ def measured_overlap_figure(streams: int = 2) -> go.Figure:
     streams = validate.choice("streams", streams, (1, 2))
     title = f"Copy → kernel → copy, 4 chunks on {streams} stream{'s' if streams > 1 else ''} (from events)"
     if runtime.is_gpu():
-        return timeline_figure(experiments.overlap_timeline(streams=streams), title,
+        return timeline_figure(experiments.overlap_events(streams=streams), title,
                                charts.source_caption("measured", f"{runtime.device().name}, CUDA events"))
     rec = reference.load("feeding.overlap")
     if rec is not None:
