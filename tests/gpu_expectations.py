@@ -56,3 +56,34 @@ def require(ratio: float | None, expectations: Expectations, what: str) -> float
     if ratio is None:
         pytest.skip(f"{what} is not asserted on {runtime.device().name}: {expectations.why_not}")
     return ratio
+
+
+# --- lesson 08 "Feeding the GPU" -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FeedingExpectations:
+    pinned_over_pageable: float  # host→device GB/s of a 256 MiB copy, pinned ÷ pageable
+    eager_over_graph_per_kernel: float  # µs per tiny kernel of a 64-kernel chain, eager ÷ CUDA graph replay
+    unfused_over_fused: float  # time of the five-kernel chain ÷ the fused kernel, n = 2^24 (bytes: 44/12 ≈ 3.7×)
+    l2_over_dram: float  # warm copy GB/s, working set a quarter of the L2 ÷ 16× the L2
+    why_not: str = ""
+
+
+# Pinned never loses to pageable for a large copy (the driver stages pageable memory through a pinned
+# buffer); by how much depends on the host, so only ≥ 1 is asserted. A graph replay saves the host's
+# per-launch cost (several µs) and a tiny kernel runs ~2 µs, so 1.5× is a floor. The fused chain moves
+# 3.7× fewer bytes of DRAM; 2.5× leaves room for the last kernel's tail and clocks. The L2's bandwidth
+# is about 2–3× HBM's on A100/H100 and more over GDDR; 1.3× is a floor.
+_FEEDING = FeedingExpectations(1.0, 1.5, 2.5, 1.3)
+
+FEEDING_BY_CC = dict.fromkeys(BY_CC, _FEEDING)
+
+
+def feeding_for_this_gpu() -> FeedingExpectations:
+    """Lesson 08's expectations for this device's compute capability; skips when none is written."""
+    cc = tuple(runtime.device().compute_capability)
+    if cc not in FEEDING_BY_CC:
+        pytest.skip(f"no lesson-08 GPU-tier expectations are written for compute capability {cc[0]}.{cc[1]} "
+                    "(add a row to FEEDING_BY_CC in tests/gpu_expectations.py)")
+    return FEEDING_BY_CC[cc]

@@ -23,6 +23,7 @@ from gpucourse.lessons.feeding.experiments import (  # noqa: F401
     profile_counts,
     profile_ops,
     sync_sweep,
+    time_per_step_ms,
     unfused_chain,
 )
 from gpucourse.lessons.feeding.figures import (  # noqa: F401
