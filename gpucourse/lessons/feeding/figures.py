@@ -22,7 +22,7 @@ KIND_COLOURS = {"launch": charts.PALETTE[5], "host": charts.PALETTE[1], "wait": 
                 "copy": charts.PALETTE[0], "kernel": charts.PALETTE[2]}
 KIND_LABELS = {"launch": "host: issuing a launch or copy", "host": "host: Python / data work",
                "wait": "host: waiting for the GPU", "copy": "copy engine: transfer", "kernel": "SMs: kernel"}
-KIND_PATTERNS = {"launch": "", "host": "/", "wait": ".", "copy": "x", "kernel": ""}
+KIND_PATTERNS = {"launch": "|", "host": "/", "wait": ".", "copy": "x", "kernel": ""}
 
 
 def published_hbm_gbps(gpu: str = "NVIDIA H100 PCIe") -> float:
@@ -235,7 +235,7 @@ def fusion_claim_figure(byte_ratio: float | None = None) -> go.Figure:
     ratio = byte_ratio or model.chain_bytes(1) / model.chain_bytes(1, fused=True)
     f = np.linspace(0, 1, 51)
     fig = charts.figure(f"What fusing a {ratio:.2f}× smaller chain can give the whole step",
-                        "share of the step spent in the chain before fusion", "step speed-up (×)",
+                        "share of the step spent in the chain before fusion (fraction)", "step speed-up (×)",
                         charts.source_caption("model", "Amdahl's law on counted bytes; the 1.8× is a claim of "
                                                        "source 001, not a measurement"))
     charts.line(fig, f, [model.speedup_from_fusion(x, ratio) for x in f], "bytes-bound chain, fused", 0,
