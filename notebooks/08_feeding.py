@@ -183,8 +183,10 @@ feeding.launch_figure()
 # `tensor.cpu()`, `tensor.numpy()`, `print(tensor)` (it must read the values to print them),
 # `if loss < best:` (Python needs a bool now), `float(loss)`. Each is a synchronisation followed by
 # a tiny copy back; while the host waits, nothing new is queued, and after it the SMs wait for the
-# host's next launches. In PyTorch every one of them goes through the operator
-# `aten::_local_scalar_dense`, which the profiler counts — even on the CPU:
+# host's next launches. In PyTorch, each one that turns a tensor into a Python value goes through
+# the operator `aten::_local_scalar_dense`, which the profiler counts — even on the CPU (`.cpu()`
+# and `.numpy()` show up instead as a device-to-host copy, `aten::_to_copy`, with its
+# `cudaMemcpy` in the CUDA row of a GPU profile):
 
 # %%
 import torch
@@ -308,8 +310,9 @@ feeding.l2_figure()
 # ## Explain
 #
 # * **Pinned memory.** Only page-locked host memory can be read by the copy engine directly; a copy
-#   from pageable memory is staged by the driver and returns to the host only when done (CUDA
-#   Runtime API, "API synchronization behavior"). Large copies reach the link's bandwidth (PCIe 4.0
+#   from pageable memory is staged by the driver through a pinned buffer and returns to the host
+#   only once its last piece is staged (CUDA Runtime API, "API synchronization behavior"; the model
+#   simplifies this to "when the copy is done"). Large copies reach the link's bandwidth (PCIe 4.0
 #   ×16: 31.5 GB/s per direction by the specification; PCIe 5.0 twice that); small ones never do.
 # * **Streams.** Operations on one stream run in order; on different streams they may overlap if
 #   different engines are free (Programming Guide, "Asynchronous Concurrent Execution").
@@ -325,8 +328,8 @@ feeding.l2_figure()
 #   copies, launches or the host — not the kernel.
 # * Pinned memory and streams overlap copies with compute; CUDA graphs and fusion remove launches;
 #   fusion also removes bytes.
-# * `.item()`, `.cpu()`, `print(tensor)` and `if tensor:` are synchronisations — count them with
-#   the profiler (`aten::_local_scalar_dense`), and keep them out of the loop.
+# * `.item()`, `.cpu()`, `print(tensor)` and `if tensor:` are synchronisations — find them in the
+#   profiler (`aten::_local_scalar_dense`, device-to-host copies), and keep them out of the loop.
 #
 # **Next:** the capstone lab 08 "Why is my training step slow?": profile a training loop with five
 # planted causes, name each with the profiler's evidence, and fix them.

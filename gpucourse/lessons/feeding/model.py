@@ -12,7 +12,8 @@ Pure functions, no kernel launches: they run the same with or without a GPU.
   operation of its stream has finished and its engine is free; one kernel fills the GPU (kernels
   never run side by side); each direction of copy has its own copy engine; a copy from or to
   **pageable** host memory keeps the host waiting until it has finished (the driver stages it
-  through a pinned buffer); ``Sync`` makes the host wait until all issued device work is done.
+  through a pinned buffer and returns once the last piece is staged: the model simplifies this to
+  the end of the copy); ``Sync`` makes the host wait until all issued device work is done.
 * scenario builders: ``pipeline`` (chunks of copy → kernel → copy on one or more streams),
   ``training_loop`` (host work, a batch copy, kernels and, optionally, a ``.item()`` per step),
   ``small_kernels`` (a chain of small kernels launched one by one or replayed as a graph).
