@@ -48,7 +48,7 @@ def _run(args) -> int:
 
         return install(["--cuda", args.cuda] if args.cuda else [])
     if args.command == "compile-check":
-        from gpucourse.measure.compilecheck import main as compile_check
+        from gpucourse.tooling.compilecheck import main as compile_check
 
         return compile_check(args.arch, args.only)
     if args.command == "doctor":
@@ -99,7 +99,7 @@ def _run(args) -> int:
         build_book()
         return 0
     if args.command == "gpu-report":
-        from gpucourse.measure import gpureport
+        from gpucourse.tooling import gpureport
 
         done = gpureport.build(args.out, practice=args.rehearsal)
         print(f"wrote {done.path} and {done.data_folder}")

@@ -4,7 +4,7 @@ Launch limits and per-SM resources come from the CUDA C++ Programming Guide ("Co
 Capabilities", "Technical Specifications per Compute Capability"); the resident-block limit, the
 shared-memory carve-out sizes, the allocation granularity and the per-block reservation are those
 of NVIDIA's occupancy calculator, ``cuda_occupancy.h`` (CUDA 13 toolkit). The occupancy calculator
-(``gpucourse.occupancy``), the microscope's launch checks (``gpucourse.microscope.limits``) and the
+(``gpucourse.lessons.occupancy.calculator``), the microscope's launch checks (``gpucourse.microscope.limits``) and the
 lessons read them from here.
 """
 

@@ -92,7 +92,7 @@ prediction_launch_only_ms = ...  # your guess, in ms
 # GPU, of the bar for the CUDA events); each bar is labelled with its time.*
 
 # %%
-from gpucourse import measuring
+from gpucourse.lessons import measuring
 
 measuring.async_pitfall_figure()
 

@@ -55,7 +55,7 @@ answer_warp_1 = "..."  # your prediction, in words
 # warp 2 the rest of row 5 and rows 6 and 7. No warp holds only whole rows.*
 
 # %%
-from gpucourse import warps
+from gpucourse.lessons import warps
 
 warps.lane_map_figure(block_x=12, block_y=8)
 

@@ -54,7 +54,7 @@ runtime.banner()
 # a diamond for path B and a circle for a masked lane.*
 
 # %%
-from gpucourse import divergence
+from gpucourse.lessons import divergence
 
 divergence.prefetch_ptx()  # compiles two kernels to PTX in the background, for section 2
 divergence.warp_timeline_figure(fraction=0.5, placement="interleaved", body_a=4, body_b=4)

@@ -45,7 +45,7 @@ runtime.banner()
 # `(warp_start + l) · stride + offset`:
 
 # %%
-from gpucourse import coalescing
+from gpucourse.lessons import coalescing
 
 print(coalescing.kernel_source(coalescing.strided_copy))
 

@@ -57,7 +57,7 @@ runtime.banner()
 # A and of B into shared memory, syncthreads, 4 multiply-adds per thread, syncthreads.*
 
 # %%
-from gpucourse import tiling
+from gpucourse.lessons import tiling
 
 tiling.tiling_picture(tile=4, n=12, step=1)
 

@@ -65,7 +65,7 @@ runtime.banner()
 # blocks × 4 warps = 48 of 64 warps (75 %), limited by registers.*
 
 # %%
-from gpucourse import occupancy_lesson as lesson
+from gpucourse.lessons import occupancy as lesson
 
 lesson.sm_picture(threads_per_block=128, registers_per_thread=37, shared_bytes_per_block=0, cc=(7, 0))
 
@@ -79,11 +79,11 @@ lesson.sm_picture(threads_per_block=128, registers_per_thread=37, shared_bytes_p
 prediction_320_threads = {"blocks": "...", "warps": "...", "occupancy %": "...", "limiter": "..."}
 
 # %% [markdown]
-# The calculator shows its arithmetic, line by line. (It is `gpucourse.occupancy.occupancy`; a
+# The calculator shows its arithmetic, line by line. (It is `gpucourse.lessons.occupancy.calculator.occupancy`; a
 # test compares it with NVIDIA's own header on thousands of configurations.)
 
 # %%
-from gpucourse.occupancy import occupancy
+from gpucourse.lessons.occupancy.calculator import occupancy
 
 print(occupancy(320, 37, cc=(7, 0)).explain())
 

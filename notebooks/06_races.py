@@ -49,7 +49,7 @@ runtime.banner()
 # %%
 import inspect
 
-from gpucourse import races
+from gpucourse.lessons import races
 
 print(inspect.getsource(races.histogram_racy.py_func))
 
@@ -286,7 +286,7 @@ prediction_gpu_weak_per_million = ...
 # strong accesses the PTX model asks for.
 
 # %%
-from gpucourse import weakmemory
+from gpucourse.lessons.races import weakmemory
 
 weakmemory.litmus_table()[["test", "programs", "weak outcome", "plain simulator (SC)", "this model",
                            "PTX memory model"]]

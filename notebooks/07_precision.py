@@ -53,7 +53,7 @@ runtime.banner()
 # colours: sign, exponent (range), mantissa (precision), dropped bits.*
 
 # %%
-from gpucourse import formats
+from gpucourse.lessons.precision import formats
 
 formats.layout_figure()
 
@@ -107,7 +107,7 @@ prediction_running_sum = "..."  # e.g. "it stops near 2048"
 # Computed now with NumPy's IEEE half precision:
 
 # %%
-from gpucourse import precision
+from gpucourse.lessons import precision
 
 precision.classic_demos()
 

@@ -199,8 +199,8 @@ def check_colab() -> str:
     with tempfile.TemporaryDirectory() as work:
         cell = INSTALL_CELL.format(repo=f"file://{ROOT}")
         lessons = ("from gpucourse.measure import runtime\n"
-                   "from gpucourse import warps, divergence, coalescing, tiling, races, precision\n")
-        lessons += "import gpucourse.occupancy_lesson, gpucourse.microscope\nprint(runtime.banner().lines()[0])"
+                   "from gpucourse.lessons import warps, divergence, coalescing, tiling, races, precision\n")
+        lessons += "import gpucourse.lessons.occupancy, gpucourse.microscope\nprint(runtime.banner().lines()[0])"
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"GPUCOURSE_MODE": "sim"}
         out = run([python, "-c", cell + "\n" + lessons], cwd=work, env=env).stdout
     after = {n: v for n, v in installed(python).items() if n.startswith(GPU_PACKAGE_PREFIXES)}

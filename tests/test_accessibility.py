@@ -25,7 +25,9 @@ import pytest
 from numba import cuda, float32  # tests/conftest.py imported gpucourse first: the simulator is chosen
 
 import gpucourse
-from gpucourse import coalescing, measuring, microscope, occupancy_lesson, warps
+from gpucourse import microscope
+from gpucourse.lessons import coalescing, measuring, warps
+from gpucourse.lessons import occupancy as occupancy_lesson
 from gpucourse.tooling.build import lesson_sources
 from gpucourse.viz import charts, diagrams
 
@@ -78,14 +80,15 @@ def _handoff_broken(data, flag, out, producer, spin_cap):  # lab 06's broken han
 
 
 def _occupancy_as_a_learner_writes_it(threads, registers, shared_bytes, cc):
-    from gpucourse.occupancy import occupancy
+    from gpucourse.lessons.occupancy.calculator import occupancy
 
     r = occupancy(threads, registers, shared_bytes, cc)
     return {"blocks": r.active_blocks, "occupancy_pct": 100 * r.occupancy, "limiters": set(r.limiters)}
 
 
 def _stale_read_timeline():
-    from gpucourse import races, weakmemory
+    from gpucourse.lessons import races
+    from gpucourse.lessons.races import weakmemory
 
     run = races.handoff(producer_block=1, spin_cap=200, fence=False, schedule="round-robin", memory="weak")
     return weakmemory.timeline_figure(run["report"], "stale")
@@ -94,24 +97,24 @@ def _stale_read_timeline():
 # Builders that need arguments, called the way the lessons call them (every other builder is found
 # and called with its defaults by `figure_builders`).
 WITH_ARGUMENTS = {
-    "warps.coverage_figure": lambda: warps.coverage_figure(40, 40),
-    "measuring.roofline_figure(fp32)": lambda: measuring.roofline_figure("fp32"),
-    "coalescing.warp_figure(stride 8, offset 1)": lambda: coalescing.warp_figure(stride=8, offset=1),
-    "occupancy_lesson.speed_figure(compute)": lambda: occupancy_lesson.speed_figure("compute"),
+    "lessons.warps.figures.coverage_figure": lambda: warps.coverage_figure(40, 40),
+    "lessons.measuring.figures.roofline_figure(fp32)": lambda: measuring.roofline_figure("fp32"),
+    "lessons.coalescing.figures.warp_figure(stride 8, offset 1)": lambda: coalescing.warp_figure(stride=8, offset=1),
+    "lessons.occupancy.figures.speed_figure(compute)": lambda: occupancy_lesson.speed_figure("compute"),
     "microscope.picture_sectors": lambda: coalescing.trace_copy(stride=2).picture_sectors(array="src"),
     "microscope.picture_banks": lambda: microscope.trace(_column_read, 1, 32, np.zeros(32, np.float32))
     .picture_banks(op="load"),
     "microscope.picture_lanes": lambda: microscope.trace(_half_warp_branch, 1, 64, np.zeros(64)).picture_lanes(1),
-    "weakmemory.timeline_figure": _stale_read_timeline,
-    "occupancy_lesson.occupancy_chart": lambda: occupancy_lesson.occupancy_chart("threads_per_block"),
-    "races.memory_model_picture(fenced)": lambda: _races().memory_model_picture(fenced=True),
-    "occupancy_lesson.learner_curve_figure": lambda: occupancy_lesson.learner_curve_figure(
+    "lessons.races.weakmemory.timeline_figure": _stale_read_timeline,
+    "lessons.occupancy.figures.occupancy_chart": lambda: occupancy_lesson.occupancy_chart("threads_per_block"),
+    "lessons.races.figures.memory_model_picture(fenced)": lambda: _races().memory_model_picture(fenced=True),
+    "lessons.occupancy.figures.learner_curve_figure": lambda: occupancy_lesson.learner_curve_figure(
         _occupancy_as_a_learner_writes_it, 37, 4 * 1024, (8, 6)),
-    "precision.dot_errors_figure": lambda: _precision().dot_errors_figure(
+    "lessons.precision.figures.dot_errors_figure": lambda: _precision().dot_errors_figure(
         {"fp64 reference": lambda a, b: (a.astype(np.float64) * b.astype(np.float64)).sum(axis=1)},
         ns=(64, 512), rows=2),
-    "races.show_histogram": lambda: _races().show_histogram(_races().histogram_atomic),
-    "races.show_handoff": lambda: _races().show_handoff(_handoff_broken),
+    "lessons.races.figures.show_histogram": lambda: _races().show_histogram(_races().histogram_atomic),
+    "lessons.races.figures.show_handoff": lambda: _races().show_handoff(_handoff_broken),
     "lessons.feeding.figures.timeline_figure": lambda: _feeding().timeline_figure(
         _feeding().timeline(_feeding().small_kernels(4, 2.0)), "four small kernels", "model"),
 }
@@ -119,12 +122,12 @@ WITH_ARGUMENTS = {
 NOT_CALLED = {
     "viz.charts.*": "the chart primitives every builder above is made of",
     "microscope.pictures.*": "drawn through the microscope's picture_* methods (above)",
-    "measuring.async_figure": "drawn by measuring.async_pitfall_figure (checked)",
+    "lessons.measuring.figures.async_figure": "drawn by measuring.async_pitfall_figure (checked)",
 }
 
 
 def _precision():
-    from gpucourse import precision
+    from gpucourse.lessons import precision
 
     return precision
 
@@ -136,7 +139,7 @@ def _feeding():
 
 
 def _races():
-    from gpucourse import races
+    from gpucourse.lessons import races
 
     return races
 
@@ -193,7 +196,7 @@ def test_every_figure_builder_is_checked():
                  and not any(key.startswith(name) for key in WITH_ARGUMENTS)]
     assert unchecked == [], f"add a call to WITH_ARGUMENTS for {unchecked}"
     for lesson in ("tiling", "weakmemory", "races", "formats", "precision", "divergence"):
-        assert any(name.startswith(f"{lesson}.") for name in FIGURES), lesson
+        assert any(f".{lesson}." in f".{name}" for name in FIGURES), lesson
 
 
 # --- colours ---------------------------------------------------------------------------------------

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from gpucourse.errors import InvalidConfig
-from gpucourse.measure import compilecheck, ptxinfo
+from gpucourse.measure import ptxinfo
+from gpucourse.tooling import compilecheck
 
 ROOT = Path(__file__).resolve().parents[1]
 needs_ptxas = pytest.mark.skipif(ptxinfo.find_ptxas() is None, reason="needs ptxas (the cuda-toolkit[nvcc] wheel)")
@@ -79,7 +80,7 @@ def test_the_command_prints_a_table_and_fails_on_a_kernel_that_does_not_compile(
                            "--only", "occupancy_lesson.copy_kernel"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "occupancy_lesson.copy_kernel" in done.stdout and "1 of 1 compiled" in done.stdout
-    broken = compilecheck.CheckedKernel("xx", "gpucourse.occupancy_lesson", "copy_kernel", "void(float32[::1])")
+    broken = compilecheck.CheckedKernel("xx", "gpucourse.lessons.occupancy", "copy_kernel", "void(float32[::1])")
     [result] = compilecheck.check((80,), (broken,))  # one argument too few: no PTX
     assert not result.ok and result.error.startswith("PTX:")
 

@@ -5,8 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpucourse import divergence
 from gpucourse.errors import InvalidConfig, NoGPU
+from gpucourse.lessons import divergence
 from gpucourse.measure import reference
 from gpucourse.viz import charts
 
@@ -95,8 +95,9 @@ def test_bad_placement_input_is_refused_in_one_line(kwargs, words):
 
 
 def test_bad_input_is_refused_before_any_launch(monkeypatch):
-    monkeypatch.setattr(divergence, "two_paths", NoLaunch())
-    monkeypatch.setattr(divergence, "two_paths_remapped", NoLaunch())
+    for part in (divergence.model, divergence.experiments):  # where the kernels are looked up
+        monkeypatch.setattr(part, "two_paths", NoLaunch())
+        monkeypatch.setattr(part, "two_paths_remapped", NoLaunch())
     with pytest.raises(InvalidConfig, match="multiple of 32"):
         divergence.run_two_paths(np.zeros(40, np.uint8))
     with pytest.raises(InvalidConfig, match="at most 8192"):
@@ -135,7 +136,7 @@ def test_sweeps_are_registered_for_make_record():
     for name in ("divergence.fraction", "divergence.sort_pays"):
         sweep = reference.SWEEPS[name]
         assert sweep.lesson == "02_divergence" and "body_a" in sweep.columns
-    assert "gpucourse.divergence" in reference.SWEEP_MODULES
+    assert "gpucourse.lessons.divergence" in reference.SWEEP_MODULES
 
 
 # --- kernels (simulator) ------------------------------------------------------------------------

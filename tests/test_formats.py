@@ -1,5 +1,5 @@
-"""gpucourse.formats: exact encode/decode against NumPy's float16 and torch's bf16/fp16/fp8 conversions,
-the range/precision table against torch.finfo, the bit-layout picture and the explorer widget."""
+"""gpucourse.lessons.precision.formats: exact encode/decode against NumPy's float16 and torch's bf16/fp16/fp8
+conversions, the range/precision table against torch.finfo, the bit-layout picture and the explorer widget."""
 
 import math
 
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from gpucourse import formats
 from gpucourse.errors import InvalidConfig
-from gpucourse.formats import FORMATS, decode, encode, quantize
+from gpucourse.lessons.precision import formats
+from gpucourse.lessons.precision.formats import FORMATS, decode, encode, quantize
 from gpucourse.viz import charts
 
 TORCH_DTYPES = {

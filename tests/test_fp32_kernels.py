@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from gpucourse import coalescing, measuring, races, warps
+from gpucourse.lessons import coalescing, measuring, races, warps
 from gpucourse.measure import ptxinfo
 
 # A Python float passed as ``dt`` arrives as float64: its one conversion to fp32 is allowed.

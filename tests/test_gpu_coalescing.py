@@ -8,7 +8,8 @@
 
 import pytest
 
-from gpucourse import coalescing
+from gpucourse.errors import InvalidConfig
+from gpucourse.lessons import coalescing
 from gpucourse.measure import runtime
 
 pytestmark = pytest.mark.gpu
@@ -48,7 +49,7 @@ def test_sweeps_produce_their_columns():
 
 def test_an_array_larger_than_the_device_is_refused():
     free = runtime.free_memory_bytes()
-    with pytest.raises(coalescing.InvalidConfig, match="GiB"):
+    with pytest.raises(InvalidConfig, match="GiB"):
         coalescing.measure_copy(64, 0, "float64", n_elements=free // 64 + 1)
 
 

@@ -7,7 +7,7 @@ are ratios, never absolute times.
 
 import pytest
 
-from gpucourse import divergence
+from gpucourse.lessons import divergence
 
 pytestmark = pytest.mark.gpu
 

@@ -22,7 +22,7 @@ def test_banner_and_device_facts_come_from_the_driver():
 def test_event_timing_tracks_work_and_the_contract_holds():
     from numba import cuda
 
-    from gpucourse.measuring import _spin_kernel
+    from gpucourse.lessons.measuring import _spin_kernel
 
     spin = _spin_kernel()
     out = cuda.device_array(132 * 128, dtype=np.float32)
@@ -34,7 +34,7 @@ def test_event_timing_tracks_work_and_the_contract_holds():
 
 
 def test_the_launch_alone_is_far_faster_than_the_kernel():
-    from gpucourse import measuring
+    from gpucourse.lessons import measuring
 
     data = measuring.async_pitfall()  # ~2 ms of fp32 work
     medians = data.groupby("method").ms.median()
@@ -70,7 +70,7 @@ def test_copy_ceiling_is_near_the_datasheet():
 
 
 def test_staircase_33_threads_cost_what_64_do():
-    from gpucourse import warps
+    from gpucourse.lessons import warps
 
     data = warps.measure_staircase([32, 33, 64, 65]).set_index("threads_per_block").median_ms
     assert data[33] / data[64] >= 0.85  # 2 warps either way

@@ -5,9 +5,9 @@ Every expectation is a ratio or an equality measured in one run, never an absolu
 
 import pytest
 
-from gpucourse import occupancy_lesson as ol
+from gpucourse.lessons import occupancy as ol
+from gpucourse.lessons.occupancy.calculator import occupancy
 from gpucourse.measure import ptxinfo, runtime
-from gpucourse.occupancy import occupancy
 
 pytestmark = pytest.mark.gpu
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from gpu_expectations import for_this_gpu, require
 
-from gpucourse import precision
+from gpucourse.lessons import precision
 
 pytestmark = pytest.mark.gpu
 

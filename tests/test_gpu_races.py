@@ -6,7 +6,7 @@ Performance expectations are ratios measured in one run, never absolute times.""
 import numpy as np
 import pytest
 
-from gpucourse import races
+from gpucourse.lessons import races
 from gpucourse.measure import runtime
 from gpucourse.viz import charts
 

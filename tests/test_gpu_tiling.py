@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from gpu_expectations import for_this_gpu
 
-from gpucourse import tiling
+from gpucourse.lessons import tiling
 from gpucourse.measure import runtime
 
 pytestmark = pytest.mark.gpu

@@ -10,7 +10,8 @@ import pytest
 
 from gpucourse.__main__ import main
 from gpucourse.errors import NoGPU
-from gpucourse.measure import gpureport, reference, rehearsal
+from gpucourse.measure import reference, rehearsal
+from gpucourse.tooling import gpureport
 
 pytestmark = pytest.mark.slow  # one full rehearsal: about a minute on two busy cores
 

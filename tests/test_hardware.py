@@ -2,7 +2,8 @@
 
 from pathlib import Path
 
-from gpucourse import hardware, occupancy, validate
+from gpucourse import hardware, validate
+from gpucourse.lessons.occupancy import calculator as occupancy
 from gpucourse.microscope import limits
 
 ROOT = Path(__file__).resolve().parents[1]

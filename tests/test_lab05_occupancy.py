@@ -9,7 +9,7 @@ import nbformat
 import pytest
 from labtools import course_copy, grade_lab, release_notebook, solution_notebook, with_cells
 
-from gpucourse.occupancy import occupancy
+from gpucourse.lessons.occupancy.calculator import occupancy
 from gpucourse.tooling.build import ROOT
 
 LAB = "lab05_occupancy"
@@ -58,7 +58,7 @@ answers = {
 }
 '''
 CALLS_THE_CALCULATOR = '''
-from gpucourse.occupancy import occupancy as _occ
+from gpucourse.lessons.occupancy.calculator import occupancy as _occ
 
 def occupancy_by_hand(threads_per_block, registers_per_thread, shared_bytes_per_block, cc):
     r = _occ(threads_per_block, registers_per_thread, shared_bytes_per_block, cc)
@@ -66,9 +66,9 @@ def occupancy_by_hand(threads_per_block, registers_per_thread, shared_bytes_per_
             "limiters": set(r.limiters)}
 '''
 
-# Exercises 3 and 4 delegated to gpucourse.occupancy: the right numbers, not the learner's work.
+# Exercises 3 and 4 delegated to gpucourse.lessons.occupancy.calculator: the right numbers, not the learner's work.
 DELEGATES_BEST_BLOCK_SIZE = '''
-from gpucourse.occupancy import best_block_size as _best
+from gpucourse.lessons.occupancy.calculator import best_block_size as _best
 
 
 def best_block_size(registers_per_thread, shared_bytes_per_block, cc):
@@ -81,9 +81,9 @@ def register_budget(threads_per_block, target_pct, cc):
 
 
 def _budget(threads, pct, cc):
-    import gpucourse.occupancy
+    import gpucourse.lessons.occupancy.calculator
 
-    return gpucourse.occupancy.register_budget(threads, pct / 100, 0, cc)
+    return gpucourse.lessons.occupancy.calculator.register_budget(threads, pct / 100, 0, cc)
 '''
 
 

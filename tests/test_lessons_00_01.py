@@ -4,8 +4,8 @@ import types
 
 import pytest
 
-from gpucourse import measuring, warps
 from gpucourse.errors import InvalidConfig
+from gpucourse.lessons import measuring, warps
 from gpucourse.tooling import launch
 from gpucourse.viz import charts, diagrams
 
@@ -71,7 +71,7 @@ def test_async_analogy_is_labelled_as_an_analogy_not_gpu_time(monkeypatch):
             gate.set()
         return time.perf_counter()
 
-    monkeypatch.setattr(measuring, "time", types.SimpleNamespace(sleep=sleep, perf_counter=clock))
+    monkeypatch.setattr(measuring.experiments, "time", types.SimpleNamespace(sleep=sleep, perf_counter=clock))
     data = measuring.async_analogy(50)
     launch_ms, waited_ms = data.ms
     assert events == ["clock", "clock", "work done", "clock"]

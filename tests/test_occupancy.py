@@ -1,6 +1,7 @@
 """The occupancy calculator against hand-derived answers (CUDA C Best Practices Guide, cuda_occupancy.h).
 
-Every expected value below was worked out by hand from the rules in gpucourse/occupancy.py's docstring
+Every expected value below was worked out by hand from the rules in the docstring of
+gpucourse/lessons/occupancy/calculator.py
 (the derivation is the comment beside it), never copied from the implementation's output.
 Notation: rpw = registers per warp after rounding up to 256; SP = SM sub-partition (4 per SM,
 16,384 registers each); alloc = shared bytes per block + reservation, rounded up to granularity.
@@ -9,7 +10,7 @@ Notation: rpw = registers per warp after rounding up to 256; SP = SM sub-partiti
 import pytest
 
 from gpucourse.errors import InvalidConfig
-from gpucourse.occupancy import (
+from gpucourse.lessons.occupancy.calculator import (
     ARCHITECTURES,
     SUPPORTED_CCS,
     architecture,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpucourse.occupancy import SUPPORTED_CCS, occupancy
+from gpucourse.lessons.occupancy.calculator import SUPPORTED_CCS, occupancy
 
 KB = 1024
 HEADER_DIRS = [

@@ -4,10 +4,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpucourse import occupancy_lesson as ol
 from gpucourse.errors import InvalidConfig, NoGPU
+from gpucourse.lessons import occupancy as ol
+from gpucourse.lessons.occupancy.calculator import LIMITERS, occupancy
 from gpucourse.measure import ptxinfo, reference, runtime
-from gpucourse.occupancy import LIMITERS, occupancy
 from gpucourse.viz import charts
 
 KB = 1024
@@ -187,7 +187,7 @@ def test_padding_levels_hand_checked():
 def test_sweeps_are_registered():
     for name in ("occupancy.driver", "occupancy.memory_bound", "occupancy.compute_bound"):
         assert reference.SWEEPS[name].lesson == "05_occupancy"
-    assert "gpucourse.occupancy_lesson" in reference.SWEEP_MODULES
+    assert "gpucourse.lessons.occupancy" in reference.SWEEP_MODULES
 
 
 @sim_only

@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from gpucourse import occupancy_lesson as ol
 from gpucourse.errors import InvalidConfig
+from gpucourse.lessons import occupancy as ol
 from gpucourse.measure import ptxinfo
 
 SAMPLE = """ptxas info    : 8 bytes gmem
@@ -132,7 +132,7 @@ def test_cap_below_the_hardware_floor_is_explained(compiled):
 @needs_ptxas
 def test_a_notebook_kernel_compiles_from_its_source(tmp_path, monkeypatch):
     monkeypatch.setattr(ptxinfo, "CACHE_DIR", tmp_path)
-    cuda = ol.cuda
+    cuda = ol.kernels.cuda
 
     @cuda.jit
     def scale(out, x):
@@ -147,7 +147,7 @@ def test_a_notebook_kernel_compiles_from_its_source(tmp_path, monkeypatch):
 @needs_ptxas
 def test_a_kernel_that_does_not_compile_is_unknown(tmp_path, monkeypatch):
     monkeypatch.setattr(ptxinfo, "CACHE_DIR", tmp_path)
-    cuda = ol.cuda
+    cuda = ol.kernels.cuda
 
     @cuda.jit
     def broken(out):

@@ -9,7 +9,7 @@ import itertools
 
 import pytest
 
-from gpucourse.occupancy import (
+from gpucourse.lessons.occupancy.calculator import (
     ARCHITECTURES,
     MAX_REGISTERS_PER_THREAD,
     MAX_THREADS_PER_BLOCK,

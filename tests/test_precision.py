@@ -1,4 +1,4 @@
-"""gpucourse.precision on any machine: the classic demos, the accumulation kernels (in the simulator
+"""gpucourse.lessons.precision on any machine: the classic demos, the accumulation kernels (in the simulator
 here) against NumPy, loss scaling on a tiny torch model, matmul accuracy on the CPU, and the
 throughput charts that must never invent a number."""
 
@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpucourse import precision
 from gpucourse.errors import InvalidConfig, NoGPU
+from gpucourse.lessons import precision
+from gpucourse.lessons.precision import METHODS, accumulate, reference_accumulate
 from gpucourse.measure import reference, runtime
-from gpucourse.precision import METHODS, accumulate, reference_accumulate
 from gpucourse.viz import charts
 
 # --- the classic demos, run for real ---------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Lesson 06 (gpucourse.races): kernels, counts under the race scheduler, figures, widget, pictures,
+"""Lesson 06 (gpucourse.lessons.races): kernels, counts under the race scheduler, figures, widget, pictures,
 patterns, lab helpers, sweep registration, bad input — and every kernel compiled for sm_90."""
 
 import inspect
@@ -10,8 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpucourse import races, weakmemory
 from gpucourse.errors import InvalidConfig, NoGPU
+from gpucourse.lessons import races
+from gpucourse.lessons.races import weakmemory
 from gpucourse.measure import reference, runtime
 from gpucourse.measure.reference import Recording
 from gpucourse.viz import charts
@@ -249,7 +250,7 @@ def test_sweeps_are_registered():
                           ("races.litmus_mp", ("fences", "outcome", "count", "runs"))]:
         sweep = reference.SWEEPS[name]
         assert sweep.lesson == "06_races" and sweep.columns == columns
-    assert "gpucourse.races" in reference.SWEEP_MODULES
+    assert "gpucourse.lessons.races" in reference.SWEEP_MODULES
 
 
 @pytest.mark.skipif(runtime.is_gpu(), reason="simulator-mode behaviour")
@@ -369,7 +370,7 @@ PTX_SCRIPT = textwrap.dedent('''
     import ast
     import numpy as np
     from numba import cuda, float32, float64, int32, int64, uint32
-    tree = ast.parse(open("gpucourse/races.py").read())
+    tree = ast.parse(open("gpucourse/lessons/races/kernels.py").read())
     ns = {"cuda": cuda, "np": np}
     for node in tree.body:
         constant = isinstance(node, ast.Assign) and all(
@@ -377,7 +378,7 @@ PTX_SCRIPT = textwrap.dedent('''
         kernel = isinstance(node, ast.FunctionDef) and any(ast.unparse(d) == "cuda.jit" for d in node.decorator_list)
         if kernel or (constant and isinstance(node.value, (ast.Constant, ast.BinOp, ast.Tuple))):
             try:
-                exec(compile(ast.Module([node], []), "races.py", "exec"), ns)
+                exec(compile(ast.Module([node], []), "kernels.py", "exec"), ns)
             except NameError:
                 pass
     i, f, i64 = int32[:], float32[:], int64

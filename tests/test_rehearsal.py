@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from numba import cuda  # after gpucourse (imported by conftest) chose the simulator
 
-from gpucourse import warps
 from gpucourse.errors import CourseError
+from gpucourse.lessons import warps
 from gpucourse.measure import harness, reference, rehearsal, runtime
 from gpucourse.viz import charts
 
@@ -96,11 +96,11 @@ def test_a_chart_draws_a_measured_result_marked_rehearsal():
 
 
 def test_the_rehearsal_leaves_nothing_behind():
-    before = (runtime.MODE, runtime.device(), harness.default_timer, warps.FMA_ITERATIONS,
+    before = (runtime.MODE, runtime.device(), harness.default_timer, warps.experiments.FMA_ITERATIONS,
               warps.measure_staircase.__defaults__)
     with rehearsal.rehearse(), rehearsal._patched(rehearsal.plan_patches(rehearsal.SWEEP_PLANS["warps.staircase"])):
-        assert warps.FMA_ITERATIONS == 2 and runtime.MODE == "gpu"
-    assert (runtime.MODE, runtime.device(), harness.default_timer, warps.FMA_ITERATIONS,
+        assert warps.experiments.FMA_ITERATIONS == 2 and runtime.MODE == "gpu"
+    assert (runtime.MODE, runtime.device(), harness.default_timer, warps.experiments.FMA_ITERATIONS,
             warps.measure_staircase.__defaults__) == before
     assert not rehearsal.active()
     fig = charts.figure("t", "x (n)", "y (ms)", charts.source_caption("model"))

@@ -1,4 +1,4 @@
-"""Lesson 04 (gpucourse.tiling): kernels, counted traffic, bank model, barriers, figures, widgets.
+"""Lesson 04 (gpucourse.lessons.tiling): kernels, counted traffic, bank model, barriers, figures, widgets.
 
 Everything here runs in the simulator at tiny sizes; GPU timings live in test_gpu_tiling.py.
 """
@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpucourse import tiling
 from gpucourse.errors import InvalidConfig, NoGPU
+from gpucourse.lessons import tiling
 from gpucourse.measure import reference, runtime
 from gpucourse.viz import charts
 
@@ -29,8 +29,9 @@ def no_launch(monkeypatch):
         raise AssertionError("a kernel was built or launched before the input was checked")
 
     monkeypatch.setattr(tiling.Rung, "kernel", refuse)
-    monkeypatch.setattr(tiling, "transpose_kernel", refuse)
-    monkeypatch.setattr(tiling, "_trace", refuse)
+    monkeypatch.setattr(tiling.model, "transpose_kernel", refuse)  # where they are looked up
+    monkeypatch.setattr(tiling.experiments, "transpose_kernel", refuse)
+    monkeypatch.setattr(tiling.model, "_trace", refuse)
 
 
 @pytest.mark.parametrize("tile, words", [
@@ -377,7 +378,7 @@ import json, os, re
 from numba import cuda, float32, void  # no NUMBA_ENABLE_CUDASIM in this child: the real CUDA target
 os.environ["NUMBA_ENABLE_CUDASIM"] = "1"  # lets gpucourse import beside the real target (no GPU here)
 import gpucourse  # noqa: F401
-from gpucourse import tiling
+from gpucourse.lessons import tiling
 two, three = void(float32[:, :], float32[:, :]), void(float32[:, :], float32[:, :], float32[:, :])
 kernels = {"naive": (tiling.naive_matmul_kernel(), three)}
 kernels.update({f"tiled {t}": (tiling.tiled_matmul_kernel(t), three) for t in tiling.TILES})

@@ -8,8 +8,8 @@ it is conflict-free.
 
 import pytest
 
-from gpucourse import tiling
 from gpucourse.errors import InvalidConfig
+from gpucourse.lessons import tiling
 
 
 def test_a_contiguous_float64_warp_read_is_conflict_free():

@@ -1,4 +1,4 @@
-"""The race scheduler and the weak-memory model (gpucourse.weakmemory): litmus outcomes, kernels under
+"""The race scheduler and the weak-memory model (gpucourse.lessons.races.weakmemory): litmus outcomes, kernels under
 adversarial schedules, lost-update and stale-read accounting, both engines, bad input."""
 
 from collections import Counter
@@ -6,8 +6,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from gpucourse import weakmemory
 from gpucourse.errors import InvalidConfig
+from gpucourse.lessons.races import weakmemory
 from gpucourse.measure import runtime
 from gpucourse.viz import charts
 

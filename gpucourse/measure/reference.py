@@ -32,11 +32,10 @@ from gpucourse.measure import runtime
 REFERENCE_ROOT = Path(__file__).resolve().parents[2] / "data" / "reference"
 PROVENANCE_FILE = "provenance.json"
 # Modules that register sweeps; imported by load_all_sweeps() (a missing one is skipped).
-SWEEP_MODULES = (
-    "gpucourse.measuring", "gpucourse.warps", "gpucourse.divergence", "gpucourse.coalescing",
-    "gpucourse.tiling", "gpucourse.occupancy_lesson", "gpucourse.races", "gpucourse.precision",
-    "gpucourse.lessons.feeding.experiments",
-)
+# Strings, not imports: measure/ never imports a lesson (tests/test_layers.py); the lessons register here.
+SWEEP_MODULES = tuple(f"gpucourse.lessons.{name}" for name in (
+    "measuring", "warps", "divergence", "coalescing", "tiling", "occupancy", "races", "precision", "feeding",
+))
 
 
 @dataclass(frozen=True)

@@ -156,29 +156,29 @@ class SweepPlan:
 
 SWEEP_PLANS: dict[str, SweepPlan] = {
     "warps.staircase": SweepPlan(
-        attributes={"gpucourse.warps.FMA_ITERATIONS": 2},
-        defaults={"gpucourse.warps.measure_staircase": {"threads": (1, 32, 33), "blocks_per_sm": 1}}),
+        attributes={"gpucourse.lessons.warps.experiments.FMA_ITERATIONS": 2},
+        defaults={"gpucourse.lessons.warps.measure_staircase": {"threads": (1, 32, 33), "blocks_per_sm": 1}}),
     "races.histogram": SweepPlan(
-        defaults={"gpucourse.races.measure_histogram": {"bins_list": (1, 4), "items": 64}}),
+        defaults={"gpucourse.lessons.races.measure_histogram": {"bins_list": (1, 4), "items": 64}}),
     "divergence.fraction": SweepPlan(
-        attributes={"gpucourse.divergence.BODY_COSTS": (2,)},
-        defaults={"gpucourse.divergence.measure_fraction_curve": {
+        attributes={"gpucourse.lessons.divergence.experiments.BODY_COSTS": (2,)},
+        defaults={"gpucourse.lessons.divergence.measure_fraction_curve": {
             "placements": ("interleaved", "clustered"), "fractions": (0.5, 1.0), "n_threads": 256,
             "min_total_ms": 1.0}}),
     "measuring.async_pitfall": SweepPlan(
         not_rehearsable="times a 132×256-thread launch with the host's wall clock: no simulator stand-in"),
     "measuring.ceilings": SweepPlan(not_rehearsable="CuPy copies and torch matmuls need CUDA"),
     "coalescing.stride": SweepPlan(defaults={
-        "gpucourse.coalescing.sweep_elements": {"useful_bytes_per_side": 2048},
-        "gpucourse.coalescing.stride_sweep": {"dtypes": ("float32",), "strides": (1, 8)}}),
+        "gpucourse.lessons.coalescing.sweep_elements": {"useful_bytes_per_side": 2048},
+        "gpucourse.lessons.coalescing.stride_sweep": {"dtypes": ("float32",), "strides": (1, 8)}}),
     "coalescing.offset": SweepPlan(defaults={
-        "gpucourse.coalescing.sweep_elements": {"useful_bytes_per_side": 2048},
-        "gpucourse.coalescing.offset_sweep": {"dtypes": ("float32",), "offsets": (0, 1)}}),
+        "gpucourse.lessons.coalescing.sweep_elements": {"useful_bytes_per_side": 2048},
+        "gpucourse.lessons.coalescing.offset_sweep": {"dtypes": ("float32",), "offsets": (0, 1)}}),
     "coalescing.layout": SweepPlan(defaults={
-        "gpucourse.coalescing.layout_sweep": {"n_particles": 256, "matrix_side": 32}}),
+        "gpucourse.lessons.coalescing.layout_sweep": {"n_particles": 256, "matrix_side": 32}}),
     "divergence.sort_pays": SweepPlan(
-        attributes={"gpucourse.divergence.SPARSE_DENSITIES": (1 / 4,)},
-        defaults={"gpucourse.divergence.measure_sort_pays": {"bodies": (2,), "n_threads": 256,
+        attributes={"gpucourse.lessons.divergence.experiments.SPARSE_DENSITIES": (1 / 4,)},
+        defaults={"gpucourse.lessons.divergence.measure_sort_pays": {"bodies": (2,), "n_threads": 256,
                                                              "min_total_ms": 1.0}}),
     "occupancy.driver": SweepPlan(not_rehearsable="asks the CUDA driver's occupancy API"),
     "occupancy.memory_bound": SweepPlan(not_rehearsable="confirms each level with the driver's occupancy API"),
@@ -187,8 +187,8 @@ SWEEP_PLANS: dict[str, SweepPlan] = {
     "precision.vocab_shape": SweepPlan(not_rehearsable="torch matmuls on device='cuda'"),
     "races.litmus_mp": SweepPlan(not_rehearsable="needs blocks running concurrently on real SMs"),
     "tiling.matmul": SweepPlan(not_rehearsable="its cuBLAS rung is CuPy's, which needs CUDA"),
-    "tiling.transpose": SweepPlan(attributes={"gpucourse.tiling.TRANSPOSE_SIZES": (64,),
-                                              "gpucourse.tiling._MEASURED": {}}),
+    "tiling.transpose": SweepPlan(attributes={"gpucourse.lessons.tiling.experiments.TRANSPOSE_SIZES": (64,),
+                                              "gpucourse.lessons.tiling.experiments._MEASURED": {}}),
     "feeding.copy": SweepPlan(not_rehearsable="pageable vs pinned host memory: the simulator has no copy engine"),
     "feeding.overlap": SweepPlan(not_rehearsable="streams and events around copies: the simulator has no copy engines"),
     "feeding.launch": SweepPlan(not_rehearsable="torch CUDA graphs need CUDA"),

@@ -31,7 +31,7 @@ import numpy as np
 from gpucourse import microscope
 from gpucourse.measure import runtime
 from gpucourse.tooling.grading import check
-from gpucourse.warps import coverage_figure
+from gpucourse.lessons.warps import coverage_figure
 
 cuda = runtime.cuda
 runtime.banner()

@@ -35,7 +35,7 @@
 import numpy as np
 
 from gpucourse.measure import runtime
-from gpucourse.coalescing import drift_aos, drift_reference, make_particles, warp_figure
+from gpucourse.lessons.coalescing import drift_aos, drift_reference, make_particles, warp_figure
 from gpucourse.tooling.grading import check
 from gpucourse.microscope import trace
 

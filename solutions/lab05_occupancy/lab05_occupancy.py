@@ -22,7 +22,7 @@
 # answer; a cell that runs without error has passed its visible checks. In JupyterLab,
 # **Kernel → Restart Kernel and Run All Cells** before you submit, then use **Validate**.
 #
-# Work it out yourself: the course's own calculator (`gpucourse.occupancy`) is what the grader
+# Work it out yourself: the course's own calculator (`gpucourse.lessons.occupancy.calculator`) is what the grader
 # compares you with, so calling it teaches nothing (and the tests refuse it). No GPU is needed.
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -30,7 +30,7 @@ from IPython.display import display
 
 from gpucourse.measure import runtime
 from gpucourse.tooling.grading import check
-from gpucourse.occupancy_lesson import learner_curve_figure
+from gpucourse.lessons.occupancy import learner_curve_figure
 
 display(runtime.banner())  # first output: the mode banner
 
@@ -167,13 +167,13 @@ except NotImplementedError:
 
 # %% nbgrader={"grade": true, "grade_id": "ex2_test_blocks", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
 """Check blocks, warps and occupancy of occupancy_by_hand against NVIDIA's rules."""
-import gpucourse.occupancy as _calculator
+import gpucourse.lessons.occupancy.calculator as _calculator
 
 _names = occupancy_by_hand.__code__.co_names
 _used = [occupancy_by_hand.__globals__.get(name) for name in _names]
 assert not any("gpucourse" in name for name in _names) and not any(
-    obj is _calculator or getattr(obj, "__module__", "") == "gpucourse.occupancy" for obj in _used
-), "compute it yourself: occupancy_by_hand must not call gpucourse.occupancy"
+    obj is _calculator or getattr(obj, "__module__", "") == "gpucourse.lessons.occupancy.calculator" for obj in _used
+), "compute it yourself: occupancy_by_hand must not call gpucourse.lessons.occupancy.calculator"
 r = occupancy_by_hand(128, 37, 0, (7, 0))
 assert (r["blocks"], r["warps"], r["occupancy_pct"]) == (12, 48, 75.0), f"NVIDIA's example: got {r}"
 r = occupancy_by_hand(320, 37, 0, (7, 0))
@@ -183,7 +183,7 @@ assert (r["blocks"], r["occupancy_pct"]) == (2, 100.0), f"1024 threads, 32 regis
 ### BEGIN HIDDEN TESTS
 import random as _random
 
-from gpucourse.occupancy import occupancy as _reference
+from gpucourse.lessons.occupancy.calculator import occupancy as _reference
 
 
 def _reaches_the_course(fn, seen=None):
@@ -240,7 +240,7 @@ assert set(occupancy_by_hand(256, 32, 0, (7, 0))["limiters"]) == {"registers", "
 ### BEGIN HIDDEN TESTS
 import random as _random
 
-from gpucourse.occupancy import occupancy as _reference
+from gpucourse.lessons.occupancy.calculator import occupancy as _reference
 
 _rng = _random.Random(7)
 _limiter_cases = [(512, 32, 40 * KB, (8, 0)), (64, 32, 0, (8, 9)), (32, 32, 0, (8, 6)), (1024, 65, 0, (8, 0)),
@@ -260,7 +260,7 @@ for _case in _limiter_cases:
 # shared_bytes_per_block, cc)`: among 32, 64, …, 1024 threads, the **smallest** block size that
 # reaches the highest occupancy. (Smaller blocks are easier to schedule at the end of a grid.)
 # Reference: 64 registers, no shared memory, cc 8.6 → 64 threads (66.7 %; nothing reaches more).
-# Compute it with your `occupancy_by_hand`: a function that calls `gpucourse.occupancy` scores 0.
+# Compute it with your `occupancy_by_hand`: a function that calls `gpucourse.lessons.occupancy.calculator` scores 0.
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def best_block_size(registers_per_thread, shared_bytes_per_block, cc):
@@ -279,7 +279,7 @@ def best_block_size(registers_per_thread, shared_bytes_per_block, cc):
 assert best_block_size(64, 0, (8, 6)) == 64
 _names = best_block_size.__code__.co_names
 assert not any("gpucourse" in name or name == "_calculator" for name in _names), (
-    "compute it yourself: best_block_size must not call gpucourse.occupancy")
+    "compute it yourself: best_block_size must not call gpucourse.lessons.occupancy.calculator")
 ### BEGIN HIDDEN TESTS
 
 
@@ -327,7 +327,7 @@ for regs, shared, cc, expected in [(40, 16 * KB, (9, 0), 128), (100, 0, (8, 9), 
 # Reference: 256 threads, 50 %, cc 8.0 → 64 registers.
 #
 # Remember the lesson's warning: a cap below what the kernel needs makes the compiler spill.
-# Compute it with your `occupancy_by_hand`: a function that calls `gpucourse.occupancy` scores 0.
+# Compute it with your `occupancy_by_hand`: a function that calls `gpucourse.lessons.occupancy.calculator` scores 0.
 
 # %% nbgrader={"grade": false, "grade_id": "ex4_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def register_budget(threads_per_block, target_pct, cc):
@@ -344,7 +344,7 @@ def register_budget(threads_per_block, target_pct, cc):
 assert register_budget(256, 50, (8, 0)) == 64
 _names = register_budget.__code__.co_names
 assert not any("gpucourse" in name or name == "_calculator" for name in _names), (
-    "compute it yourself: register_budget must not call gpucourse.occupancy")
+    "compute it yourself: register_budget must not call gpucourse.lessons.occupancy.calculator")
 ### BEGIN HIDDEN TESTS
 
 

@@ -33,9 +33,9 @@
 import numpy as np
 
 from gpucourse.measure import runtime
-from gpucourse import weakmemory
+from gpucourse.lessons.races import weakmemory
 from gpucourse.tooling.grading import check
-from gpucourse.races import check_histogram, histogram_values, run_handoff, show_handoff, show_histogram
+from gpucourse.lessons.races import check_histogram, histogram_values, run_handoff, show_handoff, show_histogram
 
 cuda = runtime.cuda
 MAX_BINS = 256  # the largest histogram these kernels must handle

@@ -37,9 +37,9 @@ import re
 import numpy as np
 from numba.types import float32
 
-from gpucourse import precision
+from gpucourse.lessons import precision
 from gpucourse.measure import ptxinfo, runtime
-from gpucourse.formats import quantize
+from gpucourse.lessons.precision.formats import quantize
 from gpucourse.tooling.grading import check
 
 cuda = runtime.cuda
@@ -233,7 +233,7 @@ for rows, n, seed in [(1, 1, 5), (37, 300, 6)]:
 # products are accumulated in fp32. Here we treat that accumulation as exact, so the only error
 # is the rounding of the inputs. Write `format_error(x, y, fmt)` for float64 vectors `x`, `y`:
 #
-# 1. store both in `fmt` with `quantize(x, fmt)` (from `gpucourse.formats`: the exact value
+# 1. store both in `fmt` with `quantize(x, fmt)` (from `gpucourse.lessons.precision.formats`: the exact value
 #    each format keeps, including overflow to `inf` and fp8 E4M3's saturation at ±448);
 # 2. if any stored value is not finite, return `math.inf`;
 # 3. otherwise return `|Σ qx·qy − Σ x·y| / Σ|x·y|`, each sum computed exactly with `math.fsum`.

@@ -1,46 +1,18 @@
-"""Lesson 01 "Warps and SIMT": how a block's threads become warps and lanes, and what it costs.
-
-* ``lane_map(block_shape)``: every thread's (x, y, z), linear index, warp and lane — the
-  hardware's rule: linear = x + y·Bx + z·Bx·By, warp = linear // 32, lane = linear % 32.
-* ``lane_map_figure``: that map drawn, one cell per thread, coloured and labelled by warp.
-* ``staircase_figure``: time vs threads per block for a compute-bound kernel — measured on a
-  GPU, else the recorded sweep — beside the model: a block costs ⌈threads/32⌉ warps.
-"""
+"""Lesson 01 "Warps and SIMT": charts and widgets."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
-from numba import cuda  # after gpucourse.measure.runtime (imported by the package) chose the mode
 
 from gpucourse import validate
 from gpucourse.hardware import WARP_SIZE
+from gpucourse.lessons.warps.experiments import STAIRCASE_THREADS, measure_staircase
+from gpucourse.lessons.warps.model import lane_map, staircase_model
 from gpucourse.measure import reference, runtime
-from gpucourse.measure.harness import measure
 from gpucourse.viz import charts
-
-STAIRCASE_THREADS = (1, 8, 16, 31, 32, 33, 48, 63, 64, 65, 96, 97, 128)
-FMA_ITERATIONS = 4096
-
-
-def warps_per_block(threads_per_block: int) -> int:
-    """A block of T threads occupies ⌈T/32⌉ warps: a partial warp still takes a whole warp."""
-    threads = validate.integer("threads per block", threads_per_block, minimum=1, maximum=1024)
-    return math.ceil(threads / WARP_SIZE)
-
-
-def lane_map(block_shape) -> pd.DataFrame:
-    """One row per thread of a block: tx, ty, tz, linear, warp, lane."""
-    bx, by, bz = validate.block(block_shape)
-    tz, ty, tx = np.meshgrid(np.arange(bz), np.arange(by), np.arange(bx), indexing="ij")
-    linear = (tx + ty * bx + tz * bx * by).ravel()
-    return pd.DataFrame({
-        "tx": tx.ravel(), "ty": ty.ravel(), "tz": tz.ravel(), "linear": linear,
-        "warp": linear // WARP_SIZE, "lane": linear % WARP_SIZE,
-    })
 
 
 def lane_map_figure(block_x: int = 16, block_y: int = 4) -> go.Figure:
@@ -68,55 +40,6 @@ def lane_map_figure(block_x: int = 16, block_y: int = 4) -> go.Figure:
     fig.update_yaxes(autorange="reversed", dtick=1 if block_y <= 32 else None)
     fig.update_xaxes(dtick=1 if block_x <= 32 else None)
     return fig
-
-
-# --- the staircase: a compute-bound kernel, time vs threads per block --------------------------
-
-
-def _fma_kernel():
-    @cuda.jit
-    def fma_chains(out, iterations):
-        # Four independent chains per thread keep the FMA pipes busy (throughput-bound, not latency).
-        i = cuda.grid(1)
-        # fp32 throughout: a bare 1.0 or 0.999 is a float64 in Numba (1/32 to 1/64 of fp32 speed)
-        m, k = np.float32(0.999), np.float32(0.001)
-        a, b, c, d = np.float32(i), np.float32(2 * i), np.float32(3 * i), np.float32(4 * i)
-        for _ in range(iterations):
-            a = a * m + k
-            b = b * m + k
-            c = c * m + k
-            d = d * m + k
-        if i < out.size:
-            out[i] = a + b + c + d
-
-    return fma_chains
-
-
-def staircase_model(threads: list[int]) -> list[int]:
-    """Warps issued per block: the cost unit of a compute-bound kernel."""
-    return [warps_per_block(t) for t in threads]
-
-
-def measure_staircase(threads=STAIRCASE_THREADS, blocks_per_sm: int = 16) -> pd.DataFrame:
-    """On a GPU: time of a fixed number of blocks of T threads each (compute-bound)."""
-    kernel = _fma_kernel()
-    blocks = blocks_per_sm * (runtime.device().sm_count or 1)
-    out = cuda.device_array(blocks * max(threads), dtype=np.float32)
-    rows = []
-    for t in threads:
-        m = measure(lambda t=t: kernel[blocks, t](out, FMA_ITERATIONS), label=f"{t} threads/block",
-                    flops=blocks * t * FMA_ITERATIONS * 4 * 2)
-        rows.append({"threads_per_block": t, "warps_per_block": warps_per_block(t), "median_ms": m.median_ms,
-                     "iqr_ms": m.iqr_ms, "n_samples": m.n_samples})
-    return pd.DataFrame(rows)
-
-
-@reference.register_sweep(
-    "warps.staircase", lesson="01_warps", columns=("threads_per_block", "warps_per_block", "median_ms"),
-    description="compute-bound kernel: time vs threads per block (16 blocks per SM, 4096 FMAs x 4 chains)",
-)
-def _staircase_sweep() -> pd.DataFrame:
-    return measure_staircase()
 
 
 def staircase_figure(max_threads: int = 128) -> go.Figure:

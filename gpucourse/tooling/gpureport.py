@@ -37,7 +37,7 @@ SPREAD_TARGET = 0.02  # relative difference between two runs of the same point
 SPREAD_MIN_MS = 0.1  # the target holds for kernels of at least 100 µs
 
 
-# --- 1. the GPU tier, through a pytest plugin (``-p gpucourse.measure.gpureport``) ----------------------------
+# --- 1. the GPU tier, through a pytest plugin (``-p gpucourse.tooling.gpureport``) ----------------------------
 
 
 def pytest_addoption(parser):
@@ -106,7 +106,7 @@ def run_gpu_tier(out: Path, *, practice: bool, tests: Path = ROOT / "tests") -> 
     if practice:
         env["GPUCOURSE_MODE"] = "sim"
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    command = [sys.executable, "-m", "pytest", "-m", "gpu", "-p", "gpucourse.measure.gpureport",
+    command = [sys.executable, "-m", "pytest", "-m", "gpu", "-p", "gpucourse.tooling.gpureport",
                "-p", "no:cacheprovider", "-o", "enable_assertion_pass_hook=true", "-q",
                f"--gpureport-json={target}", str(tests)]
     if practice:
@@ -148,7 +148,7 @@ def widget_response_s(practice: bool) -> float:
     """Seconds from moving a lesson chart's control to the redrawn chart (lesson 01's staircase)."""
     import ipywidgets as widgets
 
-    from gpucourse import warps
+    from gpucourse.lessons import warps
     from gpucourse.viz.widgets import LiveChart
 
     slider = widgets.IntSlider(value=32, min=1, max=128)

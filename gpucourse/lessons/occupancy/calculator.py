@@ -1,6 +1,6 @@
 """The CUDA occupancy calculator, rule for rule (NVIDIA's ``cuda_occupancy.h``, CUDA 13).
 
-    from gpucourse.occupancy import occupancy
+    from gpucourse.lessons.occupancy.calculator import occupancy
     r = occupancy(threads_per_block=128, registers_per_thread=37, cc=(7, 0))
     r.active_blocks, r.active_warps, r.occupancy, r.limiter   # 12, 48, 0.75, "registers"
     print(r.explain())                                         # the arithmetic, step by step

@@ -1,0 +1,319 @@
+"""Lesson 03 "Memory coalescing": host runners, microscope traces, GPU sweeps and their recording registration."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+# Importing gpucourse.coalescing runs gpucourse/__init__ first, which chooses the mode before numba
+# loads: numba.cuda is the GPU or the simulator.
+from numba import cuda
+
+from gpucourse import validate
+from gpucourse.errors import InvalidConfig, WrongResult
+from gpucourse.lessons.coalescing.kernels import copy_columns, copy_rows, drift_aos, drift_soa, strided_copy
+from gpucourse.lessons.coalescing.model import (
+    DRIFT_DT,
+    DRIFT_FIELDS,
+    DTYPES,
+    FIELDS,
+    LAYOUTS,
+    SIM_MAX_ELEMENTS,
+    STRIDES,
+    _cupy,
+    _device_pattern,
+    _free_pool,
+    _row,
+    check_copied,
+    check_copy,
+    check_layout,
+    check_offset,
+    check_stride,
+    copy_arrays,
+    copy_bytes_allocated,
+    drift_reference,
+    dtype_name,
+    itemsize,
+    make_particles,
+    matrix_launch,
+    pattern,
+    span_elements,
+    to_soa,
+    useful_bytes,
+)
+from gpucourse.measure import reference, runtime
+from gpucourse.measure.harness import Measurement, measure
+
+LESSON = "03_coalescing"
+OFFSETS = tuple(range(33))
+THREADS_PER_BLOCK = 256
+SWEEP_USEFUL_BYTES = 256 * 2**20  # per side, per launch: several times any L2
+LAUNCHES_PER_SAMPLE = 4  # back-to-back launches per timed call, so launch overhead is amortised
+MEMORY_HEADROOM = 0.8  # use at most this share of the free device memory
+
+
+def _check_fits(nbytes: int, what: str) -> None:
+    validate.fits_in_memory(nbytes, runtime.free_memory_bytes(), what)
+
+
+def _check_sim_size(threads: int, what: str) -> None:
+    if not runtime.is_gpu() and threads > SIM_MAX_ELEMENTS:
+        raise InvalidConfig(
+            f"{what} would run {threads} threads; in simulator mode at most {SIM_MAX_ELEMENTS} "
+            "(the simulator runs about 7,000 threads a second)"
+        )
+
+
+def run_copy(n_elements=1024, stride=1, offset=0, dtype="float32", threads_per_block=THREADS_PER_BLOCK):
+    """Run the strided copy once (GPU or simulator), check it, and return (src, dst) on the host."""
+    n = validate.integer("n_elements", n_elements, minimum=1)
+    stride, offset, name = check_copy(stride, offset, dtype)
+    threads = validate.block(threads_per_block)[0]
+    _check_fits(copy_bytes_allocated(n, stride, offset, name), "the strided copy's two arrays")
+    _check_sim_size(n, "this copy")
+    src, dst = copy_arrays(n, stride, offset, name)
+    strided_copy[math.ceil(n / threads), threads](src, dst, n, stride, offset)
+    check_copied(src, dst, n, stride, offset)
+    return src, dst
+
+
+def run_drift(layout="struct of arrays", n_particles=1024, dt=DRIFT_DT, seed=0) -> np.ndarray:
+    """One update step with the chosen layout; returns the new positions (n, 3), checked."""
+    layout = check_layout(layout)
+    if layout not in LAYOUTS[:2]:
+        raise InvalidConfig(f"run_drift takes 'array of structs' or 'struct of arrays'; got {layout!r}")
+    n = validate.integer("n_particles", n_particles, minimum=1)
+    dt = validate.number("dt", dt)
+    _check_fits(n * len(FIELDS) * 4, "the particles")
+    _check_sim_size(n, "this update")
+    particles = make_particles(n, seed)
+    blocks = math.ceil(n / THREADS_PER_BLOCK)
+    if layout == "array of structs":
+        p = particles.copy()
+        drift_aos[blocks, THREADS_PER_BLOCK](p, dt)
+        out = p[:, 0:3]
+    else:
+        soa = to_soa(particles)
+        drift_soa[blocks, THREADS_PER_BLOCK](*(soa[f] for f in DRIFT_FIELDS), dt)
+        out = np.stack([soa["x"], soa["y"], soa["z"]], axis=1)
+    if not np.allclose(out, drift_reference(particles, dt), rtol=1e-5, atol=1e-6):
+        raise WrongResult(f"the {layout} update gave wrong positions")
+    return out
+
+
+def run_matrix_copy(traversal="row traversal", rows=64, cols=64) -> np.ndarray:
+    """Copy a rows × cols float32 matrix with a warp walking along rows or down columns; checked."""
+    traversal = check_layout(traversal)
+    if traversal not in LAYOUTS[2:]:
+        raise InvalidConfig(f"run_matrix_copy takes 'row traversal' or 'column traversal'; got {traversal!r}")
+    rows = validate.integer("rows", rows, minimum=1)
+    cols = validate.integer("cols", cols, minimum=1)
+    _check_fits(2 * rows * cols * 4, "the two matrices")
+    _check_sim_size(rows * cols, "this copy")
+    a = pattern(rows * cols).reshape(rows, cols)
+    out = np.full_like(a, np.nan)
+    grid, block = matrix_launch(traversal, rows, cols)
+    kernel = copy_rows if traversal == "row traversal" else copy_columns
+    kernel[grid, block](a, out)
+    if not np.array_equal(a, out):
+        raise WrongResult(f"the {traversal} copy missed elements")
+    return out
+
+
+def sweep_elements(stride=1, offset=0, dtype="float32", useful_bytes_per_side=SWEEP_USEFUL_BYTES,
+                   free_bytes: int | None = None) -> int:
+    """Elements a sweep copies: `useful_bytes_per_side` worth, fewer if the arrays would not fit."""
+    stride, offset, name = check_copy(stride, offset, dtype)
+    size = itemsize(name)
+    n = int(useful_bytes_per_side) // size
+    if free_bytes is not None:
+        n = min(n, int(free_bytes * MEMORY_HEADROOM) // (2 * size * stride) - offset)
+    n -= n % THREADS_PER_BLOCK
+    if n < THREADS_PER_BLOCK:
+        raise InvalidConfig(f"not enough free device memory for a stride-{stride} {name} copy")
+    return n
+
+
+def measure_copy(stride=1, offset=0, dtype="float32", *, n_elements=None, copy_ceiling_gbps=None,
+                 min_total_ms: float = 500.0) -> Measurement:
+    """Time the strided copy with the harness (GPU). Effective GB/s = elements × size × 2 ÷ time."""
+    stride, offset, name = check_copy(stride, offset, dtype)
+    label = f"{name} copy, stride {stride}, offset {offset}"
+    if n_elements is not None:
+        n_elements = validate.integer("n_elements", n_elements, minimum=1)
+    if runtime.is_gpu():
+        _free_pool()  # memory CuPy still caches from earlier arrays counts as free here
+    if n_elements is not None:
+        _check_fits(copy_bytes_allocated(n_elements, stride, offset, name), "the strided copy's two arrays")
+    if not runtime.is_gpu():
+        return measure(lambda: None, label=label)  # says "not measured": nothing runs in the simulator
+    n = n_elements or sweep_elements(stride, offset, name, free_bytes=runtime.free_memory_bytes())
+    try:
+        return _measure_copy_on_device(n, stride, offset, name, label, copy_ceiling_gbps, min_total_ms)
+    finally:
+        _free_pool()  # the arrays are gone now: hand their memory back for the next size
+
+
+def _measure_copy_on_device(n, stride, offset, name, label, copy_ceiling_gbps, min_total_ms) -> Measurement:
+    cupy = _cupy()
+    span = span_elements(n, stride, offset)
+    src = _device_pattern(span, name)
+    dst = cupy.empty_like(src)
+    dst.fill(np.nan)  # poisoned: an element the kernel misses stays NaN
+    d_src, d_dst = cuda.as_cuda_array(src), cuda.as_cuda_array(dst)
+    launch = strided_copy[math.ceil(n / THREADS_PER_BLOCK), THREADS_PER_BLOCK]
+
+    def run():
+        for _ in range(LAUNCHES_PER_SAMPLE):
+            launch(d_src, d_dst, n, stride, offset)
+
+    def check():
+        picked = slice(offset, offset + (n - 1) * stride + 1, stride)
+        return bool((dst[picked] == src[picked]).all())
+
+    return measure(run, label=label, check=check, bytes_moved=LAUNCHES_PER_SAMPLE * useful_bytes(n, name),
+                   copy_ceiling_gbps=copy_ceiling_gbps, min_total_ms=min_total_ms)
+
+
+def _ceiling_and_datasheet() -> tuple[float, float | None]:
+    from gpucourse.measure import ceilings
+
+    return ceilings.copy_gbps(), runtime.device().datasheet_bandwidth_gbps
+
+
+def stride_sweep(dtypes=tuple(DTYPES), strides=STRIDES, offset=0, progress=None) -> pd.DataFrame:
+    """GPU: effective GB/s of the strided copy for each dtype and stride."""
+    names = [dtype_name(d) for d in dtypes]
+    strides = [check_stride(s) for s in strides]
+    offset = check_offset(offset)
+    ceiling, datasheet = _ceiling_and_datasheet()
+    rows, total = [], len(names) * len(strides)
+    for name in names:
+        for s in strides:
+            n = sweep_elements(s, offset, name, free_bytes=runtime.free_memory_bytes())
+            m = measure_copy(s, offset, name, n_elements=n, copy_ceiling_gbps=ceiling)
+            rows.append(_row(m, ceiling, datasheet, dtype=name, stride=s, offset=offset, n_elements=n))
+            if progress:
+                progress(len(rows) / total)
+    return pd.DataFrame(rows)
+
+
+def offset_sweep(dtypes=tuple(DTYPES), offsets=OFFSETS, progress=None) -> pd.DataFrame:
+    """GPU: effective GB/s of the copy misaligned by 0…32 elements, for each dtype."""
+    names = [dtype_name(d) for d in dtypes]
+    offsets = [check_offset(o) for o in offsets]
+    ceiling, datasheet = _ceiling_and_datasheet()
+    rows, total = [], len(names) * len(offsets)
+    for name in names:
+        n = sweep_elements(1, max(offsets), name, free_bytes=runtime.free_memory_bytes())
+        for o in offsets:
+            m = measure_copy(1, o, name, n_elements=n, copy_ceiling_gbps=ceiling)
+            rows.append(_row(m, ceiling, datasheet, dtype=name, stride=1, offset=o, n_elements=n))
+            if progress:
+                progress(len(rows) / total)
+    return pd.DataFrame(rows)
+
+
+def _measure_layout(layout: str, ceiling: float, n_particles: int,
+                    matrix_side: int) -> tuple[Measurement, int, int]:
+    """(measurement, elements, useful bytes per launch) of one layout kernel on the GPU."""
+    cupy = _cupy()
+    _free_pool()
+    if layout in LAYOUTS[:2]:
+        host = make_particles(n_particles)
+        expected = cupy.asarray(drift_reference(host, DRIFT_DT))
+        blocks = math.ceil(n_particles / THREADS_PER_BLOCK)
+        if layout == "array of structs":
+            p = cupy.asarray(host)
+            args = (cuda.as_cuda_array(p), DRIFT_DT)
+            launch = drift_aos[blocks, THREADS_PER_BLOCK]
+
+            def positions():
+                return p[:, 0:3]
+        else:
+            soa = {f: cupy.asarray(v) for f, v in to_soa(host).items()}
+            args = (*(cuda.as_cuda_array(soa[f]) for f in DRIFT_FIELDS), DRIFT_DT)
+            launch = drift_soa[blocks, THREADS_PER_BLOCK]
+
+            def positions():
+                return cupy.stack([soa["x"], soa["y"], soa["z"]], axis=1)
+        first = {"done": False}
+
+        def run():
+            for _ in range(1 if not first["done"] else LAUNCHES_PER_SAMPLE):
+                launch(*args)
+
+        def check():
+            first["done"] = True  # the harness checks after the first (single-launch) run
+            return bool(cupy.allclose(positions(), expected, rtol=1e-5, atol=1e-6))
+
+        useful = n_particles * 4 * (len(DRIFT_FIELDS) + 3)  # 6 fields read, 3 written
+        elements = n_particles
+    else:
+        side = matrix_side
+        a = _device_pattern(side * side, "float32").reshape(side, side)
+        out = cupy.full_like(a, np.nan)
+        grid, block = matrix_launch(layout, side, side)
+        kernel = copy_rows if layout == "row traversal" else copy_columns
+        args = (cuda.as_cuda_array(a), cuda.as_cuda_array(out))
+        launch = kernel[grid, block]
+
+        def run():
+            for _ in range(LAUNCHES_PER_SAMPLE):
+                launch(*args)
+
+        def check():
+            return bool((a == out).all())
+
+        useful = 2 * side * side * 4
+        elements = side * side
+    try:
+        m = measure(run, label=f"{layout} kernel", check=check, bytes_moved=LAUNCHES_PER_SAMPLE * useful,
+                    copy_ceiling_gbps=ceiling)
+    finally:
+        _free_pool()
+    return m, elements, useful
+
+
+def layout_sweep(n_particles: int = 1 << 25, matrix_side: int = 8192, progress=None) -> pd.DataFrame:
+    """GPU: effective GB/s of the four layout kernels (useful bytes only)."""
+    n_particles = validate.integer("n_particles", n_particles, minimum=THREADS_PER_BLOCK)
+    matrix_side = validate.integer("matrix side", matrix_side, minimum=32)
+    _check_fits(max(n_particles * 32 * 2, 2 * matrix_side**2 * 4), "the layout sweep's arrays")
+    ceiling, datasheet = _ceiling_and_datasheet()
+    rows = []
+    for layout in LAYOUTS:
+        m, elements, useful = _measure_layout(layout, ceiling, n_particles, matrix_side)
+        rows.append(_row(m, ceiling, datasheet, layout=layout, elements=elements, useful_bytes=useful))
+        if progress:
+            progress(len(rows) / len(LAYOUTS))
+    return pd.DataFrame(rows)
+
+
+@reference.register_sweep(
+    "coalescing.stride", lesson=LESSON, columns=("dtype", "stride", "gbps", "copy_ceiling_gbps"),
+    description=f"effective GB/s (useful bytes) of a strided copy, fp16/fp32/fp64, stride 1-64, "
+                f"{SWEEP_USEFUL_BYTES >> 20} MiB per side, {LAUNCHES_PER_SAMPLE} launches per timed call",
+)
+def _stride_sweep() -> pd.DataFrame:
+    return stride_sweep()
+
+
+@reference.register_sweep(
+    "coalescing.offset", lesson=LESSON, columns=("dtype", "offset", "gbps", "copy_ceiling_gbps"),
+    description=f"effective GB/s of a copy misaligned by 0-32 elements, fp16/fp32/fp64, "
+                f"{SWEEP_USEFUL_BYTES >> 20} MiB per side, {LAUNCHES_PER_SAMPLE} launches per timed call",
+)
+def _offset_sweep() -> pd.DataFrame:
+    return offset_sweep()
+
+
+@reference.register_sweep(
+    "coalescing.layout", lesson=LESSON, columns=("layout", "gbps", "copy_ceiling_gbps"),
+    description="effective GB/s of the particle update (AoS vs SoA, 2^25 particles) and the 8192² "
+                "matrix copy (row vs column traversal, 32×8 blocks)",
+)
+def _layout_sweep() -> pd.DataFrame:
+    return layout_sweep()

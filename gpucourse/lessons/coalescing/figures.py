@@ -1,0 +1,307 @@
+"""Lesson 03 "Memory coalescing": charts and widgets."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+# Importing gpucourse.coalescing runs gpucourse/__init__ first, which chooses the mode before numba
+# loads: numba.cuda is the GPU or the simulator.
+from gpucourse.hardware import WARP_SIZE
+from gpucourse.lessons.coalescing.experiments import (
+    OFFSETS,
+    SWEEP_USEFUL_BYTES,
+    layout_sweep,
+    offset_sweep,
+    stride_sweep,
+)
+from gpucourse.lessons.coalescing.model import (
+    LAYOUTS,
+    SECTOR_BYTES,
+    STRIDES,
+    _access_label,
+    _bandwidth_title,
+    _controls,
+    check_copy,
+    check_layout,
+    check_offset,
+    check_stride,
+    counted_sectors_table,
+    dtype_name,
+    ideal_sectors_per_request,
+    itemsize,
+    lane_addresses,
+    layout_counts,
+    layout_model,
+    layout_model_fractions,
+    sectors_touched,
+    useful_fraction,
+)
+from gpucourse.measure import reference, runtime
+from gpucourse.viz import charts
+
+LINE_BYTES = 128  # a cache line = 4 sectors (what older GPUs fetched as one "transaction")
+
+
+# --- where chart data comes from: measured now, recorded, or none ----------------------------------
+
+_MEASURED: dict[tuple, pd.DataFrame] = {}  # GPU mode: a widget that moves a highlight does not re-measure
+
+
+def _bandwidth_data(sweep: str, name: str | None, progress=None):
+    """(data or None, copy ceiling or None, datasheet or None, caption) for a chart."""
+    if runtime.is_gpu():
+        key = (sweep, name)
+        if key not in _MEASURED:
+            if sweep == "coalescing.stride":
+                _MEASURED[key] = stride_sweep((name,), progress=progress)
+            elif sweep == "coalescing.offset":
+                _MEASURED[key] = offset_sweep((name,), progress=progress)
+            else:
+                _MEASURED[key] = layout_sweep(progress=progress)
+        data = _MEASURED[key]
+        caption = charts.source_caption("measured", f"{runtime.device().name}, by the course harness "
+                                        f"(median of ≥ 10 samples; no L2 flush; ≥ {SWEEP_USEFUL_BYTES >> 20} "
+                                        f"MiB per side, far beyond the L2)")
+    else:
+        rec = reference.load(sweep)
+        if rec is None:
+            return None, None, None, charts.source_caption(
+                "none", "no GPU here and no recording of this sweep yet (run `make record` on a GPU); "
+                "the dashed line is the sector model")
+        data = rec.data if name is None else rec.data[rec.data.dtype == name]
+        if not len(data):
+            return None, None, None, charts.source_caption("none", f"the recording has no {name} rows")
+        caption = charts.source_caption("recorded", rec.caption())
+    ceiling = float(data.copy_ceiling_gbps.median())
+    datasheet = data.datasheet_gbps.dropna() if "datasheet_gbps" in data else pd.Series(dtype=float)
+    return data, ceiling, (float(datasheet.iloc[0]) if len(datasheet) else None), caption
+
+
+def _ceiling_lines(fig: go.Figure, ceiling, datasheet) -> None:
+    if ceiling:
+        charts.hline(fig, ceiling, f"measured copy ceiling {ceiling:.0f} GB/s")
+        if datasheet:
+            charts.hline(fig, datasheet, f"datasheet {datasheet:.0f} GB/s", faint=True)
+    else:
+        charts.hline(fig, 1.0, "copy ceiling (1.0)")
+
+
+# --- figures ---------------------------------------------------------------------------------------
+
+
+def warp_figure(stride=1, offset=0, dtype="float32") -> go.Figure:
+    """The lesson's picture: one warp's 32 lanes above the 32-byte sectors their elements lie in."""
+    stride, offset, name = check_copy(stride, offset, dtype)
+    size = itemsize(name)
+    addresses = lane_addresses(stride, offset, name)
+    touched = sectors_touched(stride, offset, name)
+    first_sector, last_sector = 0, int(touched.max())
+    every = np.arange(first_sector, last_sector + 1)
+    idle = np.setdiff1d(every, touched)
+    fetched = len(touched) * SECTOR_BYTES
+    useful = WARP_SIZE * size
+    # two lines: as one, the title was cut off at ~700 px
+    title = (f"stride {stride}, offset {offset}, {name}: one warp touches {len(touched)} sectors<br>"
+             f"{fetched} bytes fetched for {useful} useful ({100 * useful / fetched:.1f} %)")
+    fig = charts.figure(title, "byte address from the start of the array (bytes)", "", charts.source_caption(
+        "model", f"lane l copies element l·{stride} + {offset}; each 32-byte sector holding one is fetched "
+        "whole"),
+        height=380)
+    centre = every * SECTOR_BYTES + SECTOR_BYTES / 2
+    width = SECTOR_BYTES * 0.96
+    fig.add_bar(x=list(touched * SECTOR_BYTES + SECTOR_BYTES / 2), y=[1.0] * len(touched), width=width,
+                name=f"sector fetched ({len(touched)})",
+                marker={"color": charts.PALETTE[5], "line": {"color": "#000"}},
+                hovertemplate="sector at byte %{x}: fetched<extra></extra>")
+    if len(idle):
+        fig.add_bar(x=list(idle * SECTOR_BYTES + SECTOR_BYTES / 2), y=[1.0] * len(idle), width=width,
+                    name="sector not fetched", marker={"color": "#ffffff", "line": {"color": "#999"},
+                                                        "pattern": {"shape": "/", "fgcolor": "#bbb"}},
+                    hovertemplate="sector at byte %{x}: not fetched<extra></extra>")
+    fig.add_bar(x=list(addresses + size / 2), y=[1.0] * WARP_SIZE, width=size, name="bytes a lane asked for",
+                marker={"color": charts.PALETTE[0], "pattern": {"shape": "x", "fgcolor": "#fff"}},
+                hovertemplate="lane's element at byte %{x}<extra></extra>")
+    # Lanes above, each joined to the element it copies.
+    lanes = np.arange(WARP_SIZE)
+    lane_x = np.linspace(centre.min(), centre.max(), WARP_SIZE) if last_sector else addresses + size / 2
+    xs, ys = [], []
+    for lx, ax in zip(lane_x, addresses + size / 2, strict=True):
+        xs += [lx, ax, None]
+        ys += [2.0, 1.05, None]
+    fig.add_scatter(x=xs, y=ys, mode="lines", line={"color": "#777", "width": 1}, name="lane → element",
+                    hoverinfo="skip")
+    fig.add_scatter(x=list(lane_x), y=[2.05] * WARP_SIZE, mode="markers+text", name="lanes 0–31 of one warp",
+                    marker={"symbol": "triangle-down", "size": 9, "color": charts.PALETTE[1]},
+                    text=[str(lane) for lane in lanes],
+                    textposition="top center", textfont={"size": 9},
+                    customdata=addresses, hovertemplate="lane %{text}: byte %{customdata}<extra></extra>")
+    span_bytes = (last_sector + 1) * SECTOR_BYTES
+    if span_bytes <= 16 * LINE_BYTES:  # beyond that the line boundaries would hide the sectors
+        for line_start in range(0, span_bytes + 1, LINE_BYTES):
+            fig.add_vline(x=line_start, line_dash="dot", line_color="#444", line_width=1)
+        fig.add_annotation(text="dotted lines: 128-byte cache lines (4 sectors)", showarrow=False,
+                           xref="paper", yref="paper", x=1, y=1.02, xanchor="right",
+                           font={"size": 11, "color": "#444"})
+    fig.update_layout(barmode="overlay", bargap=0)
+    fig.update_yaxes(visible=False, range=[0, 2.6])
+    fig.update_xaxes(range=[-4, span_bytes + 4])
+    return fig
+
+
+def _log_strides(fig: go.Figure, strides) -> None:
+    fig.update_xaxes(type="log", tickvals=list(strides), ticktext=[str(s) for s in strides])
+
+
+def stride_figure(dtype="float32", stride=None, progress=None) -> go.Figure:
+    """Effective GB/s vs stride: measured (GPU) or recorded, the sector model, the ceiling and datasheet."""
+    name = dtype_name(dtype)
+    chosen = check_stride(stride) if stride is not None else None
+    data, ceiling, datasheet, caption = _bandwidth_data("coalescing.stride", name, progress)
+    strides = list(STRIDES)
+    scale = ceiling or 1.0
+    y_title = _bandwidth_title(ceiling)
+    fig = charts.figure(f"Strided {name} copy: effective bandwidth vs stride", "stride (elements, log scale)",
+                        y_title, caption)
+    model = [useful_fraction(s, 0, name) * scale for s in strides]
+    charts.line(fig, strides, model, "sector model: useful ÷ fetched bytes × copy ceiling", 1)
+    if data is not None:
+        data = data.sort_values("stride")
+        charts.line(fig, data.stride, data.gbps, "measured: effective GB/s (useful bytes)", 0, dash="solid")
+    else:
+        charts.no_data(fig, "No GPU timing to show here: the dashed line is the sector model")
+    _ceiling_lines(fig, ceiling, datasheet)
+    charts.hline(fig, scale / 32, "folklore: 1/32 of the bandwidth", faint=True)
+    if chosen is not None:
+        fig.add_scatter(x=[chosen], y=[useful_fraction(chosen, 0, name) * scale], mode="markers",
+                        name=f"your stride ({chosen}): model", marker={"symbol": "star", "size": 16,
+                                                                        "color": charts.PALETTE[3]})
+    _log_strides(fig, strides)
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def sectors_figure(dtype="float32", offset=0) -> go.Figure:
+    """Sectors per warp request vs stride: counted by the microscope, beside the model and the ideal."""
+    name = dtype_name(dtype)
+    offset = check_offset(offset)
+    table = counted_sectors_table(name, offset)
+    fig = charts.figure(f"Sectors per warp request vs stride ({name}, offset {offset})",
+                        "stride (elements, log scale)", "sectors per warp request (32 bytes each)",
+                        charts.source_caption("counted", "the microscope ran the strided copy (two warps) "
+                                              "for each stride; the dashed line is the sector model"))
+    charts.line(fig, table.stride, table.counted_src, "counted: load of src", 0, dash="solid")
+    charts.line(fig, table.stride, table.model, "sector model", 1)
+    ideal = ideal_sectors_per_request(name)
+    charts.hline(fig, ideal, f"ideal: 32 lanes × {itemsize(name)} bytes ÷ 32 = {ideal}", faint=True)
+    charts.hline(fig, WARP_SIZE, "one sector per lane (32)", faint=True)
+    _log_strides(fig, STRIDES)
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def offset_figure(dtype="float32", offset=None, progress=None) -> go.Figure:
+    """Effective GB/s vs misalignment (stride 1): measured or recorded, and the sector model."""
+    name = dtype_name(dtype)
+    chosen = check_offset(offset) if offset is not None else None
+    data, ceiling, datasheet, caption = _bandwidth_data("coalescing.offset", name, progress)
+    scale = ceiling or 1.0
+    y_title = _bandwidth_title(ceiling)
+    fig = charts.figure(f"Misaligned {name} copy: effective bandwidth vs offset", "offset (elements)",
+                        y_title, caption)
+    offsets = list(OFFSETS)
+    charts.line(fig, offsets, [useful_fraction(1, o, name) * scale for o in offsets],
+                "sector model (each warp on its own, no cache reuse)", 1, line_shape="hv")
+    if data is not None:
+        data = data.sort_values("offset")
+        charts.line(fig, data.offset, data.gbps, "measured: effective GB/s", 0, dash="solid")
+    else:
+        charts.no_data(fig, "No GPU timing to show here: the dashed line is the sector model")
+    _ceiling_lines(fig, ceiling, datasheet)
+    if chosen is not None:
+        fig.add_scatter(x=[chosen], y=[useful_fraction(1, chosen, name) * scale], mode="markers",
+                        name=f"your offset ({chosen}): model", marker={"symbol": "star", "size": 16,
+                                                                        "color": charts.PALETTE[3]})
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def layout_figure(layout="array of structs") -> go.Figure:
+    """Sectors per request of each memory access of a layout's kernel, counted by the microscope."""
+    layout = check_layout(layout)
+    table = layout_counts(layout)
+    fig = charts.figure(f"{layout}: sectors per warp request of each access",
+                        "access (source line, op, array)", "sectors per warp request", charts.source_caption(
+                            "counted", f"the microscope ran the {layout} kernel on a small input; "
+                            "dashed: the sector model"))
+    labels = [_access_label(r) for r in table.itertuples()]
+    fig.add_bar(x=labels, y=list(table.sectors_per_request), name="counted by the microscope",
+                marker={"color": charts.PALETTE[0], "pattern": {"shape": ""}},
+                customdata=list(table.source),
+                hovertemplate="%{x}<br>%{customdata}<br>%{y} sectors<extra></extra>")
+    fig.add_scatter(x=labels, y=[layout_model(layout)] * len(labels), mode="lines+markers",
+                    name="sector model", line={"dash": "dash", "color": charts.PALETTE[1]},
+                    marker={"symbol": "square"})
+    charts.hline(fig, ideal_sectors_per_request("float32"), "ideal for float32: 4", faint=True)
+    fig.update_yaxes(range=[0, WARP_SIZE + 2])
+    return fig
+
+
+def layout_bandwidth_figure(progress=None) -> go.Figure:
+    """Effective GB/s of the four layout kernels (measured, recorded or none) between the model's bounds."""
+    data, ceiling, datasheet, caption = _bandwidth_data("coalescing.layout", None, progress)
+    scale = ceiling or 1.0
+    fig = charts.figure("Array of structs vs struct of arrays, row vs column traversal", "kernel",
+                        _bandwidth_title(ceiling), caption)
+    fig.update_xaxes(categoryorder="array", categoryarray=list(LAYOUTS))
+    if data is not None:
+        fig.add_bar(x=list(data.layout), y=list(data.gbps), name="measured: effective GB/s (useful bytes)",
+                    marker={"color": charts.PALETTE[5], "line": {"color": "#000"}})
+    else:
+        charts.no_data(fig, "No GPU timing to show here: the markers are the model's bounds")
+    bounds = layout_model_fractions()
+    fig.add_scatter(x=list(bounds.layout), y=list(bounds.no_reuse * scale), mode="markers",
+                    name="sector model, no cache reuse", marker={"symbol": "triangle-down", "size": 13,
+                                                                 "color": charts.PALETTE[3]})
+    fig.add_scatter(x=list(bounds.layout), y=list(bounds.full_reuse * scale), mode="markers",
+                    name="sector model, perfect reuse", marker={"symbol": "triangle-up", "size": 13,
+                                                                "color": charts.PALETTE[2]})
+    _ceiling_lines(fig, ceiling, datasheet)
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def picture_widget(stride=8, offset=0, dtype="float32", threaded=True):
+    from gpucourse.viz.widgets import LiveChart
+
+    return LiveChart(_controls(stride=stride, offset=offset, dtype=dtype), warp_figure, threaded=threaded,
+                     description="Stride, offset and element size → the sectors one warp touches.")
+
+
+def stride_widget(dtype="float32", stride=8, threaded=True):
+    from gpucourse.viz.widgets import LiveChart
+
+    return LiveChart(_controls(dtype=dtype, stride=stride), stride_figure, threaded=threaded,
+                     description="Effective bandwidth of the strided copy; the star marks your stride.")
+
+
+def sectors_widget(dtype="float32", offset=0, threaded=True):
+    from gpucourse.viz.widgets import LiveChart
+
+    return LiveChart(_controls(dtype=dtype, offset=offset), sectors_figure, threaded=threaded,
+                     description="Sectors per warp request, counted by the microscope for every stride.")
+
+
+def offset_widget(dtype="float32", offset=1, threaded=True):
+    from gpucourse.viz.widgets import LiveChart
+
+    return LiveChart(_controls(dtype=dtype, offset=offset), offset_figure, threaded=threaded,
+                     description="Effective bandwidth of a copy that starts `offset` elements late.")
+
+
+def layout_widget(layout="array of structs", threaded=True):
+    from gpucourse.viz.widgets import LiveChart
+
+    return LiveChart(_controls(layout=layout), layout_figure, threaded=threaded,
+                     description="Each memory access of the chosen kernel, as the microscope counts it.")

@@ -1,0 +1,99 @@
+"""Lesson 00 "Start here: measuring GPU code":
+host runners, microscope traces, GPU sweeps and their recording registration."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pandas as pd
+from numba import cuda  # after gpucourse.measure.runtime (imported by the package) chose the mode
+
+from gpucourse import validate
+from gpucourse.lessons.measuring.kernels import _spin_kernel
+from gpucourse.measure import reference, runtime
+from gpucourse.measure.harness import measure
+
+# One dependent fp32 FMA per iteration (~4 cycles of latency each): about 2 ms at ~2 GHz.
+SPIN_ITERATIONS = 1_000_000
+
+
+def async_pitfall(iterations: int = SPIN_ITERATIONS) -> pd.DataFrame:
+    """On a GPU: one kernel timed by the launch's wall clock, wall clock + sync, and events."""
+    iterations = validate.integer("iterations", iterations, minimum=1, maximum=10**8)
+    if not runtime.is_gpu():
+        raise validate.InvalidConfig("async_pitfall times a GPU; in simulator mode use async_analogy()")
+    spin = _spin_kernel()
+    out = cuda.device_array(132 * 256, dtype=np.float32)
+    spin[132, 256](out, iterations)  # compile
+    cuda.synchronize()
+    rows = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        spin[132, 256](out, iterations)
+        launch_ms = (time.perf_counter() - t0) * 1e3
+        cuda.synchronize()
+        t0 = time.perf_counter()
+        spin[132, 256](out, iterations)
+        cuda.synchronize()
+        synced_ms = (time.perf_counter() - t0) * 1e3
+        rows += [{"method": "wall clock, launch only", "ms": launch_ms},
+                 {"method": "wall clock + synchronize", "ms": synced_ms}]
+    m = measure(lambda: spin[132, 256](out, iterations), label="spin kernel")
+    rows += [{"method": "device events (harness median)", "ms": s} for s in m.samples_ms]
+    return pd.DataFrame(rows)
+
+
+@reference.register_sweep(
+    "measuring.async_pitfall", lesson="00_measuring", columns=("method", "ms"),
+    description="one kernel timed by launch wall clock, wall clock + sync, and events",
+)
+def _async_sweep() -> pd.DataFrame:
+    return async_pitfall()
+
+
+def async_analogy(work_ms: float = 200.0) -> pd.DataFrame:
+    """The trap without a GPU: 'launch' work on a background thread and time it like a kernel."""
+    work_ms = validate.number("work_ms", work_ms, minimum=1, maximum=5000)
+    done = threading.Event()
+
+    def work():
+        time.sleep(work_ms / 1e3)  # stands in for the GPU running the kernel
+        done.set()
+
+    t0 = time.perf_counter()
+    threading.Thread(target=work, daemon=True).start()  # like a kernel launch: returns at once
+    launch_ms = (time.perf_counter() - t0) * 1e3
+    done.wait()  # like cuda.synchronize()
+    synced_ms = (time.perf_counter() - t0) * 1e3
+    return pd.DataFrame([{"method": "wall clock, launch only", "ms": launch_ms},
+                         {"method": "wall clock + wait", "ms": synced_ms}])
+
+
+# --- ceilings and the roofline ------------------------------------------------------------------
+
+
+def ceilings() -> pd.DataFrame:
+    """This GPU's measured ceilings beside the datasheet (GPU only)."""
+    from gpucourse.measure import ceilings as probe
+
+    info = runtime.device()
+    sheet = runtime.datasheet_tflops(info.name)
+    rows = [
+        {"quantity": "copy bandwidth", "unit": "GB/s", "measured": probe.copy_gbps(),
+         "datasheet": info.datasheet_bandwidth_gbps},
+        {"quantity": "fp32 matmul", "unit": "TFLOP/s", "measured": probe.matmul_tflops("float32"),
+         "datasheet": sheet.get("fp32")},
+        {"quantity": "bf16 matmul", "unit": "TFLOP/s", "measured": probe.matmul_tflops("bfloat16"),
+         "datasheet": sheet.get("bf16")},
+    ]
+    return pd.DataFrame(rows)
+
+
+@reference.register_sweep(
+    "measuring.ceilings", lesson="00_measuring", columns=("quantity", "unit", "measured", "datasheet"),
+    description="device-to-device copy GB/s and fp32/bf16 library matmul TFLOP/s vs the datasheet",
+)
+def _ceilings_sweep() -> pd.DataFrame:
+    return ceilings()

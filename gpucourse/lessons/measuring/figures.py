@@ -1,0 +1,71 @@
+"""Lesson 00 "Start here: measuring GPU code": charts and widgets."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from gpucourse import validate
+from gpucourse.lessons.measuring.experiments import async_analogy, async_pitfall, ceilings
+from gpucourse.measure import reference, runtime
+from gpucourse.viz import charts
+
+
+def async_figure(data: pd.DataFrame, source: str) -> go.Figure:
+    medians = data.groupby("method", sort=False)["ms"].median()
+    ways = {2: "two", 3: "three"}.get(len(medians), str(len(medians)))
+    fig = charts.figure(f"The same work, timed {ways} ways", "", "time (ms, log scale)", source)
+    fig.add_bar(x=list(medians.index), y=list(medians.values), marker_color=charts.PALETTE[: len(medians)],
+                text=[f"{v:.3g} ms" for v in medians.values], textposition="outside", name="median time")
+    fig.update_yaxes(type="log")
+    return fig
+
+
+def async_pitfall_figure() -> go.Figure:
+    if runtime.is_gpu():
+        return async_figure(async_pitfall(), charts.source_caption("measured", runtime.device().name))
+    rec = reference.load("measuring.async_pitfall")
+    if rec is not None:
+        return async_figure(rec.data, charts.source_caption("recorded", rec.caption()))
+    data = async_analogy()
+    return async_figure(data, "CPU analogy, not a GPU timing: a background thread stands in for the GPU "
+                        "(no GPU here and no recording yet)")
+
+
+def roofline_figure(precision: str = "bf16") -> go.Figure:
+    """Attainable TFLOP/s vs arithmetic intensity: min(compute ceiling, intensity × bandwidth)."""
+    precision = validate.choice("precision", precision, ["fp32", "bf16"])
+    if runtime.is_gpu():
+        data, source = ceilings(), charts.source_caption("measured", runtime.device().name)
+    else:
+        rec = reference.load("measuring.ceilings")
+        data = rec.data if rec is not None else None
+        source = (charts.source_caption("recorded", rec.caption()) if rec is not None else
+                  "Datasheet lines only (NVIDIA H200 SXM): no GPU here and no recording of measured ceilings yet")
+    intensity = np.logspace(-1, 4, 200)
+    fig = charts.figure(f"Roofline ({precision} matmul ceiling)", "arithmetic intensity (FLOP/byte, log)",
+                        "attainable TFLOP/s (log)", source)
+    quantity = f"{precision} matmul"
+    curves = []
+    if data is not None:
+        bw = float(data.loc[data.quantity == "copy bandwidth", "measured"].iloc[0])
+        peak = float(data.loc[data.quantity == quantity, "measured"].iloc[0])
+        curves.append(("measured ceilings", bw, peak, 0, None))
+        sheet_bw = data.loc[data.quantity == "copy bandwidth", "datasheet"].iloc[0]
+        sheet_peak = data.loc[data.quantity == quantity, "datasheet"].iloc[0]
+    else:
+        sheet_bw = runtime.DATASHEET_BANDWIDTH_GBPS["NVIDIA H200"]
+        sheet_peak = runtime.datasheet_tflops("NVIDIA H200")[precision]
+    if pd.notna(sheet_bw) and pd.notna(sheet_peak):
+        curves.append(("datasheet", float(sheet_bw), float(sheet_peak), 1, "dot"))
+    for name, bw_gbps, peak_tflops, index, dash in curves:
+        attainable = np.minimum(peak_tflops, intensity * bw_gbps / 1e3)
+        charts.line(fig, intensity, attainable, f"{name}: {bw_gbps:.0f} GB/s, {peak_tflops:.0f} TFLOP/s", index,
+                    dash=dash, mode="lines")
+        ridge = peak_tflops * 1e3 / bw_gbps
+        fig.add_annotation(x=np.log10(ridge), y=np.log10(peak_tflops), text=f"ridge ≈ {ridge:.0f} FLOP/B",
+                           showarrow=True, arrowhead=1, ax=30, ay=30)
+    fig.update_xaxes(type="log")
+    fig.update_yaxes(type="log")
+    return fig

@@ -1,0 +1,274 @@
+"""Lesson 05 "Occupancy": the hardware model, counted quantities, and the checks and helpers the runners share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from gpucourse.errors import InvalidConfig
+from gpucourse.lessons.occupancy.calculator import (
+    ARCHITECTURES,
+    KB,
+    LIMITERS,
+    SUB_PARTITIONS,
+    WARP_SIZE,
+    architecture,
+    occupancy,
+)
+from gpucourse.lessons.occupancy.kernels import (
+    FMA_B,
+    FMA_C,
+    accumulators_kernel,
+    block_sum_kernel,
+    copy_ilp4_kernel,
+    copy_kernel,
+    fma_ilp4_kernel,
+    fma_kernel,
+)
+from gpucourse.measure import runtime
+from gpucourse.measure.ptxinfo import ResourceUsage, resource_usage, resource_usage_all
+from gpucourse.viz import charts
+
+
+@dataclass(frozen=True)
+class LessonKernel:
+    name: str
+    kernel: object
+    signature: str
+    role: str
+
+
+KERNELS = {
+    k.name: k
+    for k in (
+        LessonKernel("copy", copy_kernel, "void(float32[::1], float32[::1])", "memory-bound, ILP 1"),
+        LessonKernel(
+            "copy_ilp4", copy_ilp4_kernel, "void(float32[::1], float32[::1])", "memory-bound, ILP 4"
+        ),
+        LessonKernel("fma", fma_kernel, "void(float32[::1], int32)", "compute-bound, ILP 1"),
+        LessonKernel("fma_ilp4", fma_ilp4_kernel, "void(float32[::1], int32)", "compute-bound, ILP 4"),
+        LessonKernel(
+            "accumulators", accumulators_kernel, "void(float32[::1], float32[::1], int32)", "register-hungry"
+        ),
+        LessonKernel(
+            "block_sum", block_sum_kernel, "void(float32[::1], float32[::1])", "static shared memory"
+        ),
+    )
+}
+
+
+def lesson_kernel(name: str) -> LessonKernel:
+    if name not in KERNELS:
+        raise InvalidConfig(f"kernel must be one of {', '.join(KERNELS)}; got {name!r}")
+    return KERNELS[name]
+
+
+def kernel_source(name: str) -> str:
+    """The source of a lesson kernel, as CI ran it (for the learner to read)."""
+    import inspect
+
+    from gpucourse.measure.ptxinfo import python_function
+
+    return inspect.getsource(python_function(lesson_kernel(name).kernel)).rstrip()
+
+
+def lesson_cc() -> tuple[int, int]:
+    """The compute capability the lesson models: the GPU's, or cc 9.0 (H100/H200) in the simulator."""
+    cc = tuple(runtime.device().compute_capability)
+    return cc if cc in ARCHITECTURES else (9, 0)
+
+
+# --- resource usage ----------------------------------------------------------------------------
+
+
+def usage(name: str, max_registers: int | None = None, cc=None) -> ResourceUsage:
+    k = lesson_kernel(name)
+    return resource_usage(k.kernel, k.signature, cc or lesson_cc(), max_registers)
+
+
+def usage_table(max_registers: int | None = None, cc=None, names=None) -> pd.DataFrame:
+    """Registers, static shared memory and spills of the lesson's kernels (one compile for all)."""
+    chosen = [lesson_kernel(n) for n in (names or KERNELS)]
+    found = resource_usage_all([(k.kernel, k.signature) for k in chosen], cc or lesson_cc(), max_registers)
+    rows = []
+    for k, u in zip(chosen, found, strict=True):
+        rows.append(
+            {
+                "kernel": k.name,
+                "role": k.role,
+                "registers": u.registers if u.known else "unknown",
+                "static_shared_bytes": u.shared_bytes if u.known else "unknown",
+                "spill_stores_bytes": u.spill_store_bytes if u.spill_store_bytes is not None else "—",
+                "local_bytes_per_thread": u.stack_frame_bytes if u.stack_frame_bytes is not None else "—",
+                "source": u.source if u.known else f"unknown: {u.reason}",
+                "seconds": round(u.seconds, 2),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+# --- the calculator's three classic charts -----------------------------------------------------
+
+_SINGLE_STYLE = {
+    "registers": (charts.PALETTE[0], "circle"),
+    "shared memory": (charts.PALETTE[1], "square"),
+    "warps": (charts.PALETTE[2], "diamond"),
+    "blocks": (charts.PALETTE[3], "triangle-up"),
+}
+_TIE_STYLES = [
+    (charts.PALETTE[4], "x"),
+    (charts.PALETTE[5], "star"),
+    (charts.PALETTE[6], "cross"),
+    (charts.PALETTE[7], "triangle-down"),
+    ("#777777", "hexagon"),
+    ("#999999", "pentagon"),
+]
+CANNOT_LAUNCH = "cannot launch"
+
+
+def limiter_style(limiter: str) -> tuple[str, str]:
+    """(colour, marker symbol) of a limiter name; ties get their own colour and shape."""
+    if limiter in _SINGLE_STYLE:
+        return _SINGLE_STYLE[limiter]
+    if limiter == CANNOT_LAUNCH:
+        return "#000000", "x-thin-open"
+    ties = [" + ".join(c) for c in _tie_order()]
+    index = ties.index(limiter) if limiter in ties else len(ties)
+    return _TIE_STYLES[index % len(_TIE_STYLES)]
+
+
+def _tie_order() -> list[tuple[str, ...]]:
+    from itertools import combinations
+
+    return [c for n in (2, 3, 4) for c in combinations(LIMITERS, n)]
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
+def _sm_summary(r) -> str:
+    """``r.summary()`` with singulars where a count is 1 ("1 block × 1 warp")."""
+    if not r.launches:
+        return r.summary()
+    return (f"{_plural(r.active_blocks, 'block')} × {_plural(r.warps_per_block, 'warp')} = {r.active_warps} of "
+            f"{r.max_warps} warps ({r.occupancy_pct:.1f} %), limited by {r.limiter}")
+
+
+# --- GPU sweeps: speed vs occupancy, and our calculator against the driver ----------------------
+
+SWEEP_THREADS = 64  # 2 warps per block: 4…32 resident blocks spans 12.5 %…100 % on cc 9.0 without opt-in
+TARGET_OCCUPANCIES = (0.125, 0.1875, 0.25, 0.375, 0.5, 0.75, 1.0)
+MAX_PADDING_BYTES = 48 * KB  # dynamic shared memory without opting in
+
+
+def padding_levels(
+    registers: int,
+    static_shared_bytes: int,
+    threads_per_block: int = SWEEP_THREADS,
+    cc=(9, 0),
+    targets=TARGET_OCCUPANCIES,
+) -> list[tuple[int, object]]:
+    """(dynamic shared bytes, Occupancy) pairs: the least padding that lowers occupancy to each level.
+
+    Padding is dynamic shared memory the kernel never touches; it only makes fewer blocks fit.
+    """
+    reachable: dict[int, tuple[int, object]] = {}
+    for dynamic in range(0, MAX_PADDING_BYTES - static_shared_bytes + 1, 128):
+        r = occupancy(threads_per_block, registers, static_shared_bytes + dynamic, cc)
+        if r.active_blocks and r.active_blocks not in reachable:
+            reachable[r.active_blocks] = (dynamic, r)
+    chosen: dict[int, tuple[int, object]] = {}
+    for target in targets:
+        dynamic, r = min(reachable.values(), key=lambda v: (abs(v[1].occupancy - target), v[0]))
+        chosen[r.active_blocks] = (dynamic, r)
+    return sorted(chosen.values(), key=lambda v: v[1].occupancy)
+
+
+def _fma_reference(iterations: int, ilp: int, lanes: int = 16) -> np.ndarray:
+    """What fma_kernel / fma_ilp4_kernel compute for i & 15 = 0…15 (float64 model of the chain)."""
+    b, c = float(FMA_B), float(FMA_C)
+    out = []
+    for lane in range(lanes):
+        starts = [lane * c + k * c for k in range(ilp)]
+        values = []
+        for a in starts:
+            for _ in range(iterations // ilp):
+                a = a * b + c
+            values.append(a)
+        out.append(sum(values))
+    return np.array(out)
+
+
+# --- Little's-law model of the speed sweeps (assumptions, not measurements) ----------------------
+
+MODEL_DRAM_LATENCY_NS = 600.0  # assumed: a typical unloaded HBM latency of recent data-centre GPUs
+MODEL_FMA_LATENCY_CYCLES = 4  # assumed: FP32 FMA dependent-issue latency (Volta and later)
+MODEL_BYTES_PER_WARP_COPY = 2 * WARP_SIZE * 4  # one float32 load (128 B) + its store: the store never waits
+MODEL_FALLBACK_DEVICE = ("NVIDIA H200", 4800.0, 132, (9, 0))  # assumed when there is no device or recording
+
+
+@dataclass(frozen=True)
+class SpeedModel:
+    """Little's law for the speed sweeps: speed ∝ min(1, resident warps × operations in flight per
+    warp ÷ warps needed to cover the latency), normalised to 1 at full occupancy (no GB/s invented)."""
+
+    kind: str
+    device: str
+    warps_needed: float  # per SM, with one operation in flight per warp
+    max_warps: int  # warp slots per SM
+    assumptions: str  # one line, for the chart: what the model assumed
+
+    def relative_speed(self, resident_warps, ilp: int) -> np.ndarray:
+        def raw(warps):
+            return np.minimum(1.0, np.asarray(warps, dtype=float) * ilp / self.warps_needed)
+
+        return raw(resident_warps) / raw(self.max_warps)
+
+
+def _model_device(rec=None) -> tuple[str, float | None, int | None, tuple[int, int], bool]:
+    """(name, datasheet GB/s, SM count, compute capability, assumed?) of the device the chart is about."""
+    if runtime.is_gpu():
+        info = runtime.device()
+        return info.name, info.datasheet_bandwidth_gbps, info.sm_count, tuple(info.compute_capability), False
+    if rec is not None:
+        facts = rec.provenance.get("device", {})
+        name = rec.device
+        gbps = runtime.datasheet_bandwidth_gbps(name)
+        cc = tuple(int(v) for v in str(facts.get("compute_capability", "9.0")).split("."))
+        sm_count = facts.get("sm_count")
+        if gbps and sm_count:
+            return name, gbps, int(sm_count), cc, False
+    name, gbps, sm_count, cc = MODEL_FALLBACK_DEVICE
+    return name, gbps, sm_count, cc, True
+
+
+def speed_model(kind: str = "memory", rec=None) -> SpeedModel:
+    """The Little's-law model for the memory- or compute-bound sweep, on the device the chart shows
+    (this GPU, else the recording's GPU, else an assumed H200). Its inputs are stated assumptions."""
+    if kind not in ("memory", "compute"):
+        raise InvalidConfig(f"kind must be 'memory' or 'compute'; got {kind!r}")
+    name, gbps, sm_count, cc, assumed = _model_device(rec)
+    if kind == "memory" and not (gbps and sm_count):  # a GPU with no datasheet entry: use the fallback's
+        name, gbps, sm_count, cc = MODEL_FALLBACK_DEVICE
+        assumed = True
+    max_warps = architecture(cc).max_warps_per_sm
+    which = f"{name}{', assumed' if assumed else ''}"
+    if kind == "memory":
+        bytes_in_flight = gbps / sm_count * MODEL_DRAM_LATENCY_NS  # GB/s = bytes/ns
+        needed = bytes_in_flight / MODEL_BYTES_PER_WARP_COPY
+        assumptions = (
+            f"assumed {MODEL_DRAM_LATENCY_NS:.0f} ns DRAM latency × {gbps:,.0f} GB/s datasheet ÷ {sm_count} SMs "
+            f"({which}) ÷ {MODEL_BYTES_PER_WARP_COPY} B per warp copy → {needed:.0f} warp loads in flight "
+            f"per SM; {max_warps} warp slots"
+        )
+    else:
+        needed = float(MODEL_FMA_LATENCY_CYCLES * SUB_PARTITIONS)
+        assumptions = (
+            f"assumed {MODEL_FMA_LATENCY_CYCLES}-cycle FMA latency × {SUB_PARTITIONS} sub-partitions issuing "
+            f"one warp FMA per cycle → {needed:.0f} FMAs in flight per SM; {max_warps} warp slots (cc "
+            f"{cc[0]}.{cc[1]}, {which})"
+        )
+    return SpeedModel(kind, name, needed, max_warps, assumptions)

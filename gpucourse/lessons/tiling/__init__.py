@@ -1,0 +1,107 @@
+"""Lesson 04 "Shared memory: tiling and bank conflicts": the matmul ladder, the transpose ladder, barriers.
+
+Matrix multiply, one rung at a time (fp32, C = A @ B, A is m×k, B is k×n):
+
+* ``naive``: one thread per output, every operand read from global memory (16×16 blocks);
+* ``tiled`` (tile T = 8, 16, 32): a T×T block stages T×T tiles of A and B in shared memory, so
+  every element fetched from global memory is used T times; two ``syncthreads`` per step;
+* ``register-blocked``: a block computes a BM×BN tile and each thread a TM×TN patch of it from
+  registers (2-D register tiling), so each shared-memory read feeds TM or TN multiply-adds;
+* ``cuBLAS``: the library (CuPy → cuBLAS, fp32 compute type: TF32 off).
+
+Traffic is counted, not guessed: ``matmul_traffic_bytes`` is the number of bytes the kernel's
+loads and stores request from global memory (the microscope counts the same number at small
+sizes, and the tests check that they agree), so FLOPs per byte place each rung on the roofline.
+
+Transpose, one rung at a time: a tile-shaped ``copy`` (the ceiling), ``naive`` (reads rows,
+writes columns), ``shared`` (through a T×T shared tile: the column read is a 32-way bank
+conflict) and the same with the tile padded to T×(T+1). ``bank_ways`` is the rule for 4-byte
+words (32 banks of 4 bytes, one phase per warp); ``warp_bank_ways`` is the microscope's rule for
+any element size (8- and 16-byte elements are served in half- and quarter-warp phases), and the
+bank explorer uses it for float32 and float64 tiles.
+
+GPU sweeps (``make record``): ``tiling.matmul`` and ``tiling.transpose``. In simulator mode
+nothing is timed: the charts show recordings or say that there are none, and the microscope's
+counts (exact in both modes) carry the lesson.
+"""
+
+from __future__ import annotations
+
+from gpucourse.lessons.tiling.experiments import (
+    _MEASURED,
+    MATMUL_SIZES,
+    REFERENCE_GPU,
+    TILES,
+    TRANSPOSE_SIZES,
+    _device_view,
+    _matmul_sweep,
+    _random,
+    ceilings_for_roofline,
+    folklore_table,
+    matmul,
+    measure_matmul,
+    measure_matmul_ladder,
+    measure_transposes,
+    transpose,
+)
+from gpucourse.lessons.tiling.figures import (
+    BANKS,
+    bank_explorer,
+    bank_picture,
+    barrier_explorer,
+    barrier_figure,
+    fraction_figure,
+    gflops_figure,
+    matmul_explorer,
+    roofline_figure,
+    tiling_picture,
+    transpose_explorer,
+    transpose_figure,
+)
+from gpucourse.lessons.tiling.kernels import (
+    FLOAT_BYTES,
+    STATIC_SHARED_BYTES,
+    check_register_blocking,
+    check_tile,
+    check_transpose_shape,
+    copy_kernel,
+    naive_matmul_kernel,
+    naive_transpose_kernel,
+    register_blocked_kernel,
+    shared_transpose_kernel,
+    tiled_matmul_kernel,
+)
+from gpucourse.lessons.tiling.model import (
+    BANK_BYTES,
+    BARRIER_CASES,
+    ELEMENT_BYTES,
+    NAIVE_BLOCK,
+    REGISTER_BLOCKED,
+    RUNG_COLOURS,
+    SIM_MAX_N,
+    TRANSPOSE_VARIANTS,
+    BarrierResult,
+    Rung,
+    _host_inputs,
+    _trace,
+    add_library_fraction,
+    bank_of,
+    bank_ways,
+    barrier_experiment,
+    check_size,
+    counted_traffic,
+    default_block_rows,
+    intensity,
+    intensity_table,
+    ladder,
+    matmul_flops,
+    matmul_traffic_bytes,
+    rung,
+    traffic_table,
+    transpose_bank_ways,
+    transpose_counts,
+    transpose_kernel,
+    transpose_launch,
+    transpose_warp_words,
+    warp_bank_ways,
+)
