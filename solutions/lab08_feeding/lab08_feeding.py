@@ -45,7 +45,6 @@ from gpucourse.tooling.grading import check
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 BATCH, FEATURES, OUTPUTS = 64, 256, 16
 TEACHER = torch.linspace(-1, 1, FEATURES * OUTPUTS).reshape(FEATURES, OUTPUTS).sin() / FEATURES**0.5  # to learn
-runtime.banner()
 
 
 class SlowMLP(nn.Module):
@@ -109,6 +108,9 @@ def elementwise_ops(fn, *args):
     return sum(counts[name] for name in feeding.ELEMENTWISE_OPS)
 
 
+runtime.banner()
+
+
 # %% [markdown] nbgrader={"grade": false, "grade_id": "profile_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## Step 1 · Profile the slow loop
 #
@@ -137,8 +139,8 @@ print("\nelementwise operators in one call of the activation:", elementwise_ops(
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex1_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## Exercise 1 · Name each cause with its evidence (5 points)
 #
-# Fill in the dictionary with what the profile above shows for `slow_train` (numbers, not
-# guesses; the test recomputes them):
+# Write a dictionary `findings` with these five keys and what the profile above shows for
+# `slow_train` (numbers, not guesses; the test recomputes them):
 #
 # * `"syncs_per_step"`: how many `aten::_local_scalar_dense` per step;
 # * `"randn_per_step"`: how many `aten::randn` per step (a batch made inside the loop);
@@ -148,15 +150,15 @@ print("\nelementwise operators in one call of the activation:", elementwise_ops(
 # * `"odd_dimension"`: the matrix dimension of the model that is not a multiple of 8.
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
+### BEGIN SOLUTION
 findings = {
-    ### BEGIN SOLUTION
     "syncs_per_step": slow_counts["aten::_local_scalar_dense"],
     "randn_per_step": slow_counts["aten::randn"],
     "activation_ops": elementwise_ops(SlowMLP().act, torch.randn(4, 8)),
     "matmul_dtype": "float",
     "odd_dimension": 1020,
-    ### END SOLUTION
 }
+### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "ex1_test", "locked": true, "points": 5, "schema_version": 3, "solution": false, "task": false}
 """Check that each finding is the number the profile of slow_train shows."""
