@@ -266,6 +266,24 @@ EXPECTATIONS: dict[str, Expectation] = {
         "+ 1 out; a 16 MiB SAXPY reads and writes 48 MiB in HBM/GDDR (≥ 300 GB/s on every family's parts) while "
         "the host link moves ≤ 64 GB/s (PCIe 5 x16), so each implicit copy costs more than the kernel itself",
         everywhere(2.0)),
+    # --- lesson 08: feeding the GPU -------------------------------------------------------------------------
+    "feeding.pinned_over_pageable": Expectation(
+        "host→device GB/s of a 256 MiB copy, pinned ÷ pageable",
+        "the driver stages a pageable copy through a pinned buffer (CUDA C++ Best Practices Guide, 'Pinned "
+        "Memory'), so pinned never loses; by how much depends on the host, so only ≥ 1 is asserted",
+        everywhere(1.0)),
+    "feeding.eager_over_graph_per_kernel": Expectation(
+        "µs per tiny kernel of a 64-kernel chain, eager launches ÷ one CUDA graph replay",
+        "a graph replay saves the host's per-launch cost (several µs: CUDA Programming Guide, 'CUDA Graphs') "
+        "while a tiny kernel runs ~2 µs: 1.5× is a floor", everywhere(1.5)),
+    "feeding.unfused_over_fused": Expectation(
+        "time of the five-kernel elementwise chain ÷ the fused kernel, n = 2^24 float32",
+        "counted: the chain moves 44 bytes of DRAM per element, the fused kernel 12 (3.7×); 2.5× leaves room "
+        "for the last kernel's tail and clocks", everywhere(2.5)),
+    "feeding.l2_over_dram": Expectation(
+        "warm copy GB/s with the working set a quarter of the L2 ÷ 16× the L2",
+        "the L2's bandwidth is about 2–3× HBM's on A100/H100 and more over GDDR (whitepapers); 1.3× is a floor",
+        everywhere(1.3)),
     # --- lesson 04a: reductions ---------------------------------------------------------------------------
     "reductions.sequential_over_interleaved": Expectation(
         "sequential addressing ÷ interleaved (tid % (2s)) GB/s, 2^26 float32, 256-thread blocks",

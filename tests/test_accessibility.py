@@ -113,6 +113,8 @@ WITH_ARGUMENTS = {
     "lessons.races.figures.show_histogram": lambda: _races().show_histogram(_races().histogram_atomic),
     "lessons.races.figures.show_handoff": lambda: _races().show_handoff(lab_handoff_unfenced),
     "viz.predictions.mark": lambda: _marked(),
+    "lessons.feeding.figures.timeline_figure": lambda: _feeding().timeline_figure(
+        _feeding().timeline(_feeding().small_kernels(4, 2.0)), "four small kernels", "model"),
 }
 # Builders the test cannot call alone, each with why; a new builder must be callable or named here.
 NOT_CALLED = {
@@ -128,6 +130,12 @@ def _precision():
     from gpucourse.lessons import precision
 
     return precision
+
+
+def _feeding():
+    from gpucourse.lessons import feeding
+
+    return feeding
 
 
 def _races():

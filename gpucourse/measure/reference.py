@@ -35,6 +35,7 @@ PROVENANCE_FILE = "provenance.json"
 # Strings, not imports: measure/ never imports a lesson (tests/test_layers.py); the lessons register here.
 SWEEP_MODULES = tuple(f"gpucourse.lessons.{name}" for name in (
     "measuring", "warps", "divergence", "coalescing", "tiling", "reductions", "occupancy", "races", "precision",
+    "feeding",
 ))
 
 

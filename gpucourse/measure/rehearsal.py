@@ -391,6 +391,12 @@ SWEEP_PLANS: dict[str, SweepPlan] = {
         stand_in="cuBLAS is NumPy's matmul; its plain-fp32 compute-type switch is set on a stand-in and not used"),
     "tiling.transpose": SweepPlan(attributes={"gpucourse.lessons.tiling.experiments.TRANSPOSE_SIZES": (64,),
                                               "gpucourse.lessons.tiling.experiments._MEASURED": {}}),
+    "feeding.copy": SweepPlan(not_rehearsable="pageable vs pinned host memory: the simulator has no copy engine"),
+    "feeding.overlap": SweepPlan(not_rehearsable="streams and events around copies: the simulator has no copy engines"),
+    "feeding.launch": SweepPlan(not_rehearsable="torch CUDA graphs need CUDA"),
+    "feeding.sync": SweepPlan(not_rehearsable="torch on device='cuda'"),
+    "feeding.fusion": SweepPlan(defaults={"gpucourse.lessons.feeding.experiments.fusion_sweep": {"sizes": (256,)}}),
+    "feeding.l2": SweepPlan(not_rehearsable="its working sets are sized by the device's L2 (tens of MB)"),
 }
 
 

@@ -118,6 +118,14 @@ KERNELS = (
                   "void(float16[:, ::1], int64[::1], float32[:, ::1])"),
     CheckedKernel("07", "gpucourse.lessons.precision.kernels", "sum_kahan_fp32_kernel",
                   "void(float16[:, ::1], int64[::1], float32[:, ::1])"),
+    CheckedKernel("08", "gpucourse.lessons.feeding.kernels", "scale", f"void({F1}, {F1}, float32)"),
+    CheckedKernel("08", "gpucourse.lessons.feeding.kernels", "add", f"void({F1}, {F1}, {F1})"),
+    CheckedKernel("08", "gpucourse.lessons.feeding.kernels", "relu", f"void({F1}, {F1})"),
+    CheckedKernel("08", "gpucourse.lessons.feeding.kernels", "square", f"void({F1}, {F1})"),
+    CheckedKernel("08", "gpucourse.lessons.feeding.kernels", "add_scalar", f"void({F1}, {F1}, float32)"),
+    CheckedKernel("08", "gpucourse.lessons.feeding.kernels", "fused_chain", f"void({F1}, {F1}, {F1})"),
+    CheckedKernel("08", "gpucourse.lessons.feeding.kernels", "add_one", f"void({F1})"),
+    CheckedKernel("08", "gpucourse.lessons.feeding.kernels", "sweep_copy", f"void({F1}, {F1})"),
 )
 
 

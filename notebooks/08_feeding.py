@@ -1,0 +1,335 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (gpucourse)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 08 · Feeding the GPU
+#
+# **A fast kernel is not a fast program. In this lesson you will draw, on a timeline, what keeps a
+# GPU waiting — copies, launches, hidden synchronisations, memory round trips between small
+# kernels — and predict what pinned memory, streams, CUDA graphs and fusion each buy.**
+#
+# *50 minutes (teaching 32 · predictions and explorers 18), then the capstone lab 08 "Why is my
+# training step slow?" (40 min) · prerequisites: lessons 00 (events, asynchronous launches) and 03
+# (bytes and bandwidth); lesson 07 for the lab's bf16 step.*
+#
+# ## Objectives
+# By the end you can:
+# 1. predict the effective bandwidth of a host→device copy from its size, and say why pinned
+#    memory beats pageable memory for large copies;
+# 2. draw the timeline of copy → kernel → copy in chunks on two streams and say what overlaps;
+# 3. say when a chain of kernels is launch-bound, and what replaying it as a CUDA graph saves;
+# 4. name four hidden synchronisations (`.item()`, `.cpu()`, `print(tensor)`, an `if` on a device
+#    value) and show on the timeline what each costs;
+# 5. count the bytes an unfused elementwise chain moves against the fused kernel, and use Amdahl's
+#    law to judge a claimed speed-up;
+# 6. predict where a kernel's bandwidth drops as its working set outgrows the L2.
+#
+# Without a GPU every chart below is either counted (bytes, launches), the course's recording from
+# a real GPU, or a **model** you can drive — and says which. A simulator's time is never shown.
+
+# %%
+from gpucourse.measure import runtime
+
+runtime.banner()
+
+# %% [markdown]
+# ## The picture: three engines and a host
+#
+# A GPU program is a conversation between the **host** (your Python process, which issues work)
+# and the device's engines: the **copy engines** (one per direction on most data-centre GPUs)
+# move bytes over PCIe or NVLink-C2C, and the **SMs** run kernels. Each engine works through its
+# queue on its own; a **stream** is an ordered queue, and work on different streams may overlap.
+# The host never waits — unless something makes it.
+#
+# The lesson's model draws exactly this: one row per engine, one bar per operation. Its rules
+# (`feeding.model`): the host pays a *launch cost* for every kernel or asynchronous copy; an
+# operation starts when it is issued, its stream's previous operation has finished and its engine
+# is free; a copy from **pageable** memory keeps the host waiting until it has finished; a
+# synchronisation makes the host wait for everything issued so far.
+#
+# *Picture (alt text): a timeline with four rows — host, copy engine H2D, SMs, copy engine D2H —
+# and time in microseconds along the x axis. For four chunks on two streams, the host row shows
+# short launch bars; the H2D row four copy bars back to back; the SMs row four kernel bars, each
+# starting when its chunk has arrived; the D2H row four copy bars, each after its kernel. Copies of
+# one chunk run while the SMs compute another. The title gives the total time and the share of it
+# the SMs sat idle.*
+
+# %%
+from gpucourse.lessons import feeding
+
+feeding.model_timeline_figure("4 chunks on 2 streams (pinned)")
+
+# %% [markdown]
+# The model's defaults, and where each comes from — none is a measurement of your machine:
+
+# %%
+import pandas as pd
+
+pd.DataFrame([{"parameter": name, "default": getattr(feeding.DEFAULTS, name), "where it comes from": text}
+              for name, text in feeding.PARAM_SOURCES.items()])
+
+# %% [markdown]
+# ## 1 · Host ↔ device copies: pinned and pageable
+#
+# A copy costs a fixed latency plus bytes ÷ bandwidth, so small copies are latency-bound: a 4 KiB
+# copy moves its bytes in a fraction of a microsecond and pays microseconds of setup. Host memory
+# allocated by NumPy is **pageable**: the operating system may move it, so the driver first copies
+# it into a pinned staging buffer and only then lets the copy engine read it (the CUDA Best
+# Practices Guide, "Pinned Memory"). **Pinned** (page-locked) memory — `cuda.pinned_array`,
+# `torch.Tensor.pin_memory()`, `DataLoader(pin_memory=True)` — is read by the copy engine
+# directly, and only pinned copies can be asynchronous and overlap with kernels.
+#
+# ### Predict
+# At the model's defaults (latency 10 µs, pinned 25 GB/s), what effective bandwidth does a 64 KiB
+# copy reach? A 64 MiB copy? (1 GB/s moves 1,000 bytes per µs.)
+
+# %%
+predict_64kib_gbps = ...  # a number
+predict_64mib_gbps = ...
+
+# %%
+{size: round(feeding.copy_gbps(size, feeding.DEFAULTS.pinned_gbps, feeding.DEFAULTS.copy_latency_us), 2)
+ for size in (64 * 2**10, 64 * 2**20)}
+
+# %% [markdown]
+# On a GPU the chart is measured now by the course's harness (result checked, events, median of
+# ≥ 10 samples); without one it is the recording, or the model with its parameters in the caption.
+#
+# *Picture (alt text): a log–log chart of effective GB/s against bytes per copy, from 4 KiB to
+# 256 MiB, one line for pageable and one for pinned host memory. Both rise with size and flatten;
+# the pinned line flattens higher.*
+
+# %%
+feeding.copy_figure()
+
+# %% [markdown]
+# ## 2 · Streams: overlapping copies with compute
+#
+# On one stream, copy-in, kernel and copy-out run one after the other. Cut the data into chunks
+# and give them to two streams, and chunk 1's copy can run while chunk 0 computes: the copy
+# engines and the SMs work at the same time. It only works from pinned memory: a pageable copy
+# keeps the host waiting, so nothing after it is even issued.
+#
+# ### Predict
+# 8 MiB in, a 200 µs kernel, 8 MiB out. How much shorter is "4 chunks on 2 streams (pinned)" than
+# "one stream, no chunks" at the defaults? And with pageable memory?
+
+# %%
+predict_overlap_saving_us = ...
+
+# %% [markdown]
+# The explorer is the model: pick a scenario and move the knobs (launch cost, pinned bandwidth,
+# kernel time, data size). The title gives the total and the SMs' idle share.
+#
+# *Picture (alt text): the same four-row timeline as above, redrawn for the chosen scenario and
+# parameters; the legend distinguishes host launches, host work, host waiting, copies and kernels
+# by colour and by fill pattern.*
+
+# %%
+feeding.timeline_explorer()
+
+# %% [markdown]
+# On a GPU the same experiment runs for real (4 chunks of 16 MiB on two streams, pinned memory),
+# with a pair of CUDA events around every operation: the bars below are the events' times, not the
+# model's. Without a GPU it shows the recording, or says there is none.
+#
+# *Picture (alt text): a timeline drawn from CUDA events with rows for the H2D copy engine, the SMs
+# and the D2H copy engine; or, without a GPU or a recording, an empty chart that says so.*
+
+# %%
+feeding.measured_overlap_figure(streams=2)
+
+# %% [markdown]
+# ## 3 · Launch overhead and CUDA graphs
+#
+# Each launch costs the host a few microseconds (source 002 says "a few microseconds of CPU +
+# driver overhead" — a claim; the GPU tier measures it). When a kernel runs for less than that,
+# the SMs finish before the next launch arrives: the chain is **launch-bound** and the SMs idle
+# between kernels. A **CUDA graph** records the chain once and replays it with one launch
+# (`torch.cuda.CUDAGraph`, `cupy.cuda.Graph`); the kernels then follow each other on the device.
+#
+# ### Predict
+# 16 kernels of 2 µs each, launch cost 5 µs: µs per kernel launched one by one? Replayed as one
+# graph (1 µs between kernels)?
+
+# %%
+predict_eager_us_per_kernel = ...
+predict_graph_us_per_kernel = ...
+
+# %%
+{way: round(feeding.model.per_kernel_us(16, 2.0, graph), 2) for way, graph in (("eager", False), ("graph", True))}
+
+# %% [markdown]
+# *Picture (alt text): µs per kernel against the number of kernels in the chain (log axis), one
+# line for eager launches and one for a CUDA graph replay. The eager line stays near the launch
+# cost; the graph line falls as the one launch is shared by more kernels.*
+
+# %%
+feeding.launch_figure()
+
+# %% [markdown]
+# ## 4 · Hidden synchronisations
+#
+# Some innocent-looking lines make the host wait for the GPU to drain: `loss.item()`,
+# `tensor.cpu()`, `tensor.numpy()`, `print(tensor)` (it must read the values to print them),
+# `if loss < best:` (Python needs a bool now), `float(loss)`. Each is a synchronisation followed by
+# a tiny copy back; while the host waits, nothing new is queued, and after it the SMs wait for the
+# host's next launches. In PyTorch, each one that turns a tensor into a Python value goes through
+# the operator `aten::_local_scalar_dense`, which the profiler counts — even on the CPU (`.cpu()`
+# and `.numpy()` show up instead as a device-to-host copy, `aten::_to_copy`, with its
+# `cudaMemcpy` in the CUDA row of a GPU profile):
+
+# %%
+import torch
+
+loss = torch.tensor(0.25)
+for line, action in (("loss.item()", lambda: loss.item()), ("float(loss)", lambda: float(loss)),
+                     ("if loss > 0", lambda: bool(loss > 0)), ("print(loss)", lambda: print(loss))):
+    print(f"{line:12} → {feeding.profile_counts(action)['aten::_local_scalar_dense']} × aten::_local_scalar_dense")
+
+# %% [markdown]
+# Source 004 (the "book of root causes") advises replacing `print(loss.item())` by `print(loss)`,
+# "prints without sync". The count above says otherwise: printing a tensor reads its value, and on
+# a GPU that is a synchronisation and a copy like any other. Treat the advice as folklore; the fix
+# is to keep the loss on the device and read it every N steps.
+#
+# ### Predict
+# In the explorer above, switch between "training loop with .item() each step" and "training loop,
+# no sync in the loop". Which engine's idle time grows, and why does the host's own work (the
+# hatched bars) stop overlapping with the kernels?
+
+# %%
+predict_what_the_sync_costs = "..."
+
+# %% [markdown]
+# *Picture (alt text): two bars, ms per step with and without a `.item()` every step: measured on a
+# GPU, recorded, or from the model's training-loop scenario, as the caption says.*
+
+# %%
+feeding.sync_figure()
+
+# %% [markdown]
+# ## 5 · Fusion: bytes, not FLOPs
+#
+# The chain `y = (max(2x + bias, 0))² + 1`, written as five tensor operations, launches five
+# kernels; each reads its input from memory and writes its output back. One fused kernel reads `x`
+# and `bias` once and writes `y` once; the intermediate `t` stays in a register:
+
+# %%
+import inspect
+
+print(inspect.getsource(feeding.kernels.fused_chain))
+
+# %% [markdown]
+# ### Predict
+# For n float32 elements, how many bytes does the unfused chain move, and how many the fused
+# kernel? (The first operation reads x and writes t; the second reads t and bias and writes t …)
+
+# %%
+predict_unfused_bytes_per_element = ...
+predict_fused_bytes_per_element = ...
+
+# %% [markdown]
+# Both versions run here (in the simulator without a GPU) and are checked against NumPy; the bytes
+# are counted, not timed:
+
+# %%
+feeding.chain_check(n=1024)
+
+# %% [markdown]
+# A memory-bound chain runs at the memory's bandwidth whichever way it is written, so its time
+# follows its bytes: fusion should win by about the byte ratio, 44 ÷ 12 ≈ 3.7×, at sizes where the
+# launches do not dominate. On a GPU the chart is measured now; without one the times come from
+# the bandwidth model at a published streaming rate (caption), and only the bytes are exact.
+#
+# *Picture (alt text): grouped bars for the unfused and the fused chain at n = 16 M: MB moved
+# (counted) and time in ms, on a log axis; both bars are about 3.7× lower for the fused kernel.*
+
+# %%
+feeding.fusion_figure(n=1 << 24)
+
+# %% [markdown]
+# `torch.compile` fuses such chains automatically (TorchInductor generates one Triton kernel for a
+# pointwise chain); it needs a working compiler toolchain, so the lesson does not depend on it.
+#
+# ### From the field: the "40 % utilisation mystery"
+# Source 001 tells of a transformer training loop stuck at 40 % GPU utilisation for two weeks; the
+# cause was a sequence of individually memory-bound operations, each a round trip to HBM. Fusing
+# them raised utilisation to 72 % and throughput **1.8×**. These numbers are the source's claims,
+# not measurements of ours. What we can check is whether they are plausible: if fusing shrinks a
+# chain's bytes r-fold, and that chain was a share f of the step, the step speeds up at most
+# 1 / ((1 − f) + f / r) (Amdahl's law). For our chain (r ≈ 3.7), 1.8× needs the chain to have been
+# about 61 % of the step — plausible for a step of elementwise operations around a few matmuls, and
+# impossible if it was a third.
+#
+# *Picture (alt text): a curve of the step's speed-up against the share of the step spent in the
+# chain, from 1× at 0 % to 3.7× at 100 %, a faint horizontal line at source 001's 1.8×, and an
+# arrow where the two meet, near 61 %.*
+
+# %%
+feeding.fusion_claim_figure()
+
+# %% [markdown]
+# How a profiler shows it: many short kernels back to back, each with a low compute throughput and
+# a high memory throughput (Nsight Compute's "Memory Throughput" near the top, "Compute (SM)" near
+# the bottom), and gaps between them when the launches cannot keep up.
+#
+# ## 6 · The L2: when the working set fits
+#
+# Between the SMs and HBM sits the **L2** (50 MB on an H100, by NVIDIA's Hopper whitepaper; the
+# banner's device reports its own size). A kernel that sweeps a working set again and again gets it
+# from the L2 while it fits, at a higher rate than HBM; past the L2's size the rate falls to HBM's.
+# This is also why the course's harness states the cache: a "warm" small benchmark measures the L2,
+# not the memory.
+#
+# ### Predict
+# A copy over a working set of a quarter of the L2, then of four times the L2: which is faster, and
+# by roughly what factor on your device?
+
+# %%
+predict_l2_factor = ...
+
+# %% [markdown]
+# *Picture (alt text): effective GB/s of a warm copy against its working set in MiB (log axis), with
+# a dashed vertical line at the L2's size: a high plateau left of it and a lower one, HBM's, right
+# of it.*
+
+# %%
+feeding.l2_figure()
+
+# %% [markdown]
+# ## Explain
+#
+# * **Pinned memory.** Only page-locked host memory can be read by the copy engine directly; a copy
+#   from pageable memory is staged by the driver through a pinned buffer and returns to the host
+#   only once its last piece is staged (CUDA Runtime API, "API synchronization behavior"; the model
+#   simplifies this to "when the copy is done"). Large copies reach the link's bandwidth (PCIe 4.0
+#   ×16: 31.5 GB/s per direction by the specification; PCIe 5.0 twice that); small ones never do.
+# * **Streams.** Operations on one stream run in order; on different streams they may overlap if
+#   different engines are free (Programming Guide, "Asynchronous Concurrent Execution").
+# * **Graphs.** A graph replays a fixed sequence with one launch (Programming Guide, "CUDA Graphs");
+#   its shapes and pointers are frozen, so the inputs are copied into static buffers.
+# * **Syncs.** A value Python needs *now* forces the host to wait; keep metrics on the device.
+# * **Fusion.** A memory-bound operation costs its bytes; fusing removes the intermediate round
+#   trips and the launches.
+# * **The L2.** Repeated access to a set smaller than the L2 is served from the L2.
+#
+# ## Key points
+# * Put every program on a timeline: host, copy engines, SMs. Idle SMs mean the feeder is slow —
+#   copies, launches or the host — not the kernel.
+# * Pinned memory and streams overlap copies with compute; CUDA graphs and fusion remove launches;
+#   fusion also removes bytes.
+# * `.item()`, `.cpu()`, `print(tensor)` and `if tensor:` are synchronisations — find them in the
+#   profiler (`aten::_local_scalar_dense`, device-to-host copies), and keep them out of the loop.
+#
+# **Next:** the capstone lab 08 "Why is my training step slow?": profile a training loop with five
+# planted causes, name each with the profiler's evidence, and fix them.
