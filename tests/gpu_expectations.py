@@ -272,6 +272,15 @@ EXPECTATIONS: dict[str, Expectation] = {
         "the driver stages a pageable copy through a pinned buffer (CUDA C++ Best Practices Guide, 'Pinned "
         "Memory'), so pinned never loses; by how much depends on the host, so only ≥ 1 is asserted",
         everywhere(1.0)),
+    "feeding.small_copy_over_big": Expectation(
+        "GB/s of a 4 KiB pinned copy ÷ a 256 MiB one",
+        "a copy costs a fixed latency of several µs (CUDA C++ Best Practices Guide, 'Data Transfer Between Host "
+        "and Device'); 4 KiB at ≥ 10 GB/s would take 0.4 µs, so latency dominates and the rate stays < 1/4",
+        everywhere(0.25), "at most"),
+    "feeding.no_sync_over_item": Expectation(
+        "time per step without a host sync ÷ with .item() every step",
+        "removing a synchronisation can only let the host run ahead (Programming Guide, 'Asynchronous "
+        "Concurrent Execution'): ≤ 1 plus 5 % for one run's noise", everywhere(1.05), "at most"),
     "feeding.eager_over_graph_per_kernel": Expectation(
         "µs per tiny kernel of a 64-kernel chain, eager launches ÷ one CUDA graph replay",
         "a graph replay saves the host's per-launch cost (several µs: CUDA Programming Guide, 'CUDA Graphs') "

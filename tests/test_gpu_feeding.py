@@ -23,7 +23,8 @@ def test_pinned_beats_pageable_for_large_copies_and_small_copies_are_latency_bou
     ratio = gbps[(BIG, "pinned")] / gbps[(BIG, "pageable")]
     record_property("pinned_over_pageable_256MiB", ratio)
     assert ratio >= expect("feeding.pinned_over_pageable")
-    assert gbps[(4096, "pinned")] < 0.25 * gbps[(BIG, "pinned")], "a 4 KiB copy should be latency-bound"
+    small_over_big = gbps[(4096, "pinned")] / gbps[(BIG, "pinned")]
+    assert small_over_big <= expect("feeding.small_copy_over_big"), "a 4 KiB copy should be latency-bound"
 
 
 def test_graph_replay_is_faster_per_kernel_than_launches(record_property):
@@ -60,7 +61,7 @@ def test_no_sync_in_the_loop_is_not_slower(record_property):
     print(table.to_string())
     ms = table.set_index("way").ms_per_step
     record_property("item_over_no_sync", ms[".item() every step"] / ms["no sync in the loop"])
-    assert ms["no sync in the loop"] <= 1.05 * ms[".item() every step"]
+    assert ms["no sync in the loop"] / ms[".item() every step"] <= expect("feeding.no_sync_over_item")
 
 
 def test_two_streams_overlap_copies_with_kernels():
