@@ -68,10 +68,14 @@ predict_element_13 = "block ..., threadIdx.x ..., cuda.grid(1) ..."
 # The picture is what the kernel itself wrote (it ran just now, on the GPU or in the simulator):
 # one column per element, coloured by the block of the thread that wrote it.
 #
-# *Picture (alt text): a table-like grid of 24 columns (elements 0–23) and three rows: blockIdx.x,
+# <details><summary>Description of the picture</summary>
+#
+# A table-like grid of 24 columns (elements 0–23) and three rows: blockIdx.x,
 # threadIdx.x and cuda.grid(1). Columns 0–7 are one colour (block 0), 8–15 a second (block 1) and
 # 16–23 a third (block 2). The threadIdx.x row counts 0 to 7 three times; the cuda.grid(1) row counts
-# 0 to 23, equal to the element number.*
+# 0 to 23, equal to the element number.
+#
+# </details>
 
 # %%
 first_kernels.coordinates_figure(blocks=3, threads_per_block=8)
@@ -118,9 +122,13 @@ print(first_kernels.out_of_bounds(n=200, threads_per_block=64))
 # element i, once; the threads below the last marker stopped at the bounds check. Move the sliders:
 # the title gives the launch and the microscope's per-thread counts.
 #
-# *Picture (alt text): a scatter chart, element index of x on the horizontal axis, global thread index on
+# <details><summary>Description of the picture</summary>
+#
+# A scatter chart, element index of x on the horizontal axis, global thread index on
 # the vertical axis (thread 0 at the top), dotted horizontal lines at the block edges. The markers form
-# one straight diagonal from (0, 0) to (199, 199); the threads 200–255 of the last block have no marker.*
+# one straight diagonal from (0, 0) to (199, 199); the threads 200–255 of the last block have no marker.
+#
+# </details>
 
 # %%
 first_kernels.launch_explorer()
@@ -144,10 +152,14 @@ print(first_kernels.kernel_source(first_kernels.saxpy_2d))
 predict_grid_20x40 = (..., ...)
 
 # %% [markdown]
-# *Picture (alt text): a 24-row by 48-column grid of cells cut by black lines into 3 × 3 blocks of 16 × 8
+# <details><summary>Description of the picture</summary>
+#
+# A 24-row by 48-column grid of cells cut by black lines into 3 × 3 blocks of 16 × 8
 # cells. The 20 × 40 array is outlined with a dashed rectangle at the top left; its cells are coloured by
 # the block that owns them (nine colours), and the cells outside it — the right 8 columns and bottom 4
-# rows — are grey: idle threads.*
+# rows — are grey: idle threads.
+#
+# </details>
 
 # %%
 first_kernels.grid_2d_figure(rows=20, cols=40, block_x=16, block_y=8)
@@ -182,9 +194,13 @@ print(first_kernels.kernel_source(first_kernels.saxpy_grid_stride))
 predict_thread_0, predict_thread_63 = ..., ...
 
 # %% [markdown]
-# *Picture (alt text): a scatter chart like the one above, element index of x across, thread 0–63 down. The
+# <details><summary>Description of the picture</summary>
+#
+# A scatter chart like the one above, element index of x across, thread 0–63 down. The
 # markers form five short diagonals side by side — element i is read by thread i mod 64 — the fifth
-# covering only elements 256–299, read by threads 0–43.*
+# covering only elements 256–299, read by threads 0–43.
+#
+# </details>
 
 # %%
 strided = first_kernels.trace_grid_stride(n=300, blocks=2, threads_per_block=32)
@@ -212,9 +228,13 @@ strided.picture_threads("x")
 predict_copies_numpy, predict_copies_device = ..., ...
 
 # %% [markdown]
-# *Picture (alt text): a grouped bar chart, copies (count) for two ways of passing the arrays. NumPy
+# <details><summary>Description of the picture</summary>
+#
+# A grouped bar chart, copies (count) for two ways of passing the arrays. NumPy
 # arrays: 60 copies to the device and 60 to the host. Device arrays: 3 to the device and 1 to the host.
-# The launches slider changes the NumPy bars only.*
+# The launches slider changes the NumPy bars only.
+#
+# </details>
 
 # %%
 first_kernels.copies_explorer()

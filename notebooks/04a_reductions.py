@@ -48,12 +48,16 @@ runtime.banner()
 # steps. Every version below does the same B − 1 adds; they differ in **which threads** do them,
 # and therefore in how many warps must issue each step and how the warps hit the banks.
 #
-# *Picture (alt text): two trees over 16 shared-memory slots, one row per step (4 steps). Left,
+# <details><summary>Description of the picture</summary>
+#
+# Two trees over 16 shared-memory slots, one row per step (4 steps). Left,
 # interleaved addressing: at step 1 slots 0, 2, 4, … receive their right neighbour, at step 2 slots
 # 0, 4, 8, 12, and so on; the grey bands behind each row show that every one of the four 4-lane
 # "warps" has an adder in the first two steps. Right, sequential addressing: at step 1 slots 0–7
 # receive slots 8–15, then 0–3 receive 4–7, and so on; the adders are packed into the first warps,
-# so 2, 1, 1, 1 warps issue the steps. Each arrow goes from the slot read to the slot written.*
+# so 2, 1, 1, 1 warps issue the steps. Each arrow goes from the slot read to the slot written.
+#
+# </details>
 
 # %%
 from gpucourse.lessons import reductions
@@ -101,11 +105,15 @@ counts[["variant", "blocks", "warp instructions", "add issues", "active lanes pe
         "correct"]]
 
 # %% [markdown]
-# *Picture (alt text): three bar charts side by side, one bar per version (interleaved, strided index,
+# <details><summary>Description of the picture</summary>
+#
+# Three bar charts side by side, one bar per version (interleaved, strided index,
 # sequential, first add, warp shuffle, atomic). Left: lanes in the add's warp issues, stacked as
 # active and idle — interleaved has a tall idle part, the shuffle versions none. Middle: the worst
 # bank-conflict ways — 8 for strided index, 1 for every other version. Right: warp instructions of
-# the whole first pass, falling from left to right.*
+# the whole first pass, falling from left to right.
+#
+# </details>
 
 # %%
 reductions.counts_figure(n=1000, block=256)
@@ -124,19 +132,27 @@ reductions.counts_figure(n=1000, block=256)
 # * The model behind these numbers (warps with an adder at each step, `gpucourse.lessons.reductions.model`)
 #   for every block size; the dashed lines are the idle lanes.
 #
-# *Picture (alt text): two line charts on log–log axes against the block size (32 to 1,024 threads).
+# <details><summary>Description of the picture</summary>
+#
+# Two line charts on log–log axes against the block size (32 to 1,024 threads).
 # Left: warp issues of the tree's add per block, interleaved far above sequential (47 against 12 at
 # 256), with their idle lanes as dashed lines (interleaved's grow with the block, sequential's stay
 # at 129). Right: adds per block of a serial scan, Hillis–Steele and Blelloch (Blelloch about twice
-# the serial scan, Hillis–Steele growing faster), and the steps of the two tree scans, dotted.*
+# the serial scan, Hillis–Steele growing faster), and the steps of the two tree scans, dotted.
+#
+# </details>
 
 # %%
 reductions.model_figure()
 
 # %% [markdown]
-# *Picture (alt text): a bar chart for the chosen version: for each step of the tree (first pass,
+# <details><summary>Description of the picture</summary>
+#
+# A bar chart for the chosen version: for each step of the tree (first pass,
 # all blocks), the lanes of the add's warp issues, stacked as active (solid) and idle (hatched).
-# The title gives the add issues, the worst bank conflict and whether the sum was right.*
+# The title gives the add issues, the worst bank conflict and whether the sum was right.
+#
+# </details>
 #
 # Explore: pick a version, a ragged n and a block size; the microscope re-runs that kernel and
 # draws its add, step by step. Look for the step where the interleaved kernel stops paying for
@@ -217,9 +233,13 @@ predict_hillis_steele_adds = ...
 predict_blelloch_adds = ...
 
 # %% [markdown]
-# *Picture (alt text): two bar charts. Left: adds per block of 64, counted by the microscope — 321 for
+# <details><summary>Description of the picture</summary>
+#
+# Two bar charts. Left: adds per block of 64, counted by the microscope — 321 for
 # Hillis–Steele and 126 for Blelloch — each with the model's value as a black tick at the same
-# height. Right: barriers each warp crosses — 7 for Hillis–Steele, 13 for Blelloch.*
+# height. Right: barriers each warp crosses — 7 for Hillis–Steele, 13 for Blelloch.
+#
+# </details>
 
 # %%
 reductions.scan_figure(block=64)
@@ -250,9 +270,13 @@ print(kernels.REDUCTION_KERNEL_SOURCE)
 # recording made on a real GPU if one exists, and otherwise the microscope's warp instructions per
 # element, saying so: CuPy and torch do not run their GPU sums here.
 #
-# *Picture (alt text): with a GPU or a recording, a bar chart of bandwidth in GB/s per version and
+# <details><summary>Description of the picture</summary>
+#
+# With a GPU or a recording, a bar chart of bandwidth in GB/s per version and
 # per library, with a dashed line at the best library. Without either, a bar chart of warp
-# instructions per element for each version, titled "No GPU here".*
+# instructions per element for each version, titled "No GPU here".
+#
+# </details>
 
 # %%
 reductions.ladder_figure()

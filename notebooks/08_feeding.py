@@ -56,12 +56,16 @@ runtime.banner()
 # is free; a copy from **pageable** memory keeps the host waiting until it has finished; a
 # synchronisation makes the host wait for everything issued so far.
 #
-# *Picture (alt text): a timeline with four rows — host, copy engine H2D, SMs, copy engine D2H —
+# <details><summary>Description of the picture</summary>
+#
+# A timeline with four rows — host, copy engine H2D, SMs, copy engine D2H —
 # and time in microseconds along the x axis. For four chunks on two streams, the host row shows
 # short launch bars; the H2D row four copy bars back to back; the SMs row four kernel bars, each
 # starting when its chunk has arrived; the D2H row four copy bars, each after its kernel. Copies of
 # one chunk run while the SMs compute another. The title gives the total time and the share of it
-# the SMs sat idle.*
+# the SMs sat idle.
+#
+# </details>
 
 # %%
 from gpucourse.lessons import feeding
@@ -104,9 +108,13 @@ predict_64mib_gbps = ...
 # On a GPU the chart is measured now by the course's harness (result checked, events, median of
 # ≥ 10 samples); without one it is the recording, or the model with its parameters in the caption.
 #
-# *Picture (alt text): a log–log chart of effective GB/s against bytes per copy, from 4 KiB to
+# <details><summary>Description of the picture</summary>
+#
+# A log–log chart of effective GB/s against bytes per copy, from 4 KiB to
 # 256 MiB, one line for pageable and one for pinned host memory. Both rise with size and flatten;
-# the pinned line flattens higher.*
+# the pinned line flattens higher.
+#
+# </details>
 
 # %%
 feeding.copy_figure()
@@ -130,9 +138,13 @@ predict_overlap_saving_us = ...
 # The explorer is the model: pick a scenario and move the knobs (launch cost, pinned bandwidth,
 # kernel time, data size). The title gives the total and the SMs' idle share.
 #
-# *Picture (alt text): the same four-row timeline as above, redrawn for the chosen scenario and
+# <details><summary>Description of the picture</summary>
+#
+# The same four-row timeline as above, redrawn for the chosen scenario and
 # parameters; the legend distinguishes host launches, host work, host waiting, copies and kernels
-# by colour and by fill pattern.*
+# by colour and by fill pattern.
+#
+# </details>
 
 # %%
 feeding.timeline_explorer()
@@ -142,8 +154,12 @@ feeding.timeline_explorer()
 # with a pair of CUDA events around every operation: the bars below are the events' times, not the
 # model's. Without a GPU it shows the recording, or says there is none.
 #
-# *Picture (alt text): a timeline drawn from CUDA events with rows for the H2D copy engine, the SMs
-# and the D2H copy engine; or, without a GPU or a recording, an empty chart that says so.*
+# <details><summary>Description of the picture</summary>
+#
+# A timeline drawn from CUDA events with rows for the H2D copy engine, the SMs
+# and the D2H copy engine; or, without a GPU or a recording, an empty chart that says so.
+#
+# </details>
 
 # %%
 feeding.measured_overlap_figure(streams=2)
@@ -169,9 +185,13 @@ predict_graph_us_per_kernel = ...
 {way: round(feeding.model.per_kernel_us(16, 2.0, graph), 2) for way, graph in (("eager", False), ("graph", True))}
 
 # %% [markdown]
-# *Picture (alt text): µs per kernel against the number of kernels in the chain (log axis), one
+# <details><summary>Description of the picture</summary>
+#
+# Μs per kernel against the number of kernels in the chain (log axis), one
 # line for eager launches and one for a CUDA graph replay. The eager line stays near the launch
-# cost; the graph line falls as the one launch is shared by more kernels.*
+# cost; the graph line falls as the one launch is shared by more kernels.
+#
+# </details>
 
 # %%
 feeding.launch_figure()
@@ -211,8 +231,12 @@ for line, action in (("loss.item()", lambda: loss.item()), ("float(loss)", lambd
 predict_what_the_sync_costs = "..."
 
 # %% [markdown]
-# *Picture (alt text): two bars, ms per step with and without a `.item()` every step: measured on a
-# GPU, recorded, or from the model's training-loop scenario, as the caption says.*
+# <details><summary>Description of the picture</summary>
+#
+# Two bars, ms per step with and without a `.item()` every step: measured on a
+# GPU, recorded, or from the model's training-loop scenario, as the caption says.
+#
+# </details>
 
 # %%
 feeding.sync_figure()
@@ -251,8 +275,12 @@ feeding.chain_check(n=1024)
 # launches do not dominate. On a GPU the chart is measured now; without one the times come from
 # the bandwidth model at a published streaming rate (caption), and only the bytes are exact.
 #
-# *Picture (alt text): grouped bars for the unfused and the fused chain at n = 16 M: MB moved
-# (counted) and time in ms, on a log axis; both bars are about 3.7× lower for the fused kernel.*
+# <details><summary>Description of the picture</summary>
+#
+# Grouped bars for the unfused and the fused chain at n = 16 M: MB moved
+# (counted) and time in ms, on a log axis; both bars are about 3.7× lower for the fused kernel.
+#
+# </details>
 
 # %%
 feeding.fusion_figure(n=1 << 24)
@@ -271,9 +299,13 @@ feeding.fusion_figure(n=1 << 24)
 # about 61 % of the step — plausible for a step of elementwise operations around a few matmuls, and
 # impossible if it was a third.
 #
-# *Picture (alt text): a curve of the step's speed-up against the share of the step spent in the
+# <details><summary>Description of the picture</summary>
+#
+# A curve of the step's speed-up against the share of the step spent in the
 # chain, from 1× at 0 % to 3.7× at 100 %, a faint horizontal line at source 001's 1.8×, and an
-# arrow where the two meet, near 61 %.*
+# arrow where the two meet, near 61 %.
+#
+# </details>
 
 # %%
 feeding.fusion_claim_figure()
@@ -299,9 +331,13 @@ feeding.fusion_claim_figure()
 predict_l2_factor = ...
 
 # %% [markdown]
-# *Picture (alt text): effective GB/s of a warm copy against its working set in MiB (log axis), with
+# <details><summary>Description of the picture</summary>
+#
+# Effective GB/s of a warm copy against its working set in MiB (log axis), with
 # a dashed vertical line at the L2's size: a high plateau left of it and a lower one, HBM's, right
-# of it.*
+# of it.
+#
+# </details>
 
 # %%
 feeding.l2_figure()

@@ -48,6 +48,15 @@ NOTHING_PUBLISHED = {
     "tiling roofline": "the roofline is the model itself; SGEMM_CUDA's published rungs (RTX A6000) are on the "
                        "ladder charts below, not on an H200's roof",
     "vocab shape": "no published timing of this LM-head shape pair is kept in data/published/",
+    "reduction ladder": "no published timing of these rungs on a current GPU is kept in data/published/ (Harris's "
+                        "reduction slides timed their ancestors on a 2007 G80)",
+    "host copies": "no published pageable-vs-pinned sweep is kept in data/published/ yet (NVIDIA's "
+                   "bandwidthTest sample measures one on your own machine)",
+    "host sync": "a step's cost of one .item() depends on the model and the host; none is published for this loop",
+    "fusion": "no published timing of this elementwise chain is kept in data/published/; source 001's 1.8× is a "
+              "claim about another program",
+    "l2 plateau": "gpu-benches' L2 results (gpu-l2-cache) are not extracted into data/published/ yet",
+    "copy overlap": "an event timeline is a property of one run on one machine; none is published for this pipeline",
 }
 
 

@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from gpucourse import validate
 from gpucourse.lessons.feeding import experiments, model
 from gpucourse.measure import published, reference, runtime
-from gpucourse.viz import charts
+from gpucourse.viz import charts, cited
 from gpucourse.viz.widgets import LiveChart
 
 KIND_COLOURS = {"launch": charts.PALETTE[5], "host": charts.PALETTE[1], "wait": "#BBBBBB",
@@ -121,7 +121,7 @@ def measured_overlap_figure(streams: int = 2) -> go.Figure:
                                charts.source_caption("recorded", rec.caption()))
     fig = charts.figure(title, "time (µs)", "", charts.source_caption(
         "none", "no GPU here and no recording of feeding.overlap yet; the model above is the stand-in"))
-    return charts.no_data(fig, "No GPU timing to show here")
+    return cited.no_data(fig, "No GPU timing to show here", "copy overlap")
 
 
 # --- copies -------------------------------------------------------------------------------------
@@ -147,7 +147,7 @@ def copy_figure() -> go.Figure:
         charts.line(fig, part.bytes, part.gbps, f"{kind} host memory", i)
     fig.update_xaxes(type="log")
     fig.update_yaxes(type="log")
-    return fig
+    return fig if "recorded" in source or runtime.is_gpu() else cited.because(fig, "host copies")
 
 
 # --- launches and graphs ------------------------------------------------------------------------
@@ -171,7 +171,7 @@ def launch_figure() -> go.Figure:
         part = data[data.way == way]
         charts.line(fig, part.kernels, part.us_per_kernel, way, i)
     fig.update_xaxes(type="log")
-    return fig
+    return fig if "recorded" in source or runtime.is_gpu() else cited.because(fig, "launch timing")
 
 
 # --- hidden synchronisations --------------------------------------------------------------------
@@ -194,7 +194,7 @@ def sync_figure() -> go.Figure:
     fig = charts.figure(title, "", "ms per step", source)
     fig.add_bar(x=list(data.way), y=list(data.ms_per_step), marker_color=charts.PALETTE[:2], name="ms per step",
                 text=[f"{v:.3g} ms" for v in data.ms_per_step], textposition="outside")
-    return fig
+    return fig if "recorded" in source or runtime.is_gpu() else cited.because(fig, "host sync")
 
 
 # --- fusion -------------------------------------------------------------------------------------
@@ -224,7 +224,10 @@ def fusion_figure(n: int = 1 << 24) -> go.Figure:
     fig.add_bar(x=versions, y=[counted[v] / 1e6 for v in versions], name="MB moved (counted)",
                 marker_color=charts.PALETTE[0], text=[f"{counted[v] / 1e6:.3g} MB" for v in versions],
                 textposition="outside")
-    fig.add_bar(x=versions, y=[ms[v] for v in versions], name="time (ms)", marker_color=charts.PALETTE[1],
+    modelled = not runtime.is_gpu() and "recorded" not in source  # the published rate × counted bytes
+    fig.add_bar(x=versions, y=[ms[v] for v in versions],
+                name="published H100 PCIe rate × counted bytes (ms)" if modelled else "time (ms)",
+                marker_color=charts.PALETTE[1],
                 marker_pattern_shape="/", text=[f"{ms[v]:.3g} ms" for v in versions], textposition="outside")
     fig.update_yaxes(type="log")
     return fig
@@ -270,7 +273,9 @@ def l2_figure() -> go.Figure:
             "model", f"L2 50 MB (H100 whitepaper); HBM {hbm:.0f} GB/s {published.caption('gpu-benches-stream')}; "
                      f"L2 = {model.L2_OVER_HBM}× HBM is an assumption · no GPU, no recording of feeding.l2")
     fig = charts.figure(title, "working set (MiB, log)", "GB/s", source, height=460)
-    charts.line(fig, data.working_set_bytes / 2**20, data.gbps, "copy (read + write)", 0)
+    modelled = not runtime.is_gpu() and "recorded" not in source  # the published HBM rate, L2 assumed
+    charts.line(fig, data.working_set_bytes / 2**20, data.gbps,
+                "published HBM rate, L2 an assumed multiple (model)" if modelled else "copy (read + write)", 0)
     fig.add_vline(x=float(data.l2_bytes.iloc[0]) / 2**20, line_dash="dash", annotation_text="L2 size")
     fig.update_xaxes(type="log")
     return fig

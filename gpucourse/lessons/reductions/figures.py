@@ -9,7 +9,7 @@ from gpucourse import validate
 from gpucourse.errors import InvalidConfig
 from gpucourse.lessons.reductions import experiments, kernels, model
 from gpucourse.measure import runtime
-from gpucourse.viz import charts
+from gpucourse.viz import charts, cited
 
 _LAYOUT = {"template": "plotly_white", "colorway": charts.PALETTE, "font": {"size": 13},
            "margin": {"l": 70, "r": 20, "t": 80, "b": 110}, "legend": {"orientation": "h", "y": -0.22, "x": 0}}
@@ -242,4 +242,4 @@ def ladder_figure(n: int = 1 << 24) -> go.Figure:
                 text=[f"{v:.2f}" for v in per_element], textposition="outside")
     fig.update_xaxes(tickangle=-30)
     fig.update_yaxes(range=[0, 1.25 * float(per_element.max())])
-    return fig
+    return cited.because(fig, "reduction ladder")
