@@ -56,7 +56,7 @@ def test_the_registry_lists_every_kernel_of_the_lab_solutions():
     registered = {(k.module, k.getter) for k in compilecheck.LAB_KERNELS}
     assert jit_kernels_in_the_lab_solutions() == registered
     assert len(registered) >= 15 and all(k in compilecheck.ALL_KERNELS for k in compilecheck.LAB_KERNELS)
-    assert compilecheck.LAB_KERNELS[0].label == "lab01_warps.add_2d"
+    assert compilecheck.LAB_KERNELS[0].label == "lab00a_first_kernels.map_add_ten"
 
 
 @needs_ptxas

@@ -136,6 +136,12 @@ def _lab(number: str, stem: str, name: str, signature: str) -> CheckedKernel:
 
 F2C = "float16[:, ::1]"
 LAB_KERNELS = (
+    *(_lab("00a", "lab00a_first_kernels", name, f"void({F1}, {F1})")
+      for name in ("map_add_ten", "guarded_add_ten", "blocks_add_ten", "window_sum")),
+    _lab("00a", "lab00a_first_kernels", "zip_add", f"void({F1}, {F1}, {F1})"),
+    _lab("00a", "lab00a_first_kernels", "dot", f"void({F1}, {F1}, {F1})"),
+    _lab("00a", "lab00a_first_kernels", "broadcast_add", f"void({F2}, {F2}, {F2})"),
+    _lab("00a", "lab00a_first_kernels", "map_2d_add_ten", f"void({F2}, {F2})"),
     _lab("01", "lab01_warps", "add_2d", f"void({F2}, {F2}, {F2})"),
     _lab("02", "lab02_divergence", "parity_divergent", f"void({F1}, {F1})"),
     _lab("02", "lab02_divergence", "parity_agree", f"void({F1}, {F1})"),
@@ -146,6 +152,8 @@ LAB_KERNELS = (
     _lab("04", "lab04_shared_memory", "tiled_matmul_bt", f"void({F2}, {F2}, {F2})"),
     _lab("04", "lab04_shared_memory", "transpose_naive", f"void({F2}, {F2})"),
     _lab("04", "lab04_shared_memory", "transpose_tiled", f"void({F2}, {F2})"),
+    *(_lab("04a", "lab04a_reductions", name, f"void({F1}, {F1})")
+      for name in ("warp_sum_shared", "block_sum", "block_scan")),
     _lab("06", "lab06_races", "histogram_atomic", f"void({F1}, {I1})"),
     _lab("06", "lab06_races", "histogram_weighted", f"void({F1}, {I1}, {I1})"),
     _lab("06", "lab06_races", "handoff", f"void({I1}, {I1}, {I1}, int64, int64)"),
