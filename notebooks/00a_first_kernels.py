@@ -284,8 +284,7 @@ predict_ptx_loads, predict_ptx_stores, predict_ptx_fmas = ..., ..., ...
 first_kernels.sources_side_by_side()
 
 # %%
-{"CUDA C++ (NVRTC)": first_kernels.ptx_instruction_counts(first_kernels.nvrtc_ptx()),
- "Numba": first_kernels.ptx_instruction_counts(first_kernels.numba_ptx())}
+first_kernels.ptx_counts_side_by_side()
 
 # %% [markdown]
 # ## Explain

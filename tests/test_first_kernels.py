@@ -75,3 +75,19 @@ def test_copies_without_a_gpu_are_counted_not_timed():
     table = fk.transfer_timings(n=1024, launches=5)
     assert list(table["copies to the device"]) == [15, 3]
     assert table.median_ms.isna().all() and "model" in table.source.iloc[0]
+
+
+def test_ptx_counts_say_when_a_compiler_is_missing_instead_of_failing(monkeypatch):
+    """On macOS or Windows (no CUDA packages) the lesson's PTX cell tells the learner, it does not raise."""
+    from gpucourse.errors import InvalidConfig
+    from gpucourse.lessons.first_kernels import experiments
+
+    def missing(cc=(9, 0)):
+        raise InvalidConfig("NVRTC is not installed here (cuda-bindings): No module named 'cuda'")
+
+    monkeypatch.setattr(experiments, "nvrtc_ptx", missing)
+    monkeypatch.setattr(experiments, "numba_ptx", lambda cc=(9, 0): "ld.global.f32 a;\nld.global.f32 b;\n"
+                        "fma.rn.f32 c;\nst.global.f32 d;\n")
+    counts = experiments.ptx_counts_side_by_side()
+    assert counts["Numba"] == {"ld.global": 2, "st.global": 1, "fma": 1}
+    assert isinstance(counts["CUDA C++ (NVRTC)"], str) and "NVRTC cannot compile here" in counts["CUDA C++ (NVRTC)"]

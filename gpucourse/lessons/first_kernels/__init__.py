@@ -9,6 +9,7 @@ from gpucourse.lessons.first_kernels.experiments import (
     nvrtc_ptx,
     out_of_bounds,
     ptx_body,
+    ptx_counts_side_by_side,
     ptx_instruction_counts,
     reference,
     run_saxpy,
@@ -41,7 +42,8 @@ from gpucourse.lessons.first_kernels.model import blocks_for, elements_per_threa
 __all__ = [
     "SAXPY_CUDA_SOURCE", "SAXPY_ELEMENTWISE", "saxpy_2d", "blocks_for", "coordinates_figure", "copies_explorer",
     "copies_figure", "elements_per_thread", "grid_2d", "grid_2d_figure", "launch_explorer", "launch_figure",
-    "launch_plan", "numba_ptx", "nvrtc_ptx", "out_of_bounds", "ptx_body", "ptx_instruction_counts", "reference",
+    "launch_plan", "numba_ptx", "nvrtc_ptx", "out_of_bounds", "ptx_body", "ptx_counts_side_by_side",
+    "ptx_instruction_counts", "reference",
     "run_saxpy", "saxpy", "saxpy_grid_stride", "saxpy_unguarded", "sources_side_by_side", "three_ways",
     "trace_saxpy_2d", "trace_grid_stride", "trace_saxpy", "transfer_timings", "transfers", "who_am_i",
     "coordinates_table", "kernel_source",

@@ -207,6 +207,18 @@ def ptx_instruction_counts(ptx: str) -> dict[str, int]:
             "fma": len(re.findall(r"\bfma\.", body))}
 
 
+def ptx_counts_side_by_side(cc=(9, 0)) -> dict[str, dict[str, int] | str]:
+    """The counts of ``ptx_instruction_counts`` for the CUDA C++ (NVRTC) and the Numba SAXPY; where a compiler
+    is missing (no CUDA packages on macOS or Windows), one line that says so instead of an error."""
+    counts: dict[str, dict[str, int] | str] = {}
+    for name, compile_ptx, missing in (("CUDA C++ (NVRTC)", nvrtc_ptx, "NVRTC"), ("Numba", numba_ptx, "numba-cuda")):
+        try:
+            counts[name] = ptx_instruction_counts(compile_ptx(cc=cc))
+        except Exception as error:  # noqa: BLE001 - told to the learner instead of a traceback
+            counts[name] = f"{missing} cannot compile here ({error}); the counts need the CUDA packages"
+    return counts
+
+
 # --- host and device arrays --------------------------------------------------------------------
 
 
