@@ -89,22 +89,22 @@ def block_sum(x, out):
 '''
 
 
-def scan(*, compare=">=", barrier=True) -> str:
+def scan(*, shift=True, barrier=True) -> str:
     sync = "\n        cuda.syncthreads()" if barrier else ""
+    load = "if tid > 0 and i - 1 < x.size:\n        v = x[i - 1]" if shift else "if i < x.size:\n        v = x[i]"
     return f'''@cuda.jit
 def block_scan(x, out):
     buf = cuda.shared.array((2, BLOCK), float32)
     tid = cuda.threadIdx.x
     i = cuda.blockIdx.x * BLOCK + tid
     v = float32(0.0)
-    if i < x.size:
-        v = x[i]
+    {load}
     buf[0, tid] = v
     cuda.syncthreads()
     src = 0
     offset = 1
     while offset < BLOCK:
-        if tid {compare} offset:
+        if tid >= offset:
             buf[1 - src, tid] = buf[src, tid] + buf[src, tid - offset]
         else:
             buf[1 - src, tid] = buf[src, tid]{sync}
@@ -123,7 +123,7 @@ def test_lab04a_round_trip(tmp_path):
         # three independent defects in one notebook: each costs its own cells
         "missing_barriers": with_cells(solution, {"ex1_solution": NO_SYNCWARP,
                                                   "ex2_solution": block_sum(barrier=False),
-                                                  "ex3_solution": scan(compare=">")}),
+                                                  "ex3_solution": scan(shift=False)}),
         "tree_and_racy_scan": with_cells(solution, {"ex2_solution": SHARED_TREE,
                                                     "ex3_solution": scan(barrier=False)}),
     }, tmp_path)
@@ -137,7 +137,7 @@ def test_lab04a_round_trip(tmp_path):
     assert missing["ex1_test"] == 0, missing
     # No syncthreads between the warps' sums and warp 0's read: a race the microscope reports.
     assert missing["ex2_microscope"] == 0, missing
-    # `tid > offset`: each element misses the value exactly `offset` places back.
+    # The lesson's inclusive scan copied unshifted: every element is off by one (its own value added).
     assert missing["ex3_test"] == 0 and missing["ex3_barriers"] == 0, missing
     tree = scores["tree_and_racy_scan"].cells
     # Right sums through a shared-memory tree: full marks for the result, none for the warp-level part.

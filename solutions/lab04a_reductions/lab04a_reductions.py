@@ -61,9 +61,9 @@ def reference_sum(x):
 
 
 def reference_block_scan(x, block=BLOCK):
-    """The specification of exercise 3: the inclusive prefix sum of each block-sized segment."""
+    """The specification of exercise 3: the exclusive prefix sum of each block-sized segment."""
     x = np.asarray(x, dtype=np.float64)
-    return np.concatenate([np.cumsum(x[s:s + block]) for s in range(0, x.size, block)])
+    return np.concatenate([np.cumsum(x[s:s + block]) - x[s:s + block] for s in range(0, x.size, block)])
 
 
 runtime.banner()
@@ -264,11 +264,12 @@ check(lambda: len(report.banks()) > 0 and report.max_bank_ways() == 1)
 # ## Exercise 3 · A block scan (4 points)
 #
 # Write `block_scan(x, out)`, launched with blocks of `BLOCK` threads: thread t of block b writes
-# to `out[128·b + t]` the **inclusive** prefix sum of its block's segment,
-# `x[128·b] + … + x[128·b + t]` (segments are independent; see `reference_block_scan`).
+# to `out[128·b + t]` the **exclusive** prefix sum of its block's segment,
+# `x[128·b] + … + x[128·b + t − 1]`, and 0 for t = 0 (segments are independent; see
+# `reference_block_scan`). The lesson's scan is inclusive: shift by one element.
 #
 # Use Hillis–Steele with a double buffer `buf = cuda.shared.array((2, BLOCK), float32)`: thread t
-# loads its element (0 past the end) into `buf[0, t]`; then for offset d = 1, 2, 4, …, 64 every
+# loads the element before its own (0 for t = 0 and past the end) into `buf[0, t]`; then for offset d = 1, 2, 4, …, 64 every
 # thread writes into the other buffer its own value plus, if it has one, the value d places
 # back; threads past the end of `x` take part but write nothing to `out`. Barriers: wherever a
 # thread reads what another wrote.
@@ -281,8 +282,8 @@ def block_scan(x, out):
     tid = cuda.threadIdx.x
     i = cuda.blockIdx.x * BLOCK + tid
     v = float32(0.0)
-    if i < x.size:
-        v = x[i]
+    if tid > 0 and i - 1 < x.size:
+        v = x[i - 1]
     buf[0, tid] = v
     cuda.syncthreads()
     src = 0
@@ -308,7 +309,7 @@ def launch_scan(x):
 
 
 # %% nbgrader={"grade": true, "grade_id": "ex3_test", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-"""Check that block_scan writes the inclusive scan of every segment, for ragged sizes."""
+"""Check that block_scan writes the exclusive scan of every segment, for ragged sizes."""
 x = random_values(200, 1)
 np.testing.assert_allclose(launch_scan(x), reference_block_scan(x), rtol=1e-5, atol=1e-5,
                            err_msg="wrong scan for n = 200 (one full block and a partial one)")
