@@ -7,6 +7,16 @@ os.environ.setdefault("PLOTLY_RENDERER", "json")
 from gpucourse.measure import runtime  # noqa: E402  (decides the mode before numba is imported)
 
 
+@pytest.fixture(scope="session")
+def gpu_report_rehearsal(tmp_path_factory):
+    """`make gpu-report REHEARSAL=1` once per run (about two minutes of CPU): its report is what
+    tests/test_gpureport.py reads, and its `make record` step, inside the same rehearsal, is what
+    tests/test_rehearsal.py reads. Both modules are the xdist group "rehearsal", so one worker makes it."""
+    from gpucourse.tooling import gpureport
+
+    return gpureport.build(tmp_path_factory.mktemp("gpu-report"), practice=True)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     if not runtime.is_gpu():

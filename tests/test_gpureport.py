@@ -13,12 +13,13 @@ from gpucourse.errors import NoGPU
 from gpucourse.measure import reference, rehearsal
 from gpucourse.tooling import gpureport
 
-pytestmark = pytest.mark.slow  # one full rehearsal: about a minute on two busy cores
+# one full rehearsal, shared with tests/test_rehearsal.py (conftest's gpu_report_rehearsal): one worker
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("rehearsal")]
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
-    return gpureport.build(tmp_path_factory.mktemp("gpu-report"), practice=True)
+def report(gpu_report_rehearsal):
+    return gpu_report_rehearsal
 
 
 def test_the_report_is_one_file_marked_rehearsal(report):

@@ -17,13 +17,15 @@ from gpucourse.lessons import warps
 from gpucourse.measure import harness, reference, rehearsal, runtime
 from gpucourse.viz import charts
 
+# the recording comes from conftest's gpu_report_rehearsal, shared with tests/test_gpureport.py: one worker
+pytestmark = pytest.mark.xdist_group("rehearsal")
+
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory):
-    root = tmp_path_factory.mktemp("reference")
-    with rehearsal.rehearse():
-        written = reference.record(root=root, command="make record (rehearsal)")
-    return root, written
+def recorded(gpu_report_rehearsal):
+    """What `make gpu-report REHEARSAL=1` recorded (its step 2 is `make record` inside a rehearsal):
+    one rehearsal of every sweep serves this module and tests/test_gpureport.py."""
+    return gpu_report_rehearsal.data_folder.parent, gpu_report_rehearsal.written
 
 
 def test_every_registered_sweep_has_a_rehearsal_plan():

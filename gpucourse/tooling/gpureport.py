@@ -172,6 +172,7 @@ class Report:
     spread: pd.DataFrame
     widget_s: float
     provenance: dict
+    written: list[Path]  # the files `make record` wrote, one per recorded sweep
 
 
 def _table(rows: list[dict], columns: list[str]) -> str:
@@ -254,13 +255,13 @@ def build(out: Path, *, practice: bool = False, run_tier: bool = True) -> Report
         else:
             widget_s = widget_response_s(practice)
         meta = harness.provenance(command, rehearsal=practice)
-        return folder, table, widget_s, meta
+        return folder, table, widget_s, meta, written
 
     if practice:
         with rehearsal.rehearse():
-            folder, table, widget_s, meta = body()
+            folder, table, widget_s, meta, written = body()
     else:
-        folder, table, widget_s, meta = body()
+        folder, table, widget_s, meta, written = body()
     path = write_report(out, practice=practice, expectations=expectations, spread_table=table,
                         widget_s=widget_s, meta=meta, data_folder=folder)
-    return Report(path, folder, expectations, table, widget_s, meta)
+    return Report(path, folder, expectations, table, widget_s, meta, written)
