@@ -66,9 +66,9 @@ test-extra: setup ## slow meta-checks CI runs after `make test`: the mutation pa
 test-fast: setup ## unit tests only (no notebooks, nbgrader or browser)
 	$(PY) -m pytest -m "not slow and not gpu"
 
-test-gpu: setup ## the GPU tier (needs an NVIDIA GPU): pytest -m gpu, then every notebook in GPU mode
+test-gpu: setup ## the GPU tier (needs an NVIDIA GPU): pytest -m gpu, then every lesson and lab in GPU mode
 	GPUCOURSE_MODE=gpu $(PY) -m pytest -m gpu
-	GPUCOURSE_MODE=gpu $(PY) -m pytest tests/test_notebooks.py
+	GPUCOURSE_MODE=gpu $(PY) -m pytest tests/test_notebooks.py tests/test_lab*.py
 
 mutate: setup ## the mutation pass: break each rule on tools/mutate.py's list, expect a test to fail
 	$(PY) tools/mutate.py

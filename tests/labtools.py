@@ -1,9 +1,15 @@
 """Real nbgrader round trips for lab tests: generate, submit, autograde, read the gradebook.
 
-    scores = grade_lab("lab01_warps", {"solution": solution_notebook(LAB), "blank": release_notebook(LAB),
+    scores = grade_lab("lab01_warps", {"solution": solution_notebook(LAB), "untouched": release_notebook(LAB),
                                         "no_bounds": with_cells(solution_notebook(LAB), {"ex3_solution": "..."})})
     scores["solution"].total == scores["solution"].max_score
     scores["no_bounds"].cells["ex3_test"] == 0
+
+Every round trip grades the solution and the untouched released lab, and grade_lab checks the
+notebooks nbgrader executed for them as a learner's kernel runs them (they used to run a second
+time, headless, in tests/test_notebooks.py): the solution runs without an error output, the
+untouched lab stops with NotImplementedError at its first exercise, and both open with the banner
+of this machine's mode.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from pathlib import Path
 
 import nbformat
 
+from gpucourse.measure import runtime
 from gpucourse.tooling.build import ROOT, to_notebook
 from gpucourse.tooling.grading import read_scores
 
@@ -47,6 +54,33 @@ class Score:
     total: float = 0.0
     max_score: float = 0.0
     cells: dict[str, float] = field(default_factory=dict)
+    notebook: nbformat.NotebookNode | None = None  # as nbgrader executed it (autograded/)
+
+
+def errors(nb: nbformat.NotebookNode) -> list[str]:
+    """The error outputs of a notebook's code cells, in order ("NameError: …")."""
+    return [f"{o.ename}: {o.evalue}" for c in nb.cells if c.cell_type == "code"
+            for o in c.get("outputs", []) if o.output_type == "error"]
+
+
+def opens_with_the_banner_of_this_machine(nb: nbformat.NotebookNode) -> bool:
+    """The first output is the banner, and the kernel found the mode this machine has."""
+    first = next((c.outputs[0] for c in nb.cells if c.cell_type == "code" and c.get("outputs")), None)
+    text = first.get("data", {}).get("text/plain", "") if first is not None else ""
+    banner = first is not None and "gpucourse-banner" in first.get("data", {}).get("text/html", "")
+    return banner and text.startswith("GPU mode" if runtime.is_gpu() else "Simulator mode")
+
+
+def check_runs_as_released(scores: dict[str, Score]) -> None:
+    """The solution ran without an error; the untouched lab stopped at its first exercise; both
+    opened with this machine's banner (see the module docstring)."""
+    solution, untouched = scores["solution"].notebook, scores["untouched"].notebook
+    assert not errors(solution), f"the solution raised: {errors(solution)}"
+    assert opens_with_the_banner_of_this_machine(solution), "the solution's first output must be the banner"
+    found = errors(untouched)
+    assert found, "the untouched lab should stop at its first exercise"
+    assert found[0].startswith("NotImplementedError"), found[0]
+    assert opens_with_the_banner_of_this_machine(untouched), "the untouched lab's first output must be the banner"
 
 
 def solution_notebook(lab: str) -> nbformat.NotebookNode:
@@ -101,7 +135,9 @@ def course_copy(tmp: Path, lab: str) -> Path:
 
 
 def grade_lab(lab: str, submissions: dict[str, nbformat.NotebookNode], tmp: Path, *, extra_args=()) -> dict[str, Score]:
-    """Autograde each submission (student id → notebook) through real nbgrader; scores per student."""
+    """Autograde each submission (student id → notebook) through real nbgrader; scores per student.
+    ``submissions`` has the "solution" and the "untouched" lab, checked with check_runs_as_released."""
+    assert {"solution", "untouched"} <= set(submissions), "grade the solution and the untouched lab too"
     root = course_copy(tmp, lab)
     for student, nb in submissions.items():
         folder = root / "submitted" / student / lab
@@ -122,4 +158,6 @@ def grade_lab(lab: str, submissions: dict[str, nbformat.NotebookNode], tmp: Path
     assert set(scores) == set(submissions), f"not graded: {sorted(set(submissions) - set(scores))}"
     for student, score in scores.items():
         assert set(score.cells) == graded_cells, f"{student}: no grade for {sorted(graded_cells - set(score.cells))}"
+        score.notebook = nbformat.read(root / "autograded" / student / lab / f"{lab}.ipynb", as_version=4)
+    check_runs_as_released(scores)
     return scores

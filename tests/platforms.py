@@ -1,8 +1,9 @@
 """`make test-platforms`: the course in environments other than .venv, each in its own venv.
 
 * ``nocuda``  Python 3.11, the simulator stack (`install.py --cuda sim`): none of cuda-bindings,
-  cuda-core, the CUDA toolkit wheels or CuPy; every lesson and lab runs (tests/test_notebooks.py)
-  in the CUDA simulator that ships with numba. This is what macOS and Windows get.
+  cuda-core, the CUDA toolkit wheels or CuPy; every lesson runs (tests/test_notebooks.py) and every
+  lab is graded through nbgrader (tests/test_lab*.py) in the CUDA simulator that ships with numba.
+  This is what macOS and Windows get.
 * ``cu12``    Python 3.12, locks/cu12.txt: the whole lock resolves (a dry run: PyTorch's CUDA 12
   build is several GB), and numba-cuda[cu12] with CUDA 12's ptxas compiles kernels to SASS for
   sm_75 to sm_90 (no GPU needed); unit tests run there.
@@ -119,8 +120,10 @@ def check_nocuda() -> str:
     have = installed(python)
     found = [n for n in have if n.startswith(NO_CUDA) or n.startswith("nvidia-")]
     assert not found, f"the simulator stack must hold no CUDA package, found {found}"
-    # every lesson, solution and student lab, executed in the simulator numba ships
-    summary = unit_tests(python, ["tests/test_notebooks.py"], marker="slow")
+    # every lesson executed, and every lab graded (solution, untouched lab, known-wrong versions),
+    # in the simulator numba ships
+    labs = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_lab*.py"))
+    summary = unit_tests(python, ["tests/test_notebooks.py", *labs], marker="slow")
     return f"no CUDA package; numba's own simulator; notebooks: {summary}"
 
 
