@@ -9,7 +9,7 @@ Every round trip grades the solution and the untouched released lab, and grade_l
 notebooks nbgrader executed for them as a learner's kernel runs them (they used to run a second
 time, headless, in tests/test_notebooks.py): the solution runs without an error output, the
 untouched lab stops with NotImplementedError at its first exercise, and both open with the banner
-of this machine's mode.
+of this machine's mode. No cell of the solution writes to stderr.
 """
 
 from __future__ import annotations
@@ -63,6 +63,12 @@ def errors(nb: nbformat.NotebookNode) -> list[str]:
             for o in c.get("outputs", []) if o.output_type == "error"]
 
 
+def stderr(nb: nbformat.NotebookNode) -> list[str]:
+    """What a notebook's code cells wrote to stderr."""
+    return [o.text[:300] for c in nb.cells if c.cell_type == "code"
+            for o in c.get("outputs", []) if o.output_type == "stream" and o.name == "stderr"]
+
+
 def opens_with_the_banner_of_this_machine(nb: nbformat.NotebookNode) -> bool:
     """The first output is the banner, and the kernel found the mode this machine has."""
     first = next((c.outputs[0] for c in nb.cells if c.cell_type == "code" and c.get("outputs")), None)
@@ -76,6 +82,9 @@ def check_runs_as_released(scores: dict[str, Score]) -> None:
     opened with this machine's banner (see the module docstring)."""
     solution, untouched = scores["solution"].notebook, scores["untouched"].notebook
     assert not errors(solution), f"the solution raised: {errors(solution)}"
+    # nbgrader gives 0 to a graded cell with stderr output; no cell of the solution writes any
+    # (numba-cuda's performance warnings are off for the course: tests/test_quiet_start.py)
+    assert not stderr(solution), f"the solution wrote to stderr: {stderr(solution)}"
     assert opens_with_the_banner_of_this_machine(solution), "the solution's first output must be the banner"
     found = errors(untouched)
     assert found, "the untouched lab should stop at its first exercise"

@@ -41,6 +41,8 @@ def test_a_lab_that_runs_as_released_passes():
 
 @pytest.mark.parametrize(("solution", "untouched", "words"), [
     (notebook([banner()], [error("ValueError")]), GOOD_UNTOUCHED, "the solution raised"),
+    (notebook([banner()], [nbformat.v4.new_output("stream", name="stderr", text="NumbaPerformanceWarning")]),
+     GOOD_UNTOUCHED, "wrote to stderr"),
     (notebook([nbformat.v4.new_output("stream", name="stdout", text="hi")], [banner()]), GOOD_UNTOUCHED, "banner"),
     (notebook([banner("Some other mode")]), GOOD_UNTOUCHED, "banner"),
     (GOOD_SOLUTION, notebook([banner()], []), "should stop at its first exercise"),
