@@ -32,7 +32,12 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
                  "--disable-breakpad", "--disable-crash-reporter", "--disable-features=OptimizationHints"]
 SCREENSHOTS = ROOT / "build" / "screenshots"
 # The test server never writes the notebooks it runs: no autosave (Validate saves a scratch copy).
-TEST_SETTING_OVERRIDES = {"@jupyterlab/docmanager-extension:plugin": {"autosave": False}}
+TEST_SETTING_OVERRIDES = {
+    "@jupyterlab/docmanager-extension:plugin": {"autosave": False},
+    # a saved lesson carries its widgets' state, as a learner who turns that on gets: the largest a
+    # lesson is ever saved, which tests/test_browser.py weighs against tools/notebook_size.py's limit
+    "@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": True},
+}
 # The longest any single wait may take: a lesson's Run All on a loaded 2-core machine takes well
 # under a minute, a chart update under a second; three minutes is reached only when something is broken.
 CEILING_S = 180
@@ -244,6 +249,13 @@ JS_KERNEL_IDLE = """() => {
   return !!k && k.status === 'idle' && k.connectionStatus === 'connected';
 }"""
 
+# Save as the learner's Ctrl+S does; the promise settles when the file is written.
+JS_SAVE = """async () => {
+  const w = window.jupyterapp.shell.currentWidget;
+  await w.context.save();
+  return w.context.path;
+}"""
+
 JS_CLOSE = """async () => {
   const w = window.jupyterapp.shell.currentWidget;
   if (!w || !w.sessionContext) return;
@@ -290,6 +302,11 @@ def open_notebook(page, base: str, token: str, path: str) -> None:
 
 def close_notebook(page) -> None:
     in_page(page, JS_CLOSE)
+
+
+def save_notebook(page) -> Path:
+    """Save the open notebook (its widgets' state included); the file's path."""
+    return ROOT / in_page(page, JS_SAVE)
 
 
 def run_all(page) -> dict:

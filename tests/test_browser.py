@@ -1,10 +1,14 @@
 """The course as a learner sees it: JupyterLab in a real Chromium (Playwright), one server per pytest worker.
 
-For every lesson: open it, Run All, no error output, the banner is there, every control of every
-LiveChart is moved with the keyboard (sliders: arrow keys; dropdowns, toggle buttons and check
-boxes: reached with Tab) and with the pointer, and its chart changes; every "Show data table"
-button shows a table; a screenshot is saved under build/screenshots/. For lab 01: open a scratch
-copy, run it, and press nbgrader's Validate button. Timings go to build/screenshots/timings-*.json.
+For every lesson: open a scratch copy (build/browser/), Run All, no error output, the banner is
+there, every control of every LiveChart is moved with the keyboard (sliders: arrow keys; dropdowns,
+toggle buttons and check boxes: reached with Tab) and with the pointer, and its chart changes;
+every "Show data table" button shows a table; a screenshot is saved under build/screenshots/; then
+it is saved as a learner saves it, widget state included, and the file opens with the banner of this
+machine's mode and weighs at most tools/notebook_size.py's limit. (These are the checks of
+tests/test_notebooks.py's headless run, which therefore skips a lesson the browser runs.)
+For lab 01: open a scratch copy, run it, and press nbgrader's Validate button.
+Timings go to build/screenshots/timings-*.json.
 
 After each move the test waits for the chart's own signal (tests/browser.py): a run has ended
 since the move, and the chart shows it. Nothing here waits a fixed time or races the clock.
@@ -13,8 +17,10 @@ since the move, and the chart shows it. Nothing here waits a fixed time or races
 import json
 import os
 import shutil
+import sys
 import time
 
+import nbformat
 import pytest
 from browser import (
     RUN_CEILING_S,
@@ -26,13 +32,18 @@ from browser import (
     open_notebook,
     plots,
     run_all,
+    save_notebook,
     wait_for_widgets,
     wait_until_painted,
     wait_until_settled,
     write_lesson_notebooks,
 )
+from labtools import errors, opens_with_the_banner_of_this_machine
 
-from gpucourse.tooling.build import ROOT, lesson_sources
+from gpucourse.tooling.build import ROOT, lesson_sources, to_notebook
+
+sys.path.insert(0, str(ROOT / "tools"))
+import notebook_size  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(chromium_missing_reason() is not None,
                                                    reason=chromium_missing_reason() or "")]
@@ -236,7 +247,10 @@ def exercise_widgets(page) -> tuple[list[str], int]:
 def test_lesson_in_the_browser(lab, source):
     page, base, token = lab
     started = time.monotonic()
-    open_notebook(page, base, token, f"notebooks/{source.stem}.ipynb")
+    scratch = ROOT / "build" / "browser" / f"{source.stem}.ipynb"  # saved below: not the generated notebook
+    scratch.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(to_notebook(source), scratch)
+    open_notebook(page, base, token, scratch.relative_to(ROOT).as_posix())
     opened = time.monotonic()
     try:
         state = run_all(page)
@@ -257,6 +271,11 @@ def test_lesson_in_the_browser(lab, source):
                                 "widgets_s": round(time.monotonic() - ran, 1), "controls_moved": moved,
                                 "total_s": round(time.monotonic() - started, 1)}
         assert unchanged == [], f"these moves did not change their chart: {unchanged}"
+        saved = nbformat.read(save_notebook(page), as_version=4)
+        assert not errors(saved), errors(saved)
+        assert opens_with_the_banner_of_this_machine(saved), "the first output must be this machine's banner"
+        assert saved.metadata.get("widgets") or not state["widgets"], "the widgets' state was not saved"
+        assert scratch.stat().st_size <= notebook_size.LIMIT_BYTES, notebook_size.report(source.stem, saved)
     finally:
         close_notebook(page)
 
