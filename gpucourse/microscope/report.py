@@ -24,28 +24,15 @@ class Report:
         self.schedule, self.seed, self.cc = schedule, seed, tuple(cc)
         self.threads = len(tracer.sched.threads)
         self.lines_executed = tracer.lines_executed
-        self._lines: dict = {}  # line key -> (function, line, source, via)
+        self._line_info: dict = {}  # line key -> (function, line, source, via); see _lines
         self._requests = [self._request(tracer, rk, entry) for rk, entry in tracer.requests.items()]
-        self._issues: list[dict] = []
-        self._warps: list[dict] = []
-        for block in tracer.blocks:
-            for warp in block.warps:
-                issues, paths = analysis.warp_issues({t.lane: t.lines for t in warp.lanes})
-                for issue in issues:
-                    self._line(tracer, issue["key"])
-                    issue.update(block=block.index, warp=warp.index)
-                self._issues.extend(issues)
-                self._warps.append(
-                    {
-                        "block": block.index,
-                        "warp": warp.index,
-                        "lanes": len(warp.lanes),
-                        "issues": issues,
-                        "paths": paths,
-                    }
-                )
+        # The warp issues (every line each lane ran, grouped per warp) are the costly part and many
+        # callers never read them (the race scheduler's runs): they are worked out on first use.
+        self._tracer = tracer
+        self._analysed: tuple[list[dict], list[dict]] | None = None
         self._races = []
         for (key_a, key_b, array, kind, scope), (count, example) in tracer.races.found.items():
+            # A racing access is also a warp request: its line is already known, in the same order.
             self._line(tracer, key_a)
             self._line(tracer, key_b)
             self._races.append(
@@ -60,12 +47,49 @@ class Report:
                 }
             )
 
+    def _analyse(self) -> tuple[list[dict], list[dict]]:
+        """(issues, warps), worked out once; it adds the issued lines to ``_lines`` after the requests'."""
+        if self._analysed is None:
+            tracer, all_issues, warps = self._tracer, [], []
+            for block in tracer.blocks:
+                for warp in block.warps:
+                    issues, paths = analysis.warp_issues({t.lane: t.lines for t in warp.lanes})
+                    for issue in issues:
+                        self._line(tracer, issue["key"])
+                        issue.update(block=block.index, warp=warp.index)
+                    all_issues.extend(issues)
+                    warps.append(
+                        {
+                            "block": block.index,
+                            "warp": warp.index,
+                            "lanes": len(warp.lanes),
+                            "issues": issues,
+                            "paths": paths,
+                        }
+                    )
+            self._analysed, self._tracer = (all_issues, warps), None  # the tracer is not needed any more
+        return self._analysed
+
+    @property
+    def _issues(self) -> list[dict]:
+        return self._analyse()[0]
+
+    @property
+    def _warps(self) -> list[dict]:
+        return self._analyse()[1]
+
+    @property
+    def _lines(self) -> dict:
+        """Every traced line's (function, line, source, via): the requests' lines, then the issued ones."""
+        self._analyse()
+        return self._line_info
+
     def _line(self, tracer, key):
-        if key not in self._lines:
+        if key not in self._line_info:
             function, lineno, source = tracer.where(key)
             via = " > ".join(str(tracer.where(key[: i + 1])[1]) for i in range(len(key) - 1))
-            self._lines[key] = (function, lineno, source, via)
-        return self._lines[key]
+            self._line_info[key] = (function, lineno, source, via)
+        return self._line_info[key]
 
     def _request(self, tracer, rk, entry) -> dict:
         (key, array, op), k = rk[1], rk[2]
@@ -281,7 +305,7 @@ class Report:
         """Conflicting accesses: two threads, one address, at least one write, nothing ordering them."""
         rows = []
         for r in sorted(self._races, key=lambda r: (r["key_a"], r["key_b"], r["array"], r["kind"], r["scope"])):
-            a, b = self._lines[r["key_a"]], self._lines[r["key_b"]]
+            a, b = self._line_info[r["key_a"]], self._line_info[r["key_b"]]
             rows.append(
                 {
                     "line_a": a[1],
