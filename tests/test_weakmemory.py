@@ -363,3 +363,14 @@ def test_bad_launches_are_refused():
         weakmemory.explore("MP", memory="relaxed")
     with pytest.raises(InvalidConfig):
         weakmemory.sample("MP", runs=0)
+
+
+def test_the_microscope_counts_only_the_kernels_lines_under_the_memory_model():
+    # The memory model's own Python (loads, stores, fences, barriers) is not the kernel's code:
+    # the microscope's line tables of a race-scheduler run list the kernel's lines only.
+    values = np.linspace(0, 0.99, 200).astype(np.float32)
+    counts = np.zeros(4, np.int32)
+    report = weakmemory.run_kernel(histogram_kernel, 2, 32, values, counts, schedule="random", seed=0, memory="weak")
+    branches = report.microscope.branches()
+    assert set(branches.function) == {histogram_kernel.py_func.__name__}
+    assert (branches.via == "").all()

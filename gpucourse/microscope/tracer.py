@@ -201,7 +201,11 @@ class Tracer:
             raise
 
     def _on_barrier(self, block) -> None:
-        self.memory.barrier(block)
+        sys.settrace(None)  # as in access(): the memory system's lines are not the kernel's
+        try:
+            self.memory.barrier(block)
+        finally:
+            sys.settrace(self._global_trace)
 
     # -- memory ---------------------------------------------------------------------------------------
 
@@ -234,11 +238,16 @@ class Tracer:
             if op == "store":
                 arr._array[index] = value
                 return None
-        if op == "load":
-            return self.memory.load(t, alloc.space, arr._array, index, alloc.base + offset)
-        if op == "store":
-            return self.memory.store(t, alloc.space, arr._array, index, alloc.base + offset, value)
-        return self.memory.atomic(t, alloc.space, arr._array, index, alloc.base + offset, value)
+        # The memory system's own Python lines are not the kernel's: no line events while it runs.
+        sys.settrace(None)
+        try:
+            if op == "load":
+                return self.memory.load(t, alloc.space, arr._array, index, alloc.base + offset)
+            if op == "store":
+                return self.memory.store(t, alloc.space, arr._array, index, alloc.base + offset, value)
+            return self.memory.atomic(t, alloc.space, arr._array, index, alloc.base + offset, value)
+        finally:
+            sys.settrace(self._global_trace)
 
     def atomic(self, arr, index, update, frame):
         if not isinstance(arr, TracedArray):  # a local array: private to the thread
@@ -253,7 +262,11 @@ class Tracer:
         if sched.preemptive:
             sched.preempt()
         self.races.fence(sched.current, scope)
-        self.memory.fence(sched.current, scope)
+        sys.settrace(None)  # as in access(): the memory system's lines are not the kernel's
+        try:
+            self.memory.fence(sched.current, scope)
+        finally:
+            sys.settrace(self._global_trace)
 
     def shared_array(self, shape, dtype, frame) -> TracedArray:
         t = self.sched.current
