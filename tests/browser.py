@@ -20,10 +20,9 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
-import nbformat
 import psutil
 
-from gpucourse.tooling.build import ROOT, lesson_sources, to_notebook
+from gpucourse.tooling.build import ROOT
 from gpucourse.tooling.launch import lab_command, lab_env
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -58,19 +57,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def write_lesson_notebooks() -> None:
-    """notebooks/*.ipynb from their sources, each written atomically: two pytest workers may write
-    the same file while a server of the other one reads it."""
-    for source in lesson_sources():
-        target = source.with_suffix(".ipynb")
-        text = nbformat.writes(to_notebook(source)) + "\n"
-        if target.exists() and target.read_text() == text:
-            continue
-        scratch = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        scratch.write_text(text)
-        scratch.replace(target)
 
 
 def _stop(process: subprocess.Popen) -> None:

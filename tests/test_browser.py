@@ -36,7 +36,6 @@ from browser import (
     wait_for_widgets,
     wait_until_painted,
     wait_until_settled,
-    write_lesson_notebooks,
 )
 from labtools import errors, opens_with_the_banner_of_this_machine
 
@@ -66,7 +65,6 @@ JS_SLIDER = """(h) => ({now: parseFloat(h.getAttribute('aria-valuenow')),
 def lab():
     """One JupyterLab and one browser for this worker's browser tests (each pytest worker that
     gets some of them starts its own, on its own port and config folder)."""
-    write_lesson_notebooks()
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     with lab_server() as (base, token), browser_page() as page:

@@ -35,12 +35,12 @@ import math
 import re
 
 import numpy as np
-from numba.types import float32
 
 from gpucourse.lessons import precision
 from gpucourse.measure import ptxinfo, runtime
 from gpucourse.lessons.precision.formats import quantize
 from gpucourse.tooling.grading import check
+from numba.types import float32  # after gpucourse, which chooses GPU or simulator before numba loads
 
 cuda = runtime.cuda
 
