@@ -90,20 +90,72 @@ def test_every_lesson_and_lab_opens_on_colab_from_its_first_cell_and_the_readme(
     assert readme.count(build.COURSE_REPO.removeprefix("https://github.com/")) >= len(sources)
 
 
-@pytest.mark.slow  # a fresh venv and a real pip install (of one small package)
-def test_the_lock_installs_without_pip_compiling_then_everything_is_compiled_on_every_core(tmp_path):
+def test_pips_settings_reach_uv_and_a_setting_uv_cannot_take_means_pip():
+    listing = "\n".join([
+        ":env:.find-links='/opt/wheels'",
+        "global.find-links='/opt/wheels'",  # the same place twice: once
+        "global.extra-index-url='file:///a/simple file:///b/simple'",
+        "install.constraint='/etc/pip/c.txt\\n/etc/pip/d.txt'",  # a list written on two lines
+        "global.cert='/etc/ssl/ca.crt'",
+        "global.disable-pip-version-check='1'",
+        "download.index-url='https://elsewhere/simple'",  # not for `pip install`
+    ])
+    settings = install.pip_settings(listing)
+    assert settings["find-links"] == ["/opt/wheels"] and "index-url" not in settings
+    assert settings["extra-index-url"] == ["file:///a/simple", "file:///b/simple"]
+    assert settings["constraint"] == ["/etc/pip/c.txt", "/etc/pip/d.txt"]
+    flags, env = install.uv_options(settings)
+    assert flags[:2] == ["--index-strategy", "unsafe-best-match"]
+    assert " ".join(flags[2:]) == ("--find-links /opt/wheels --extra-index-url file:///a/simple --extra-index-url "
+                                   "file:///b/simple --constraint /etc/pip/c.txt --constraint /etc/pip/d.txt")
+    assert env == {"SSL_CERT_FILE": "/etc/ssl/ca.crt"}
+    assert install.uv_options(install.pip_settings("global.pre='true'")) is None  # pre-releases: pip decides
+    assert install.uv_options(install.pip_settings("global.no-index='true'"))[0][-1] == "--no-index"
+
+
+def _lock_of_six(tmp_path: Path) -> tuple[Path, Path]:
     root = tmp_path / "course"
     (root / "locks").mkdir(parents=True)
     (root / "locks" / "cu13.txt").write_text("six==1.17.0\n")
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    python = install.venv_python(venv)
-    lock_install = install.install_commands("13", python, root)[0]
-    assert "--no-compile" in lock_install
-    subprocess.run(lock_install, check=True)
+    return root, install.venv_python(venv)
+
+
+def _six_pyc(python: Path) -> list[Path]:
     where = subprocess.run([str(python), "-c", "import importlib.util as u; print(u.find_spec('six').origin)"],
                            capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"}).stdout.strip()
-    cache = Path(where).parent / "__pycache__"
-    assert not list(cache.glob("six.*.pyc")), "pip compiled it (it should leave that to compile_command)"
+    return list((Path(where).parent / "__pycache__").glob("six.*.pyc"))
+
+
+@pytest.mark.slow  # a fresh venv and real installs (of one small package)
+@pytest.mark.parametrize("installer", ["pip", "uv"])
+def test_the_lock_installs_without_compiling_then_everything_is_compiled_on_every_core(tmp_path, installer):
+    root, python = _lock_of_six(tmp_path)
+    uv = install.uv_command(python) if installer == "uv" else None
+    assert (uv is not None) == (installer == "uv"), "uv should take this machine's pip settings"
+    lock_install = install.install_commands("13", python, root, uv[0] if uv else None)[0]
+    assert ("--no-compile" in lock_install) == (installer == "pip")
+    subprocess.run(lock_install, check=True, env=uv[1] if uv else None)
+    assert not _six_pyc(python), f"{installer} compiled it (it should leave that to compile_command)"
     subprocess.run(install.compile_command(python), check=True)
-    assert list(cache.glob("six.*.pyc")), "compile_command did not compile the installed packages"
+    assert _six_pyc(python), "compile_command did not compile the installed packages"
+
+
+@pytest.mark.slow
+def test_when_uv_fails_pip_installs_the_same_lock(tmp_path, monkeypatch, capsys):
+    root, python = _lock_of_six(tmp_path)
+    (root / "pyproject.toml").write_text('[project]\nname = "course"\nversion = "0"\n'
+                                         '[tool.setuptools]\npackages = []\n')
+    broken_uv = [str(python), "-c", "raise SystemExit(3)"]  # an installer that fails on every command
+    monkeypatch.setattr(install, "uv_command", lambda _python: (broken_uv, None))
+    monkeypatch.setattr(install, "compile_command", lambda _python: ["true"])
+    install.setup("13", python.parent.parent, root)
+    assert "uv failed (above): installing with pip instead" in capsys.readouterr().out
+    assert (python.parent.parent / ".setup-stamp").read_text().startswith("stack=13 ")
+    subprocess.run([str(python), "-c", "import six"], check=True)
+
+
+def test_gpucourse_installer_pip_asks_for_pip(monkeypatch):
+    monkeypatch.setenv("GPUCOURSE_INSTALLER", "pip")
+    assert install.uv_command(Path("/nonexistent/python")) is None  # decided before anything runs
