@@ -5,6 +5,7 @@ import pytest
 os.environ.setdefault("PLOTLY_RENDERER", "json")
 
 from gpucourse.measure import runtime  # noqa: E402  (decides the mode before numba is imported)
+from gpucourse.tooling.gpureport import GPU_MARK  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -19,6 +20,10 @@ def gpu_report_rehearsal(tmp_path_factory):
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
+    for item in items:  # `make gpu-report` collects only the files that say so (gpureport.gpu_test_files)
+        if item.get_closest_marker("gpu") and GPU_MARK not in item.path.read_text(encoding="utf-8"):
+            raise pytest.UsageError(f"{item.nodeid} is a GPU test in a file without `{GPU_MARK}`: "
+                                    "mark it there (pytestmark or a decorator) so that `make gpu-report` finds it")
     if not runtime.is_gpu():
         skip = pytest.mark.skip(
             reason=f"needs an NVIDIA GPU ({runtime.SIM_REASON}); run `pytest -m gpu` on a GPU machine")

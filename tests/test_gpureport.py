@@ -4,6 +4,9 @@ expectation listed, every sweep recorded or accounted for, spread and widget tim
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -12,6 +15,7 @@ from gpucourse.__main__ import main
 from gpucourse.errors import NoGPU
 from gpucourse.measure import reference, rehearsal
 from gpucourse.tooling import gpureport
+from gpucourse.tooling.build import ROOT
 
 # one full rehearsal, shared with tests/test_rehearsal.py (conftest's gpu_report_rehearsal): one worker
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("rehearsal")]
@@ -90,3 +94,15 @@ def test_the_tier_records_what_each_assert_compared(tmp_path):
     assert held["checked"] == "300.0 <= (0.35 * 1000.0)"
     failed = rows["ratio fails"]
     assert failed["outcome"] == "failed" and "2.0 <= 1.0" in failed["message"]
+
+
+def test_a_gpu_test_in_a_file_the_report_would_not_collect_stops_the_run(tmp_path):
+    # `make gpu-report` collects only the files that say `mark.gpu` (gpureport.gpu_test_files)
+    shutil.copy(ROOT / "tests" / "conftest.py", tmp_path)
+    (tmp_path / "test_hidden.py").write_text(
+        "import pytest\n\nGPU = getattr(pytest.mark, 'g' + 'pu')\n\n\n@GPU\ndef test_on_the_gpu():\n    pass\n")
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                           str(tmp_path)], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode != 0 and "a GPU test in a file without `mark.gpu`" in done.stdout + done.stderr
+    assert gpureport.gpu_test_files(tmp_path) == []
+    assert "test_gpu_tiling.py" in {p.name for p in gpureport.gpu_test_files(ROOT / "tests")}
