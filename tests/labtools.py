@@ -27,7 +27,7 @@ from pathlib import Path
 import nbformat
 
 from gpucourse.measure import runtime
-from gpucourse.tooling.build import ROOT, to_notebook
+from gpucourse.tooling.build import ROOT, generate_labs, to_notebook
 from gpucourse.tooling.grading import read_scores
 
 # What the course itself sets or reads: a learner's kernel starts without any of them, and so must
@@ -114,32 +114,31 @@ def with_cells(nb: nbformat.NotebookNode, replacements: dict[str, str]) -> nbfor
     return nb
 
 
-# One real `nbgrader generate_assignment` per lab and test process (about 5 s of CPU each, most of it
-# nbgrader starting): later scratch courses of the same lab are copies of that generated course.
-_GENERATED: dict[str, Path] = {}
+# One real `nbgrader generate_assignment` of every lab per test process, in one nbgrader process
+# (build.generate_labs: about 10 s; one process per lab cost about 5 s each): every scratch course is
+# a copy of that generated course.
+_GENERATED: list[Path] = []
 
 
-def _generated_course(lab: str) -> Path:
-    if lab not in _GENERATED:
-        keep = Path(tempfile.mkdtemp(prefix=f"generated-{lab}-"))
+def _generated_course() -> Path:
+    if not _GENERATED:
+        keep = Path(tempfile.mkdtemp(prefix="generated-labs-"))
         atexit.register(shutil.rmtree, keep, ignore_errors=True)
         root = keep / "course"
-        (root / "solutions").mkdir(parents=True)
+        root.mkdir()
         shutil.copy(ROOT / "nbgrader_config.py", root)
-        shutil.copytree(ROOT / "solutions" / lab, root / "solutions" / lab,
-                        ignore=shutil.ignore_patterns("*.ipynb", "__pycache__"))
-        nbformat.write(solution_notebook(lab), root / "solutions" / lab / f"{lab}.ipynb")
-        done = nbgrader(["generate_assignment", lab, "--force"], root)
-        assert done.returncode == 0, done.stderr[-3000:]
-        _GENERATED[lab] = root
-    return _GENERATED[lab]
+        shutil.copytree(ROOT / "solutions", root / "solutions", ignore=shutil.ignore_patterns("*.ipynb", "__pycache__"))
+        generate_labs(root)
+        _GENERATED.append(root)
+    return _GENERATED[0]
 
 
 def course_copy(tmp: Path, lab: str) -> Path:
-    """A scratch course: config + this lab's source, generated with nbgrader (fills the gradebook).
-    Each call gets its own copy (its own gradebook); the generation itself runs once per lab."""
+    """A scratch course: config + the labs' sources, generated with nbgrader (fills the gradebook).
+    Each call gets its own copy (its own gradebook); the generation itself runs once per process."""
     root = tmp / "course"
-    shutil.copytree(_generated_course(lab), root)
+    shutil.copytree(_generated_course(), root)
+    assert (root / "labs" / lab / f"{lab}.ipynb").exists(), f"nbgrader released no {lab}"
     return root
 
 
