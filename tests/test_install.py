@@ -117,7 +117,7 @@ def _lock_of_six(tmp_path: Path) -> tuple[Path, Path]:
     root = tmp_path / "course"
     (root / "locks").mkdir(parents=True)
     (root / "locks" / "cu13.txt").write_text("six==1.17.0\n")
-    venv = tmp_path / "venv"
+    venv = tmp_path / "test" / "venv"  # in a folder named test, as a learner's may be
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     return root, install.venv_python(venv)
 
@@ -138,8 +138,12 @@ def test_the_lock_installs_without_compiling_then_everything_is_compiled_on_ever
     assert ("--no-compile" in lock_install) == (installer == "pip")
     subprocess.run(lock_install, check=True, env=uv[1] if uv else None)
     assert not _six_pyc(python), f"{installer} compiled it (it should leave that to compile_command)"
+    probe = next(p for p in (python.parent.parent / "lib").rglob("site-packages"))
+    (probe / "probe" / "tests").mkdir(parents=True)
+    (probe / "probe" / "tests" / "test_x.py").write_text("x = 1\n")  # a package's own test suite
     subprocess.run(install.compile_command(python), check=True)
     assert _six_pyc(python), "compile_command did not compile the installed packages"
+    assert not list((probe / "probe" / "tests").rglob("*.pyc")), "a package's test suite was compiled"
 
 
 @pytest.mark.slow
