@@ -20,10 +20,11 @@ def gpu_report_rehearsal(tmp_path_factory):
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
-    for item in items:  # `make gpu-report` collects only the files that say so (gpureport.gpu_test_files)
-        if item.get_closest_marker("gpu") and GPU_MARK not in item.path.read_text(encoding="utf-8"):
-            raise pytest.UsageError(f"{item.nodeid} is a GPU test in a file without `{GPU_MARK}`: "
-                                    "mark it there (pytestmark or a decorator) so that `make gpu-report` finds it")
+    # `make gpu-report` collects only the files that say so (gpureport.gpu_test_files): each file read once
+    for path in {item.path for item in items if item.get_closest_marker("gpu")}:
+        if GPU_MARK not in path.read_text(encoding="utf-8"):
+            raise pytest.UsageError(f"{path.name} holds a GPU test but not `{GPU_MARK}`: mark it there "
+                                    "(pytestmark or a decorator) so that `make gpu-report` finds it")
     if not runtime.is_gpu():
         skip = pytest.mark.skip(
             reason=f"needs an NVIDIA GPU ({runtime.SIM_REASON}); run `pytest -m gpu` on a GPU machine")
