@@ -8,6 +8,7 @@ loaded the machine is (two pytest workers on two cores); no fixed sleep decides 
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import secrets
@@ -95,8 +96,8 @@ def _start_lab(root: Path, env: dict) -> tuple[subprocess.Popen, str, str, objec
                 with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=10) as reply:
                     json.load(reply)
                 return server, base, token, log
-            except OSError:
-                time.sleep(0.5)
+            except (OSError, http.client.HTTPException):  # not up yet, or the port is another process's
+                time.sleep(0.5)  # (a kernel's ZMQ socket answers HTTP with BadStatusLine); lab then exits
         _stop(server)
         log.close()
         if "already in use" not in log_path.read_text():
