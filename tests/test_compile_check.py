@@ -6,6 +6,7 @@ checked on every architecture.
 """
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -94,6 +95,28 @@ def test_the_register_hungry_kernel_on_turing_and_blackwell():
     assert [r.arch for r in results] == [75, 120]
     assert {r.kernel for r in results} == {"occupancy.accumulators_kernel"}  # the label lesson_facts checks
     lesson_facts(results)
+
+
+def _same_code(text: str) -> str:
+    """PTX without the names numba numbers per compilation (the kernel's mangled name, its shared arrays)."""
+    return re.sub(r"_cudapy_smem_\d+", "SMEM", re.sub(r"_ZN\w+", "NAME", text))
+
+
+@pytest.mark.slow
+@needs_ptxas
+def test_lowering_once_writes_the_ptx_compile_ptx_writes_for_every_family():
+    # compilecheck types and lowers each kernel once and lets NVVM write every family's PTX from it:
+    # a numba-cuda whose lowering reads the architecture in a new way shows up here.
+    kernels = (compilecheck.select("tiled_matmul_kernel(16)") + compilecheck.select("accumulators_kernel")
+               + compilecheck.select("lab04_shared_memory.transpose_tiled"))
+    assert len(kernels) == 3
+    archs = (75, 80, 90, 100, 120)
+    once, each = compilecheck._compile(kernels, archs), compilecheck._compile(kernels, archs, lower_once=False)
+    for kernel, a, b in zip(kernels, once, each, strict=True):
+        for arch in archs:
+            assert "ptx" in a[str(arch)], (kernel.label, arch, a[str(arch)])
+            assert _same_code(a[str(arch)]["ptx"]) == _same_code(b[str(arch)]["ptx"]), (kernel.label, arch)
+    assert _same_code(once[0]["75"]["ptx"]) != _same_code(once[0]["120"]["ptx"])  # NVVM did write per family
 
 
 @needs_ptxas

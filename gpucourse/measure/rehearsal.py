@@ -346,7 +346,8 @@ SWEEP_PLANS: dict[str, SweepPlan] = {
         "the course's ceiling measurements at small sizes: CuPy's device-to-device memcpyAsync as a memmove "
         "between NumPy arrays, torch's fp32/bf16 matmul on CPU torch")),
     "reductions.sum": SweepPlan(
-        attributes={"gpucourse.lessons.reductions.experiments.SWEEP_SIZES": (1000, 2048)},
+        # a part-filled block and two full ones: the simulator spends ~0.5 s per 256-thread block
+        attributes={"gpucourse.lessons.reductions.experiments.SWEEP_SIZES": (200, 512)},
         # The shuffle rungs need warp intrinsics, which the plain simulator lacks (the lesson runs them in the
         # microscope's trace()): the rehearsal records the four shared-memory rungs and the libraries.
         defaults={"gpucourse.lessons.reductions.experiments.measure_reductions": {

@@ -2,8 +2,9 @@
 
     python -m gpucourse compile-check --arch 75,80,86,89,90,100,120
 
-numba-cuda's ``compile_ptx`` writes each kernel's PTX (once per architecture family, in one child
-process with numba's real CUDA target: no GPU needed), and the ``ptxas`` of the installed CUDA
+numba-cuda writes each kernel's PTX (in one child process with numba's real CUDA target: no GPU
+needed; typed and lowered once, then NVVM once per architecture family, the PTX ``compile_ptx``
+writes for that family), and the ``ptxas`` of the installed CUDA
 toolkit assembles it to SASS for each architecture, reporting registers, shared memory and spills
 (``gpucourse.measure.ptxinfo``). A kernel that does not compile for an architecture is a failure.
 
@@ -220,6 +221,27 @@ def nvjitlink_report(fn, signature, cc, archs):
             nvjitlink.destroy(handle)
     return out
 
+try:  # numba-cuda's own first step of compile_ptx: type and lower, then NVVM per architecture
+    from numba.cuda.compiler import _compile_pyfunc_with_fixup
+except ImportError:
+    _compile_pyfunc_with_fixup = None
+
+def ptx_per_family(fn, signature, ccs):
+    # {cc: PTX}, as cuda.compile_ptx(fn, signature, cc=cc) writes it. Typing and lowering, 90 % of the
+    # time, read the architecture only to ask "cc >= 6.0?" and "cc >= 7.5?" (atomics, fast tanh),
+    # which every family here answers alike: they run once, at the oldest, and NVVM writes each
+    # family's PTX from the same code (tests/test_compile_check.py checks it against compile_ptx).
+    if not request["lower_once"] or _compile_pyfunc_with_fixup is None or min(ccs) < (7, 5):
+        return {cc: cuda.compile_ptx(fn, signature, cc=cc)[0] for cc in ccs}
+    library, _ = _compile_pyfunc_with_fixup(fn, signature, device=False, cc=min(ccs), abi="numba")
+    out = {}
+    for cc in ccs:
+        codes = library.get_asm_strs(cc=cc)
+        if len(codes) != 1:
+            raise RuntimeError("compiling this kernel writes %d PTX files, not one" % len(codes))
+        out[cc] = codes[0]
+    return out
+
 SAFE_CALLS = {"np", "numpy", "int", "float", "float32", "float64", "range", "tuple", "len"}
 
 def harmless(node):
@@ -278,10 +300,16 @@ for job in request["jobs"]:
     except Exception as exc:
         results.append({"error": first_line(exc)})
         continue
+    try:
+        ptxes = ptx_per_family(fn, job["signature"], [tuple(f["cc"]) for f in request["families"]])
+    except Exception as exc:
+        ptxes = exc
     for family in request["families"]:
         cc, archs = tuple(family["cc"]), family["archs"]
         try:
-            ptx = cuda.compile_ptx(fn, job["signature"], cc=cc)[0]
+            if isinstance(ptxes, Exception):
+                raise ptxes
+            ptx = ptxes[cc]
             if ".extern .func" in ptx:  # calls into code that numba-cuda links in
                 row.update(nvjitlink_report(fn, job["signature"], cc, archs))
             else:
@@ -293,15 +321,17 @@ print("@@RESULT@@" + json.dumps(results))
 """
 
 
-def _compile(kernels, archs) -> list[dict]:
-    """Per kernel: {arch: {"ptx": text} | {"log": nvJitLink's ptxas report, "tool": ...} | {"error": why}}."""
+def _compile(kernels, archs, lower_once: bool = True) -> list[dict]:
+    """Per kernel: {arch: {"ptx": text} | {"log": nvJitLink's ptxas report, "tool": ...} | {"error": why}}.
+
+    ``lower_once=False``: compile_ptx from the start for every family (what the shortcut must match)."""
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "GPUCOURSE_MODE")}
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     families: dict[tuple[int, int], list[int]] = {}
     for arch in archs:
         families.setdefault(family(arch), []).append(arch)
-    request = {"root": root,
+    request = {"root": root, "lower_once": lower_once,
                "jobs": [{"module": k.module, "getter": k.getter, "signature": k.signature} for k in kernels],
                "families": [{"cc": list(cc), "archs": a} for cc, a in sorted(families.items())]}
     done = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps(request), capture_output=True,
