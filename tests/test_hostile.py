@@ -186,7 +186,7 @@ def _course(tmp: Path) -> Path:
     folder.mkdir(parents=True)
     shutil.copy(Path(__file__).resolve().parent.parent / "nbgrader_config.py", root)
     with open(root / "nbgrader_config.py", "a") as config:  # short limits: every normal cell takes ms
-        config.write("\nc.Execute.timeout = 10\n")
+        config.write("\nc.Execute.timeout = 6\n")
     (folder / f"{LAB}.py").write_text(SOURCE)
     nbformat.write(to_notebook(folder / f"{LAB}.py"), folder / f"{LAB}.ipynb")
     cwd = os.getcwd()
