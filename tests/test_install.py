@@ -1,5 +1,6 @@
 """`make setup` picks the stack from the NVIDIA driver; every notebook opens on Colab (no GPU needed)."""
 
+import os
 import re
 import shutil
 import subprocess
@@ -141,8 +142,12 @@ def test_the_lock_installs_without_compiling_then_everything_is_compiled_on_ever
     probe = next(p for p in (python.parent.parent / "lib").rglob("site-packages"))
     (probe / "probe" / "tests").mkdir(parents=True)
     (probe / "probe" / "tests" / "test_x.py").write_text("x = 1\n")  # a package's own test suite
-    subprocess.run(install.compile_command(python), check=True)
+    (root / "gpucourse").mkdir()
+    (root / "gpucourse" / "lesson.py").write_text("x = 1\n")  # the course itself, installed editable
+    quiet = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}  # as on CI and in many Docker images
+    subprocess.run(install.compile_command(python, root), check=True, env=quiet)
     assert _six_pyc(python), "compile_command did not compile the installed packages"
+    assert list((root / "gpucourse" / "__pycache__").glob("lesson.*.pyc")), "the course's own package was not compiled"
     assert not list((probe / "probe" / "tests").rglob("*.pyc")), "a package's test suite was compiled"
 
 
@@ -154,7 +159,7 @@ def test_when_uv_fails_pip_installs_the_same_lock(tmp_path, monkeypatch, capsys)
     monkeypatch.setattr(install, "uv_command", lambda _python: (broken_uv, None))
     every = install.install_commands
     monkeypatch.setattr(install, "install_commands", lambda *args: every(*args)[:1])  # the lock; no project to build
-    monkeypatch.setattr(install, "compile_command", lambda _python: ["true"])
+    monkeypatch.setattr(install, "compile_command", lambda _python, _root: ["true"])
     install.setup("13", python.parent.parent, root)
     assert "uv failed (above): installing with pip instead" in capsys.readouterr().out
     assert (python.parent.parent / ".setup-stamp").read_text().startswith("stack=13 ")
