@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from importlib import metadata
 
 from gpucourse.errors import CourseError, InvalidConfig, NoGPU
+from gpucourse.measure.compat import restore_numpy_aliases
 
 MODES = ("gpu", "sim")
 
@@ -289,6 +290,9 @@ def _decide() -> tuple[str, str]:
 
 
 MODE, SIM_REASON = _decide()
+# Before numba-cuda is imported (either mode: the same stack may later see a GPU): it names a
+# NumPy alias that NumPy 2.5 removed.
+RESTORED_NUMPY_ALIASES = restore_numpy_aliases()
 # numba-cuda's performance warnings (a grid under 128 blocks, a host array copied implicitly)
 # go to stderr, and nbgrader scores a graded cell that writes to stderr 0; the course launches
 # small grids on host arrays on purpose. numba reads this when it loads or reloads its config.
