@@ -38,8 +38,10 @@ RESTART = "The GPU context is now unusable: restart the kernel (Kernel → Resta
 # cudaError, e.g. cudaErrorIllegalAddress) that any further CUDA work returns the same error and
 # the process must be terminated and relaunched to use CUDA again.
 KNOWN_GPU_ERRORS = (
-    (("ILLEGALADDRESS", "ILLEGALMEMORYACCESS"), "read or wrote outside its arrays (an illegal memory access)",
-     RESTART),
+    # INVALID_ADDRESS_SPACE (717): what an H100 said for a write 4 GB past a 16-byte array (the
+    # address is in no memory space at all); sticky like 700 (CUDA Driver API, enum CUresult).
+    (("ILLEGALADDRESS", "ILLEGALMEMORYACCESS", "INVALIDADDRESSSPACE"),
+     "read or wrote outside its arrays (an illegal memory access)", RESTART),
     (("MISALIGNEDADDRESS",), "accessed memory at an address not aligned to the access size", RESTART),
     (("ILLEGALINSTRUCTION",), "executed an illegal instruction", RESTART),
     (("DEVICESIDEASSERT", "ERRORASSERT"), "failed a device-side assert", RESTART),

@@ -38,6 +38,15 @@ def test_cupy_illegal_address_says_restart_the_kernel():
     assert "illegal memory access" in text and RESTART in text
 
 
+def test_an_address_in_no_memory_space_as_an_h100_reported_it():
+    # numba-cuda's CudaAPIError, word for word as an H100 raised it for x[10**9] = 1 on a 4-element array
+    CudaAPIError = type("CudaAPIError", (Exception,), {"__module__": "numba.cuda.cudadrv.driver"})
+    error = CudaAPIError(717, "[<CUresult.CUDA_ERROR_INVALID_ADDRESS_SPACE: 717>] Call to cuCtxSynchronize "
+                              "results in CUDA_ERROR_INVALID_ADDRESS_SPACE")
+    text = _one_line(error)
+    assert "illegal memory access" in text and RESTART in text
+
+
 def test_cupy_insufficient_driver_says_update_the_driver():
     from cupy_backends.cuda.api.runtime import CUDARuntimeError
 

@@ -77,13 +77,61 @@ def test_short_kernels_are_batched_and_say_so():
     assert f"per launch: {m.launches_per_sample} launches per event pair" in m.summary()
 
 
-def test_kernels_under_fifty_microseconds_are_batched_too():
+def test_kernels_under_a_millisecond_are_batched_too():
     # 30 µs: one launch between two events would count several µs of Python dispatch as kernel time
     m = harness.measure(lambda: None, timer=QueuedTimer(0.030, []), label="short")
     assert m.launches_per_sample == 34  # ⌈1 ms / 30 µs⌉ launches per event pair
     assert m.total_ms >= 500.0 and m.total_ms == pytest.approx(m.n_samples * 34 * 0.030)
-    long = harness.measure(lambda: None, timer=QueuedTimer(0.060, []), label="long")
+    # 60 µs and 0.6 ms: batched too (each sample behind a blocker used to cost 1 ms of sleep)
+    assert harness.measure(lambda: None, timer=QueuedTimer(0.060, []), label="mid").launches_per_sample == 17
+    assert harness.measure(lambda: None, timer=QueuedTimer(0.6, []), label="near").launches_per_sample == 2
+    long = harness.measure(lambda: None, timer=QueuedTimer(1.0, []), label="long")
     assert long.launches_per_sample == 1
+
+
+def test_a_batch_stays_within_the_launch_queue():
+    # 1 µs kernels would want 1000 launches; an H100 queued 256 behind a blocker but not 1,024
+    assert harness.launches_per_sample(0.001) == harness.MAX_BATCH == 256
+    assert harness.launches_per_sample(0.999) == 2 and harness.launches_per_sample(1.0) == 1
+
+
+def test_the_blocker_follows_the_enqueue_time():
+    assert harness.next_block_us(0.001) == harness.BLOCKER_MIN_US == 50  # never under its floor
+    assert harness.next_block_us(0.5) == 1000  # twice the 0.5 ms the host took
+    assert harness.next_block_us(1e6) == 1_000_000  # never over a second
+
+
+def test_the_median_is_the_middle_sample_not_the_fastest():
+    class Varied(FakeTimer):
+        def __init__(self):
+            super().__init__(0.0, [])
+            self.times = iter([5.0, 5.0] + [3.0, 4.0, 5.0, 6.0, 100.0] * 4)
+
+        def time_ms(self, fn, repeat=1):
+            return next(self.times) * repeat
+
+    m = harness.measure(lambda: None, timer=Varied(), min_total_ms=0, min_samples=20, warmup_ms=0)
+    assert m.n_samples == 20
+    assert m.median_ms == 5.0 and m.min_ms == 3.0 and m.iqr_ms == pytest.approx(2.0)
+
+
+def test_the_quick_contract_caps_every_callers_gpu_time(monkeypatch):
+    monkeypatch.setenv("GPUCOURSE_MEASURE", "quick")
+    m = harness.measure(lambda: None, timer=FakeTimer(2.0, []), min_total_ms=500.0)
+    assert m.contract == "quick" and m.n_samples == 50  # 100 ms of 2 ms samples, not 250
+    monkeypatch.setenv("GPUCOURSE_MEASURE", "full")
+    assert harness.measure(lambda: None, timer=FakeTimer(2.0, [])).n_samples == 250
+    monkeypatch.setenv("GPUCOURSE_MEASURE", "fast")
+    with pytest.raises(InvalidConfig, match="GPUCOURSE_MEASURE"):
+        harness.measure(lambda: None, timer=FakeTimer(2.0, []))
+
+
+def test_the_ledger_collects_each_measurement_in_order():
+    with harness.ledger() as seen:
+        a = harness.measure(lambda: None, timer=FakeTimer(2.0, []), label="a")
+        b = harness.measure(lambda: None, timer=QueuedTimer(0.01, []), label="b")
+    harness.measure(lambda: None, timer=FakeTimer(2.0, []), label="after")
+    assert seen == [a, b] and [m.method for m in seen] == [harness.METHOD_EVENTS, harness.METHOD_QUEUED]
 
 
 def test_the_method_is_named():
@@ -102,7 +150,7 @@ def test_the_sample_loop_keeps_a_running_total(monkeypatch):
         raise AssertionError("sum() over the samples on every iteration")
 
     monkeypatch.setattr(harness, "sum", no_sum, raising=False)
-    m = harness.measure(lambda: None, timer=FakeTimer(0.1, []))  # 5000 samples make 0.5 s
+    m = harness.measure(lambda: None, timer=FakeTimer(1.0, []), min_total_ms=5000)  # 5000 samples make 5 s
     assert m.n_samples == 5000
 
 
@@ -286,6 +334,17 @@ def test_a_working_set_within_twice_the_l2_is_labelled_and_not_compared_with_dra
     cold = harness.measure(lambda: None, timer=FakeTimer(1.0, []), bytes_moved=4 * 10**7, cache="cold",
                            flush=lambda: None, copy_ceiling_gbps=4000.0)
     assert cold.memory_level == "DRAM" and cold.pct_of_copy_ceiling is not None
+
+
+def test_the_memory_levels_change_at_one_and_two_l2s():
+    l2 = 50 * 2**20
+    assert harness.memory_level(l2, l2, "warm") == "L2-resident"
+    assert harness.memory_level(l2 + 1, l2, "warm") == "partly L2-resident"
+    assert harness.memory_level(2 * l2, l2, "warm") == "partly L2-resident"
+    assert harness.memory_level(2 * l2 + 1, l2, "warm") == "DRAM"
+    assert harness.memory_level(3 * l2, l2, "warm") == "DRAM"
+    assert harness.memory_level(l2 // 2, l2, "cold") == "DRAM"
+    assert harness.memory_level(None, l2, "warm") == harness.memory_level(l2, None, "warm") == "unknown"
 
 
 @pytest.mark.parametrize("verdict", [np.False_, np.array(False), 0, None, np.int64(0)])

@@ -54,6 +54,16 @@ class Mutation:
 
 
 MUTATIONS: list[Mutation] = [
+    # --- the harness: what a measurement reports --------------------------------------------------------
+    Mutation("median-is-min", "gpucourse/measure/harness.py",
+             "median_ms=float(median),", "median_ms=float(min(samples)),",
+             "the reported median is the middle sample, not the fastest", ["tests/test_harness.py", "-k", "median"]),
+    Mutation("partly-l2-at-4x", "gpucourse/measure/harness.py",
+             "if footprint_bytes <= 2 * l2_bytes:", "if footprint_bytes <= 4 * l2_bytes:",
+             "a warm working set past 2x the L2 is DRAM traffic", ["tests/test_harness.py", "-k", "levels"]),
+    Mutation("batch-past-queue", "gpucourse/measure/harness.py",
+             "MAX_BATCH = 256", "MAX_BATCH = 1000",
+             "a batch stays within the launch queue an H100 showed", ["tests/test_harness.py", "-k", "queue"]),
     # --- the microscope: addresses, sectors, banks, races --------------------------------------------
     Mutation("alloc-align-32", "gpucourse/microscope/memory.py",
              "ALLOCATION_ALIGN_BYTES = 256", "ALLOCATION_ALIGN_BYTES = 32",

@@ -29,8 +29,10 @@ simulator wall time can be mistaken for GPU performance.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
+import os
 import platform
 import sys
 import time
@@ -49,10 +51,40 @@ NOT_MEASURED = (
     "not measured: simulator mode has no GPU, and a simulator's wall time is not GPU performance; "
     "the charts use counted or recorded data instead"
 )
-QUEUE_BELOW_MS = 0.050  # kernels shorter than ~50 µs: N launches per event pair, reported per launch
+# What an H100 showed (data/reference/nvidia-h100-80gb-hbm3/first-contact/probe.jsonl): one launch
+# costs the host 17 µs (empty numba kernel) to 79 µs (numba with three CuPy arguments); 256 launches
+# queue behind a blocking kernel in 4.3 ms, 1,024 do not (the host waited for the blocker); the
+# blocker sleeps about what it is asked for from 200 µs on, and never less than about 45 µs.
+QUEUE_BELOW_MS = 1.0  # kernels shorter than ~1 ms: N launches per event pair, reported per launch
 BATCH_TARGET_MS = 1.0  # N launches make about this much GPU time per sample
-MAX_BATCH = 1000
-BLOCKER_START_MS = 1.0  # the blocking kernel's first duration; it doubles when the queue ran dry
+MAX_BATCH = 256  # launches per sample: within the launch queue's depth (256 queued, 1,024 did not)
+BLOCKER_MIN_US = 50  # the blocking kernel's floor: it never blocked less than ~45 µs on the H100
+BLOCKER_START_MS = BLOCKER_MIN_US / 1000  # its first duration; then ~2× the measured enqueue time
+BLOCKER_MARGIN = 2.0  # the blocker runs this many times as long as the host took to enqueue a sample
+
+
+@dataclass(frozen=True)
+class Contract:
+    """How much GPU time a measurement takes (module docstring, point 5)."""
+
+    name: str
+    min_total_ms: float
+    warmup_ms: float
+    max_wall_s: float
+
+
+# "quick": the validation profile of `gpu-report --quick` (GPUCOURSE_MEASURE=quick); a recording made
+# with it is marked as such and is never drawn by a lesson as a full recording.
+CONTRACTS = {"full": Contract("full", 500.0, 25.0, 20.0), "quick": Contract("quick", 100.0, 5.0, 3.0)}
+
+
+def contract() -> Contract:
+    """The contract in force: GPUCOURSE_MEASURE=quick|full (default full)."""
+    name = os.environ.get("GPUCOURSE_MEASURE", "full") or "full"
+    if name not in CONTRACTS:
+        raise InvalidConfig(f"GPUCOURSE_MEASURE={name!r}: choose one of {', '.join(CONTRACTS)}")
+    return CONTRACTS[name]
+
 
 METHOD_QUEUED = "events, launches queued behind a blocking kernel"
 METHOD_EVENTS = "events around the launches (Python launch overhead included)"
@@ -79,6 +111,7 @@ class Measurement:
     tflops: float | None = None
     pct_of_copy_ceiling: float | None = None
     pct_of_datasheet: float | None = None
+    contract: str = "full"
     provenance: dict = field(default_factory=dict)
 
     @property
@@ -128,6 +161,15 @@ def block_for(microseconds):
         cuda.nanosleep(1000)
 
 
+@functools.cache
+def _compiled_blocker():
+    """The blocking kernel, compiled once per process (each measurement used to compile it again)."""
+    blocker = cuda.jit(block_for)
+    blocker[1, 1](1)  # compile it now: a compile inside a sample would look like blocking
+    cuda.synchronize()
+    return blocker
+
+
 class EventTimer:
     """Times a callable with CUDA events on the default stream (resolution ~0.5 µs).
 
@@ -135,8 +177,10 @@ class EventTimer:
     the start event behind it, then makes the ``repeat`` calls: they wait in the GPU's queue and
     run back to back once it ends, so Python's dispatch time falls outside the event pair. If
     making the calls took longer than the blocker ran (the queue ran dry, or ``fn``
-    synchronises), the blocker doubles and the sample is taken again; after four tries the
-    answer says the launches were not queued."""
+    synchronises), the blocker grows and the sample is taken again; after four tries the
+    answer says the launches were not queued. After a sample that queued, the next blocker runs
+    ``BLOCKER_MARGIN`` times the enqueue time just measured (at least ``BLOCKER_MIN_US``): the GPU
+    sleeps about as long as the host needs to queue a sample, not a fixed millisecond."""
 
     def __init__(self):
         from numba import cuda
@@ -157,9 +201,7 @@ class EventTimer:
 
     def _blocking_kernel(self):
         if self._blocker is None:
-            self._blocker = self._cuda.jit(block_for)
-            self._blocker[1, 1](1)  # compile it now: a compile inside a sample would look like blocking
-            self._cuda.synchronize()
+            self._blocker = _compiled_blocker()
         return self._blocker
 
     def time_queued_ms(self, fn: Callable[[], object], repeat: int = 1) -> tuple[float, bool]:
@@ -180,6 +222,7 @@ class EventTimer:
             blocked_ms = float(cuda.event_elapsed_time(before, start))
             elapsed_ms = float(cuda.event_elapsed_time(start, stop))
             if queue_held(enqueue_ms, blocked_ms):
+                self._block_us = next_block_us(enqueue_ms)
                 return elapsed_ms, True
             self._block_us = min(max(2 * self._block_us, math.ceil(2e3 * enqueue_ms)), 1_000_000)
         self._block_us = first_block_us  # fn waits for the GPU: a longer blocker would not help
@@ -187,6 +230,11 @@ class EventTimer:
 
     def synchronize(self) -> None:
         self._cuda.synchronize()
+
+
+def next_block_us(enqueue_ms: float) -> int:
+    """The next blocker's duration after a sample whose launches took ``enqueue_ms`` to queue."""
+    return min(max(BLOCKER_MIN_US, math.ceil(BLOCKER_MARGIN * 1e3 * enqueue_ms)), 1_000_000)
 
 
 def queue_held(enqueue_ms: float, blocked_ms: float) -> bool:
@@ -225,9 +273,9 @@ def measure(
     flops: int | None = None,
     cache: str = "warm",
     min_samples: int = 10,
-    min_total_ms: float = 500.0,
-    warmup_ms: float = 25.0,
-    max_wall_s: float = 20.0,
+    min_total_ms: float | None = None,
+    warmup_ms: float | None = None,
+    max_wall_s: float | None = None,
     timer=None,
     flush: Callable[[], object] | None = None,
     copy_ceiling_gbps: float | None = None,
@@ -235,7 +283,15 @@ def measure(
     """Measure ``run`` by the course's contract (module docstring). ``timer`` is for tests.
 
     ``footprint_bytes``: the distinct bytes the kernel touches (default ``bytes_moved``), which
-    decides whether a warm result is L2-resident."""
+    decides whether a warm result is L2-resident. ``min_total_ms``, ``warmup_ms`` and ``max_wall_s``
+    default to the contract in force (``contract()``); the quick contract also caps a caller's own."""
+    terms = contract()
+    min_total_ms = terms.min_total_ms if min_total_ms is None else min_total_ms
+    warmup_ms = terms.warmup_ms if warmup_ms is None else warmup_ms
+    max_wall_s = terms.max_wall_s if max_wall_s is None else max_wall_s
+    if terms.name == "quick":  # a validation run: no caller gets more than the quick contract
+        min_total_ms = min(min_total_ms, terms.min_total_ms)
+        warmup_ms, max_wall_s = min(warmup_ms, terms.warmup_ms), min(max_wall_s, terms.max_wall_s)
     if cache not in ("warm", "cold"):
         raise InvalidConfig(f"cache must be 'warm' or 'cold', got {cache!r}")
     if min_samples < 1:
@@ -263,14 +319,14 @@ def measure(
         if check is not None and not check_passed(check()):
             raise WrongResult(f"{label} gave a wrong result, so it was not timed")
 
-        # Warm up for ~warmup_ms of GPU time; the warm-up also estimates one launch's cost.
-        warm_ms, estimates = 0.0, []
-        while warm_ms < warmup_ms and len(estimates) < 1000:
-            estimates.append(timed(1))
-            warm_ms += estimates[-1]
-        one_ms = float(np.median(estimates))
+        # One launch estimates the batch; then warm up for ~warmup_ms of GPU time in batches (a
+        # warm-up of single launches, each behind its own blocker, cost seconds for µs kernels).
+        one_ms = timed(1)
         # A cold sample is one launch after a flush: only the first of N launches would be cold.
         batch = launches_per_sample(one_ms) if cache == "warm" else 1
+        warm_ms = one_ms
+        while warm_ms < warmup_ms:
+            warm_ms += timed(batch)
 
         started = time.monotonic()
         while len(samples.per_launch_ms) < min_samples or samples.total_ms < min_total_ms:
@@ -286,11 +342,28 @@ def measure(
                    bytes_moved if footprint_bytes is None else footprint_bytes, flops, copy_ceiling_gbps,
                    getattr(timer, "rehearsal", False))
     m.total_ms = samples.total_ms
+    m.contract = terms.name
+    for collected in _LEDGERS:
+        collected.append(m)
     return m
 
 
+_LEDGERS: list[list[Measurement]] = []
+
+
+@contextlib.contextmanager
+def ledger():
+    """Every Measurement made inside the block, in order (``make record`` writes each row's method)."""
+    collected: list[Measurement] = []
+    _LEDGERS.append(collected)
+    try:
+        yield collected
+    finally:
+        _LEDGERS.remove(collected)
+
+
 def launches_per_sample(one_launch_ms: float) -> int:
-    """1 for kernels of ≥ ~50 µs; else enough launches for ~1 ms of GPU time (at most 1000)."""
+    """1 for kernels of ≥ ~1 ms; else enough launches for ~1 ms of GPU time (at most ``MAX_BATCH``)."""
     if one_launch_ms >= QUEUE_BELOW_MS:
         return 1
     return max(2, min(MAX_BATCH, math.ceil(BATCH_TARGET_MS / max(one_launch_ms, 1e-6))))
