@@ -11,13 +11,16 @@
    argument), which events around a single launch would count as kernel time. So each timed
    call is queued behind a short blocking kernel: the launches are all in the GPU's queue before
    the start event fires, and run back to back (the "blocking kernel" technique of NVIDIA's
-   nvbench). Kernels under ``QUEUE_BELOW_MS`` (~50 µs) are timed as N launches between one event
-   pair and reported per launch. ``Measurement.method`` names the method used;
+   nvbench). The blocker runs about twice as long as the host took to queue the last sample.
+   Kernels under ``QUEUE_BELOW_MS`` (~1 ms) are timed as N launches between one event pair (at
+   most ``MAX_BATCH``, within the launch queue) and reported per launch. ``Measurement.method``
+   names the method used;
 4. cache state stated: "warm", or "cold" (before each sample a buffer of 2× the L2 is *read*,
    which evicts the previous contents without leaving dirty lines that the timed kernel would
    then pay to write back); a warm result whose working set fits in 2× the L2 is labelled
    "L2-resident" and not compared with DRAM bandwidth;
-5. ≥ 10 samples and ≥ 0.5 s of GPU time; median, IQR, min and sample count;
+5. ≥ 10 samples and ≥ 0.5 s of GPU time (the "full" contract; "quick", for validation runs:
+   ≥ 0.1 s); median, IQR, min and sample count;
 6. GB/s and TFLOP/s from the bytes and FLOPs the caller counted, and the percentage of the
    device's measured ceiling (gpucourse.measure.ceilings) beside the datasheet figure;
 7. provenance: device, compute capability, driver release and API level, CUDA runtime, NVRTC,
