@@ -27,12 +27,16 @@ def test_tensor_cores_beat_cuda_cores_at_8192(record_property):
     assert tf32.tflops >= expect("precision.tf32_over_fp32") * fp32.tflops
 
 
-def test_relative_errors_are_ordered_on_tensor_cores():
+def test_relative_errors_are_ordered_on_tensor_cores(record_property):
     expect("precision.tensor_rounding_order")  # skips where there are no bf16/TF32 tensor cores
     table = precision.relative_errors(4096, dtypes=("fp32", "tf32", "fp16", "bf16"), device="cuda")
     print(table.to_string())
     error = table.set_index("dtype").relative_error
-    assert error["fp32"] < error["tf32"] <= error["fp16"] < error["bf16"]
+    # tf32 against fp16 is reported, not asserted: both keep 10 mantissa bits, so their order rests on
+    # how cuBLAS turns fp32 into TF32 (an H100 rounds: tf32/fp16 = 0.82; truncation would reverse it)
+    record_property("tf32_over_fp16", error["tf32"] / error["fp16"])
+    assert error["fp32"] < error["tf32"] < error["bf16"]
+    assert error["fp32"] < error["fp16"] < error["bf16"]
 
 
 def test_fp8_when_supported():

@@ -6,6 +6,7 @@ per device and driver, cached in ~/.cache/gpucourse/ceilings.json (delete it to 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -30,11 +31,28 @@ def _load() -> dict:
         return {}
 
 
+_FRESH: list[set[str]] = []  # inside fresh(): the ceilings already measured again
+
+
+@contextlib.contextmanager
+def fresh():
+    """Inside the block each ceiling is measured again the first time it is asked for: a recording
+    never carries a ceiling cached on another day, under another load or stack (``make record``)."""
+    _FRESH.append(set())
+    try:
+        yield
+    finally:
+        _FRESH.pop()
+
+
 def _cached(name: str, measure_fn, refresh: bool) -> float:
     if not runtime.is_gpu():
         raise NoGPU("ceilings are measured on a GPU; in simulator mode charts use recorded ceilings")
     cache = _load()
     entry = cache.setdefault(_cache_key(), {})
+    if _FRESH and name not in _FRESH[-1]:
+        refresh = True
+        _FRESH[-1].add(name)
     if refresh or name not in entry:
         entry[name] = measure_fn()
         CACHE_PATH.parent.mkdir(parents=True, exist_ok=True)

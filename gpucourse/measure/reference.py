@@ -11,9 +11,10 @@ A lesson module registers each GPU sweep it charts:
                     description="effective GB/s of a float32 strided copy")
     def stride_sweep() -> pandas.DataFrame: ...
 
-``make record`` (``python -m gpucourse record``) runs every registered sweep on the current GPU
-and writes the files with provenance. Nothing is ever typed in or estimated: where no
-recording exists, ``load`` returns None and the chart says so.
+``make record`` (``python -m gpucourse record``, gpucourse.measure.recording) runs every
+registered sweep on the current GPU and writes the files with provenance. Nothing is ever typed
+in or estimated: where no recording exists, ``load`` returns None and the chart says so. A quick
+recording (``gpu-report --quick``: the validation contract, fewer points) is never drawn.
 """
 
 from __future__ import annotations
@@ -26,11 +27,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpucourse.errors import CourseError, InvalidConfig, NoGPU
-from gpucourse.measure import runtime
+from gpucourse.errors import CourseError
 
 REFERENCE_ROOT = Path(__file__).resolve().parents[2] / "data" / "reference"
 PROVENANCE_FILE = "provenance.json"
+QUICK_FOLDER = "quick"  # <gpu>/quick/: a quick validation recording, kept apart and never drawn
 # Modules that register sweeps; imported by load_all_sweeps() (a missing one is skipped).
 # Strings, not imports: measure/ never imports a lesson (tests/test_layers.py); the lessons register here.
 SWEEP_MODULES = tuple(f"gpucourse.lessons.{name}" for name in (
@@ -99,6 +100,12 @@ def is_rehearsal(provenance: dict) -> bool:
         entry.get("rehearsal") for entry in provenance.get("sweeps", {}).values())
 
 
+def is_quick(provenance: dict) -> bool:
+    """A folder written by ``gpu-report --quick``."""
+    return provenance.get("device", {}).get("contract") == "quick" or any(
+        entry.get("contract") == "quick" for entry in provenance.get("sweeps", {}).values())
+
+
 def _read_provenance(folder: Path, allow_rehearsal: bool = False) -> dict:
     path = folder / PROVENANCE_FILE
     if not path.exists():
@@ -107,6 +114,9 @@ def _read_provenance(folder: Path, allow_rehearsal: bool = False) -> dict:
     if is_rehearsal(meta) and not allow_rehearsal:
         raise CourseError(f"{folder} holds a rehearsal (simulator numbers standing in for a GPU, not GPU "
                           "timings): its numbers are never drawn; remove the folder")
+    if is_quick(meta):
+        raise CourseError(f"{folder} holds a quick validation recording (fewer points, a shorter contract): "
+                          f"lessons draw only full recordings; keep it under <gpu>/{QUICK_FOLDER}/")
     return meta
 
 
@@ -162,60 +172,3 @@ def missing_provenance(folder: Path) -> list[str]:
         if entry.get("rows") not in (None, rows):
             problems.append(f"{csv.name} has {rows} rows, its provenance says {entry['rows']}")
     return problems
-
-
-def record(names: list[str] | None = None, root: Path = REFERENCE_ROOT, command: str = "make record") -> list[Path]:
-    """Run registered sweeps on this GPU and write their CSVs and provenance.
-
-    Inside ``rehearsal.rehearse()`` the same code runs every sweep that has rehearsal sizes on the
-    simulator, into ``<root>/rehearsal/`` (never into the course's data/reference/), every file
-    marked rehearsal; the sweeps that cannot run there are listed under "not_rehearsed"."""
-    from gpucourse.measure import rehearsal
-    from gpucourse.measure.harness import provenance
-
-    if not runtime.is_gpu():
-        raise NoGPU("make record runs the sweeps on a real GPU and there is none here; nothing was written")
-    practice = rehearsal.active()
-    if practice and Path(root).resolve() == REFERENCE_ROOT.resolve():
-        raise CourseError("a rehearsal never writes into the course's data/reference/; give it another root")
-    sweeps = load_all_sweeps()
-    unknown = sorted(set(names or []) - set(sweeps))
-    if unknown:
-        raise InvalidConfig(f"unknown sweep(s) {unknown}; registered: {sorted(sweeps)}")
-    folder = Path(root) / (rehearsal.SLUG if practice else runtime.device().slug)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / PROVENANCE_FILE
-    meta = json.loads(path.read_text()) if path.exists() else {"sweeps": {}}
-    meta["device"] = provenance(command, rehearsal=practice)
-    if practice:
-        meta["not_rehearsed"] = {}
-    written = []
-    for name in names or sorted(sweeps):
-        sweep = sweeps[name]
-        print(f"recording {name} ({sweep.description}) …", flush=True)
-        frame = rehearsal.run_sweep(name) if practice else sweep.run()
-        if frame is None:
-            plan = rehearsal.SWEEP_PLANS.get(name)
-            meta["not_rehearsed"][name] = plan.not_rehearsable if plan else "no rehearsal sizes for it yet"
-            path.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-            continue
-        missing = [c for c in sweep.columns if c not in frame.columns]
-        if missing:
-            raise CourseError(f"sweep {name} returned no column(s) {missing}")
-        if practice:
-            frame = frame.assign(rehearsal=True)
-        out = folder / f"{name}.csv"
-        frame.to_csv(out, index=False)
-        stamp = provenance(command, rehearsal=practice)
-        meta["sweeps"][name] = {
-            "lesson": sweep.lesson, "description": sweep.description, "rows": len(frame),
-            "date": stamp["date"], "command": stamp["command"],
-        }
-        if practice:
-            meta["sweeps"][name]["rehearsal"] = True
-            plan = rehearsal.SWEEP_PLANS.get(name)
-            if plan is not None and plan.stand_in:
-                meta["sweeps"][name]["stand_in"] = plan.stand_in
-        path.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-        written.append(out)
-    return written

@@ -33,15 +33,17 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
-import inspect
 import sys
 import types
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from gpucourse.measure import harness, runtime
+from gpucourse.measure import harness, reference, runtime
+from gpucourse.measure.plans import SweepPlan, _resolve, patched, plan_patches
+
+_patched = patched  # the name gpu-report and the tests used before plans.py
 
 TICK_MS = 1.0  # what the rehearsal clock charges per timed call: a placeholder, never a time
 SLUG = "rehearsal"
@@ -312,16 +314,6 @@ def _ceiling(name: str, dtype: str = "float32") -> float:
 # --- small sizes for every sweep that can run on the simulator ----------------------------------------
 
 
-@dataclass
-class SweepPlan:
-    """How one registered sweep is rehearsed: module attributes and function defaults to shrink."""
-
-    attributes: dict[str, object] = field(default_factory=dict)  # "module.NAME": value
-    defaults: dict[str, dict[str, object]] = field(default_factory=dict)  # "module.function": {arg: value}
-    not_rehearsable: str = ""  # why it cannot run on the simulator
-    stand_in: str = ""  # what answers for the GPU where the simulator alone cannot (recorded in the provenance)
-
-
 _DRIVER_STAND_IN = ("the driver's kernel attributes come from ptxas (cc 9.0) and its occupancy query from the "
                     "course's calculator")
 _TORCH_STAND_IN = "torch's CUDA device is CPU torch behind the same calls"
@@ -401,53 +393,6 @@ SWEEP_PLANS: dict[str, SweepPlan] = {
 }
 
 
-def _resolve(dotted: str):
-    import importlib
-
-    module, _, name = dotted.rpartition(".")
-    return importlib.import_module(module), name
-
-
-@contextlib.contextmanager
-def _patched(patches: list[tuple[object, str, object]]) -> Iterator[None]:
-    missing = object()
-    saved = [(obj, name, getattr(obj, name, missing)) for obj, name, _ in patches]
-    try:
-        for obj, name, value in patches:
-            setattr(obj, name, value)
-        yield
-    finally:
-        for obj, name, value in reversed(saved):
-            if value is missing:
-                delattr(obj, name)
-            else:
-                setattr(obj, name, value)
-
-
-def _default_patches(fn, new: dict[str, object]) -> list[tuple[object, str, object]]:
-    """Replace some default arguments of ``fn`` (positional-or-keyword and keyword-only)."""
-    params = inspect.signature(fn).parameters
-    unknown = set(new) - set(params)
-    if unknown:
-        raise TypeError(f"{fn.__qualname__} has no argument(s) {sorted(unknown)}")
-    positional = [p for p in params.values() if p.kind is p.POSITIONAL_OR_KEYWORD and p.default is not p.empty]
-    defaults = tuple(new.get(p.name, p.default) for p in positional)
-    kwdefaults = {p.name: new.get(p.name, p.default) for p in params.values()
-                  if p.kind is p.KEYWORD_ONLY and p.default is not p.empty}
-    return [(fn, "__defaults__", defaults or None), (fn, "__kwdefaults__", kwdefaults or None)]
-
-
-def plan_patches(plan: SweepPlan) -> list[tuple[object, str, object]]:
-    patches = []
-    for dotted, value in plan.attributes.items():
-        module, name = _resolve(dotted)
-        patches.append((module, name, value))
-    for dotted, new in plan.defaults.items():
-        module, name = _resolve(dotted)
-        patches += _default_patches(getattr(module, name), new)
-    return patches
-
-
 @contextlib.contextmanager
 def rehearse() -> Iterator[None]:
     """GPU mode on the rehearsal device, for the duration of the block (tests, gpu-report)."""
@@ -500,13 +445,11 @@ class SweepOutcome:
 
 def run_sweep(name: str):
     """One registered sweep at rehearsal sizes (inside ``rehearse()``): its data frame."""
-    from gpucourse.measure import reference
-
     sweep = reference.load_all_sweeps()[name]
     plan = SWEEP_PLANS.get(name)
     if plan is None or plan.not_rehearsable:
         return None
-    with _patched(plan_patches(plan)):
+    with patched(plan_patches(plan)):
         return sweep.run()
 
 

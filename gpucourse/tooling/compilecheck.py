@@ -126,7 +126,7 @@ KERNELS = (
     CheckedKernel("08", "gpucourse.lessons.feeding.kernels", "add_scalar", f"void({F1}, {F1}, float32)"),
     CheckedKernel("08", "gpucourse.lessons.feeding.kernels", "fused_chain", f"void({F1}, {F1}, {F1})"),
     CheckedKernel("08", "gpucourse.lessons.feeding.kernels", "add_one", f"void({F1})"),
-    CheckedKernel("08", "gpucourse.lessons.feeding.kernels", "sweep_copy", f"void({F1}, {F1})"),
+    CheckedKernel("08", "gpucourse.lessons.feeding.kernels", "sweep_copy", f"void({F1}, {F1}, int64)"),
 )
 
 
