@@ -82,8 +82,8 @@ doctor: setup ## the pre-flight check: versions, mode, GPU, a 10-second sanity b
 record: setup ## run every registered sweep on this GPU and write data/reference/<gpu>/
 	$(PY) -m gpucourse record
 
-gpu-report: setup ## GPU tier + every sweep recorded + spread + widget time in build/gpu-report/ (REHEARSAL=1: on the CPU)
-	$(PY) -m gpucourse gpu-report $(if $(REHEARSAL),--rehearsal)
+gpu-report: setup ## GPU tier + every sweep recorded + spread + widget time in build/gpu-report/ (QUICK=1 BUDGET=s RESUME=1 REHEARSAL=1)
+	$(PY) -m gpucourse gpu-report $(if $(REHEARSAL),--rehearsal) $(if $(QUICK),--quick) $(if $(BUDGET),--budget $(BUDGET)) $(if $(RESUME),--resume)
 
 grade: setup ## autograde submitted/ (sandboxed, in parallel; JOBS=n): grades.csv, grades_by_cell.csv
 	$(PY) -m gpucourse grade $(if $(JOBS),--jobs $(JOBS))

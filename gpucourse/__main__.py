@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gpucourse.errors import CourseError
+from gpucourse.errors import CourseError, InvalidConfig
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,6 +34,12 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("--out", default="build/gpu-report", help="folder for gpu-report.md and the recordings")
     report.add_argument("--rehearsal", action="store_true",
                         help="rehearse it on a machine without a GPU (every number marked rehearsal)")
+    report.add_argument("--quick", action="store_true",
+                        help="the validation profile: quick contract, fewer points; recordings kept apart")
+    report.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                        help="skip (and list) the steps whose estimate no longer fits")
+    report.add_argument("--resume", action="store_true", help="continue a cut-off report in --out (same GPU, stack)")
+    report.add_argument("--plan", action="store_true", help="print the steps and their estimates; run nothing")
     args = parser.parse_args(argv)
     try:
         return _run(args)
@@ -56,13 +62,13 @@ def _run(args) -> int:
 
         return run_doctor()
     if args.command == "record":
-        from gpucourse.measure import reference
+        from gpucourse.measure import recording, reference
 
         if args.list:
             for name, sweep in sorted(reference.load_all_sweeps().items()):
                 print(f"{name:32s} {sweep.lesson:18s} {sweep.description}")
             return 0
-        for path in reference.record(args.sweeps or None):
+        for path in recording.record(args.sweeps or None):
             print(f"wrote {path}")
         return 0
     if args.command == "notebooks":
@@ -101,8 +107,18 @@ def _run(args) -> int:
     if args.command == "gpu-report":
         from gpucourse.tooling import gpureport
 
-        done = gpureport.build(args.out, practice=args.rehearsal)
-        print(f"wrote {done.path} and {done.data_folder}")
+        if args.plan:
+            for step in gpureport.plan_steps(args.quick):
+                print(f"{step.name:36s} {step.estimate_s:6.1f} s")
+            print(f"{'estimated, start-up included':36s} {gpureport.estimate_s(args.quick):6.1f} s")
+            return 0
+        if args.budget is not None and args.budget <= 0:
+            raise InvalidConfig(f"--budget must be a positive number of seconds, got {args.budget:g}")
+        done = gpureport.build(args.out, practice=args.rehearsal, quick=args.quick, budget_s=args.budget,
+                               resume=args.resume)
+        failed = [s.name for s in done.steps if s.status == "failed"]
+        print(f"wrote {done.path}, {done.data_folder} and {done.archive}"
+              + (f"; failed steps: {', '.join(failed)}" if failed else ""))
         return 0
     if args.command == "grade":
         from gpucourse.tooling.grading import grade_all

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from gpu_expectations import expect
 
-from gpucourse.measure import harness, reference, runtime
+from gpucourse.measure import harness, recording, reference, runtime
 
 pytestmark = pytest.mark.gpu
 
@@ -90,7 +90,7 @@ def test_doctor_passes_on_a_healthy_gpu():
 
 
 def test_record_writes_provenance_for_the_foundation_sweeps(tmp_path):
-    written = reference.record(["warps.staircase", "measuring.async_pitfall"], root=tmp_path)
+    written = recording.record(["warps.staircase", "measuring.async_pitfall"], root=tmp_path)
     assert len(written) == 2
     meta = json.loads((written[0].parent / "provenance.json").read_text())
     for key in harness.REQUIRED_PROVENANCE:  # the keys a contributed recording must carry (C1: not old names)

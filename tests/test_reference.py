@@ -1,10 +1,11 @@
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from gpucourse.errors import CourseError, NoGPU
-from gpucourse.measure import gpuinfo, harness, reference, runtime
+from gpucourse.measure import gpuinfo, harness, recording, reference, runtime
 
 
 @pytest.fixture
@@ -27,7 +28,7 @@ def test_record_writes_csv_and_provenance_then_load_reads_them(tmp_path, fake_gp
     def _demo():
         return pd.DataFrame({"x": [1, 2], "ms": [0.5, 0.25]})
 
-    written = reference.record(root=tmp_path, command="make record")
+    written = recording.record(root=tmp_path, command="make record")
     assert written == [tmp_path / "nvidia-test-gpu" / "demo.sweep.csv"]
     meta = json.loads((tmp_path / "nvidia-test-gpu" / "provenance.json").read_text())
     assert meta["device"]["device"] == "NVIDIA Test GPU" and meta["device"]["command"] == "make record"
@@ -40,7 +41,7 @@ def test_record_writes_csv_and_provenance_then_load_reads_them(tmp_path, fake_gp
 def test_a_sweep_missing_its_columns_is_refused(tmp_path, fake_gpu):
     reference.register_sweep("bad", lesson="x", description="x", columns=("x", "y"))(lambda: pd.DataFrame({"x": [1]}))
     with pytest.raises(CourseError, match="no column"):
-        reference.record(root=tmp_path)
+        recording.record(root=tmp_path)
 
 
 def test_no_recording_means_none_and_never_a_made_up_number(tmp_path):
@@ -61,7 +62,7 @@ def test_csv_without_provenance_is_not_used(tmp_path):
 
 def test_recording_needs_a_gpu(tmp_path):
     with pytest.raises(NoGPU, match="nothing was written"):
-        reference.record(root=tmp_path)
+        recording.record(root=tmp_path)
     assert not any(tmp_path.iterdir())
 
 
@@ -70,7 +71,7 @@ def _demo_recording(root):
     def _demo():
         return pd.DataFrame({"x": [1, 2], "ms": [0.5, 0.25]})
 
-    reference.record(root=root, command="make record")
+    recording.record(root=root, command="make record")
     return root / "nvidia-test-gpu"
 
 
@@ -110,15 +111,30 @@ def test_a_folder_without_provenance_is_refused(tmp_path):
     assert reference.missing_provenance(tmp_path / "nvidia-x") == ["no provenance.json"]
 
 
-COMMITTED = sorted(p for p in reference.REFERENCE_ROOT.iterdir() if p.is_dir())
+def _recording_folders(root: Path) -> list[Path]:
+    """Every committed folder of timings: a GPU's own folder and any below it (quick/, ncu/, …)."""
+    return sorted({p.parent for p in root.glob("*/**/*") if p.is_file()} - {root})
 
 
-@pytest.mark.parametrize("folder", COMMITTED or [None], ids=[p.name for p in COMMITTED] or ["none yet"])
+COMMITTED = _recording_folders(reference.REFERENCE_ROOT)
+
+
+@pytest.mark.parametrize("folder", COMMITTED or [None],
+                         ids=[str(p.relative_to(reference.REFERENCE_ROOT)) for p in COMMITTED] or ["none yet"])
 def test_committed_recordings_carry_complete_provenance(folder):
-    """The check a contributed data/reference/<gpu>/ must pass (README: contribute a recording)."""
+    """The check a contributed data/reference/<gpu>/ must pass (README: contribute a recording): a folder
+    of sweeps passes missing_provenance; any other folder (the probe, ncu) names every file it holds."""
     if folder is None:
         pytest.skip("no GPU recording is committed yet (data/reference/ holds only .gitkeep)")
-    assert reference.missing_provenance(folder) == []
+    meta_path = folder / reference.PROVENANCE_FILE
+    assert meta_path.exists(), f"{folder} has no {reference.PROVENANCE_FILE}"
+    meta = json.loads(meta_path.read_text())
+    if "sweeps" in meta:
+        assert reference.missing_provenance(folder) == []
+        return
+    held = {p.name for p in folder.iterdir() if p.is_file()} - {reference.PROVENANCE_FILE}
+    assert held and held <= set(meta.get("files", {})), f"files without provenance: {held - set(meta.get('files', {}))}"
+    assert meta.get("device", {}).get("mode") == "gpu" and meta["device"].get("driver_release")
 
 
 def test_lesson_modules_register_their_sweeps():

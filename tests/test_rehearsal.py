@@ -14,7 +14,7 @@ from numba import cuda  # after gpucourse (imported by conftest) chose the simul
 
 from gpucourse.errors import CourseError
 from gpucourse.lessons import warps
-from gpucourse.measure import harness, reference, rehearsal, runtime
+from gpucourse.measure import harness, recording, reference, rehearsal, runtime
 from gpucourse.viz import charts
 
 # the recording comes from conftest's gpu_report_rehearsal, shared with tests/test_gpureport.py: one worker
@@ -130,7 +130,7 @@ def test_the_loader_refuses_a_rehearsal(recorded):
 
 def test_a_rehearsal_never_writes_into_the_course_data(tmp_path):
     with rehearsal.rehearse(), pytest.raises(CourseError, match="never writes"):
-        reference.record(["warps.staircase"])
+        recording.record(["warps.staircase"])
 
 
 def test_a_chart_draws_a_measured_result_marked_rehearsal():

@@ -73,3 +73,56 @@ def plan_patches(plan: SweepPlan) -> list[tuple[object, str, object]]:
     return patches
 
 
+
+
+# --- the quick GPU report's plans (``gpu-report --quick``) ----------------------------------------------
+# Each keeps the points its lesson's claim rests on (the ends of a curve and the step in it) at the
+# lesson's own sizes, and says how many harness measurements it makes: with the quick contract that
+# count is the plan's time estimate (``gpureport.estimate_s``). A sweep's full set of points is what
+# `make record` takes; a quick recording is kept apart and never drawn.
+_LESSONS = "gpucourse.lessons"
+QUICK_PLANS: dict[str, SweepPlan] = {
+    "warps.staircase": SweepPlan(measurements=5, defaults={
+        f"{_LESSONS}.warps.measure_staircase": {"threads": (1, 32, 33, 64, 65)}}),
+    "divergence.fraction": SweepPlan(measurements=8,
+                                     attributes={f"{_LESSONS}.divergence.experiments.BODY_COSTS": (128,)},
+                                     defaults={f"{_LESSONS}.divergence.measure_fraction_curve": {
+                                         "placements": ("interleaved", "clustered"), "fractions": (0.0, 0.5, 1.0)}}),
+    "divergence.sort_pays": SweepPlan(measurements=8, attributes={
+        f"{_LESSONS}.divergence.experiments.SPARSE_DENSITIES": (0.25,)},
+        defaults={f"{_LESSONS}.divergence.measure_sort_pays": {"bodies": (16, 256)}}),
+    "coalescing.stride": SweepPlan(measurements=4, defaults={
+        f"{_LESSONS}.coalescing.stride_sweep": {"dtypes": ("float32",), "strides": (1, 2, 8, 32)}}),
+    "coalescing.offset": SweepPlan(measurements=4, defaults={
+        f"{_LESSONS}.coalescing.offset_sweep": {"dtypes": ("float32",), "offsets": (0, 1, 16, 32)}}),
+    "coalescing.layout": SweepPlan(measurements=4),
+    "occupancy.driver": SweepPlan(measurements=0, defaults={f"{_LESSONS}.occupancy.experiments.driver_comparison": {
+        "threads": (64, 256, 1024), "dynamic_bytes": (0, 40960), "caps": (None, 32)}}),
+    "occupancy.memory_bound": SweepPlan(measurements=2, defaults={
+        f"{_LESSONS}.occupancy.experiments.measure_speed": {"targets": (0.25, 1.0)}}),
+    "occupancy.compute_bound": SweepPlan(measurements=2, defaults={
+        f"{_LESSONS}.occupancy.experiments.measure_speed": {"targets": (0.25, 1.0)}}),
+    "precision.matmul": SweepPlan(measurements=5, defaults={
+        f"{_LESSONS}.precision.experiments.matmul_sweep": {"sizes": (4096,)}}),
+    "precision.vocab_shape": SweepPlan(measurements=4),
+    "races.histogram": SweepPlan(measurements=6, defaults={
+        f"{_LESSONS}.races.measure_histogram": {"bins_list": (1, 256)}}),
+    "races.litmus_mp": SweepPlan(measurements=0, defaults={
+        f"{_LESSONS}.races.experiments.run_litmus": {"rounds": 1000}}),
+    "reductions.sum": SweepPlan(measurements=9, attributes={
+        f"{_LESSONS}.reductions.experiments.SWEEP_SIZES": (1 << 24,)}),
+    "tiling.matmul": SweepPlan(measurements=8, attributes={f"{_LESSONS}.tiling.experiments._MEASURED": {}},
+                               defaults={f"{_LESSONS}.tiling.experiments.measure_matmul_ladder": {"sizes": (1024,)}}),
+    "tiling.transpose": SweepPlan(measurements=4, attributes={f"{_LESSONS}.tiling.experiments.TRANSPOSE_SIZES": (4096,),
+                                                              f"{_LESSONS}.tiling.experiments._MEASURED": {}}),
+    "feeding.copy": SweepPlan(measurements=6),
+    "feeding.overlap": SweepPlan(measurements=0),
+    "feeding.launch": SweepPlan(measurements=4),
+    "feeding.sync": SweepPlan(measurements=2),
+    "feeding.fusion": SweepPlan(measurements=4, defaults={
+        f"{_LESSONS}.feeding.experiments.fusion_sweep": {"sizes": (1 << 16, 1 << 24)}}),
+    "feeding.l2": SweepPlan(measurements=9, defaults={
+        f"{_LESSONS}.feeding.experiments.l2_sweep": {"points_per_octave": 1}}),
+    "measuring.async_pitfall": SweepPlan(measurements=2),
+    "measuring.ceilings": SweepPlan(measurements=3),
+}

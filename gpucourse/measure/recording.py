@@ -28,16 +28,20 @@ def folder_for(root: Path, *, practice: bool, quick: bool) -> Path:
     return folder / QUICK_FOLDER if quick else folder
 
 
+METHOD_COLUMN, LAUNCHES_COLUMN = "timing_method", "launches_per_sample"
+
+
 def with_methods(frame: pd.DataFrame, measured: list[harness.Measurement]) -> tuple[pd.DataFrame, str]:
-    """The frame with ``method`` and ``launches_per_sample`` columns: per row where the sweep made one
-    measurement per row, in order; otherwise the sweep's methods on every row (and no launch count)."""
+    """The frame with ``timing_method`` and ``launches_per_sample`` columns: per row where the sweep
+    made one measurement per row, in order; otherwise the sweep's methods on every row (no launch count)."""
     if not measured:
         return frame, "no harness measurement (timed another way)"
     if len(measured) == len(frame):
-        return frame.assign(method=[m.method for m in measured],
-                            launches_per_sample=[m.launches_per_sample for m in measured]), "per row"
+        return frame.assign(**{METHOD_COLUMN: [m.method for m in measured],
+                               LAUNCHES_COLUMN: [m.launches_per_sample for m in measured]}), "per row"
     methods = "; ".join(sorted({m.method for m in measured}))
-    return frame.assign(method=methods), f"per sweep ({len(measured)} measurements for {len(frame)} rows)"
+    return (frame.assign(**{METHOD_COLUMN: methods}),
+            f"per sweep ({len(measured)} measurements for {len(frame)} rows)")
 
 
 def record(names: list[str] | None = None, root: Path = REFERENCE_ROOT, command: str = "make record",

@@ -1,16 +1,26 @@
 """``make gpu-report``: one command for whoever has a GPU, one self-contained report.
 
-    python -m gpucourse gpu-report [--out build/gpu-report] [--rehearsal]
+    python -m gpucourse gpu-report [--out build/gpu-report] [--quick] [--budget SECONDS] [--resume]
+                                   [--rehearsal] [--plan]
 
 1. runs the GPU tier (``pytest -m gpu``) and tabulates every GPU expectation of every lesson:
    lesson, claim, measured ratio, threshold (where the test records them with pytest's
-   ``record_property("ratio", …)`` and ``record_property("threshold", …)``), pass or fail;
-2. records every registered sweep (``make record``) into ``<out>/data/reference/<gpu>/``;
+   ``record_property("ratio", …)`` and ``record_property("threshold", …)``), pass or fail; a
+   collection error, a per-test timeout or the tier's own time limit is reported, never hidden;
+2. records every registered sweep into ``<out>/data/reference/<gpu>/`` (``quick/`` inside it for a
+   quick report), each sweep on its own: a failure is reported and the run goes on; after a
+   sticky CUDA error (the context is unusable) the remaining GPU steps are listed as not run;
 3. measures the harness's run-to-run spread: the same sweep twice, the relative difference of
    each point's median (target ≤ 2 % for kernels of ≥ 100 µs);
 4. times a widget's response: a lesson chart's control changed, until the chart is redrawn;
-5. writes ``<out>/gpu-report.md`` with all of it, the device and the provenance.
+5. rewrites ``<out>/gpu-report.md`` after every step, and packs everything into
+   ``<out>/gpu-report.tgz`` (one file to copy off a node) at the end, or when the run is stopped.
 
+``--quick``: the harness's quick contract (``GPUCOURSE_MEASURE=quick``) and the sweeps' quick
+plans (``plans.QUICK_PLANS``); its recordings are marked quick and never drawn by a lesson.
+``--budget S``: steps whose estimate no longer fits in what is left are skipped and listed.
+``--resume``: continues a cut-off report in the same folder, with the same device and stack.
+``--plan``: prints the steps and their estimated seconds, runs nothing (works without a GPU).
 ``--rehearsal`` runs the same on a machine without a GPU (gpucourse.measure.rehearsal): the GPU tier
 is collected but not run, sweeps run on the simulator at small sizes, and every number and the
 report itself are marked rehearsal.
@@ -18,23 +28,41 @@ report itself are marked rehearsal.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
+import tarfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from importlib import util
 from pathlib import Path
 
 import pandas as pd
 
-from gpucourse.errors import NoGPU
-from gpucourse.measure import harness, reference, rehearsal, runtime
+from gpucourse.errors import RESTART, CourseError, NoGPU, explain_gpu_error
+from gpucourse.measure import harness, plans, recording, reference, rehearsal, runtime
 
 ROOT = Path(__file__).resolve().parents[2]
 SPREAD_SWEEP = "warps.staircase"
 SPREAD_TARGET = 0.02  # relative difference between two runs of the same point
 SPREAD_MIN_MS = 0.1  # the target holds for kernels of at least 100 µs
+STATE_FILE = "report-state.json"
+ARCHIVE = "gpu-report.tgz"
+
+# The quick report's time model, from the first contact with an H100 (data/reference/
+# nvidia-h100-80gb-hbm3/first-contact): 19 GPU tests ran in 71 s after start-up with the old
+# harness's full contract (3.7 s a test); a quick measurement takes its 0.1 s of GPU time plus host
+# work and a check; a sweep compiles its kernels and allocates once.
+TIER_S_PER_TEST = 3.7
+QUICK_S_PER_MEASUREMENT = 0.4
+SWEEP_FIXED_S = 2.0
+STARTUP_S = 15.0  # imports of numba-cuda, CuPy, torch, pandas, plotly in the report's process
+PER_TEST_TIMEOUT_S = {"quick": 60, "full": 300}
+RESERVE_S = 10.0  # kept back for the report and the archive
 
 
 # --- 1. the GPU tier, through a pytest plugin (``-p gpucourse.tooling.gpureport``) ----------------------------
@@ -45,10 +73,12 @@ def pytest_addoption(parser):
 
 
 _ROWS: dict[str, dict] = {}  # the plugin's expectations, by test id (one pytest run per process)
+_PATH: list[str] = []  # where the plugin writes them (after every test: a killed tier keeps what ran)
 
 
 def pytest_configure(config):
     _ROWS.clear()
+    _PATH[:] = [p for p in [config.getoption("--gpureport-json", default=None)] if p]
 
 
 def _claim(item) -> tuple[str, str]:
@@ -64,8 +94,24 @@ def pytest_collection_modifyitems(session, config, items):
         if "gpu" in item.keywords:
             lesson, claim = _claim(item)
             _ROWS[item.nodeid] = {"test": item.nodeid, "lesson": lesson, "claim": claim,
-                                              "outcome": "not run", "ratio": None, "threshold": None,
-                                              "checked": [], "message": ""}
+                                  "outcome": "not run", "ratio": None, "threshold": None,
+                                  "checked": [], "message": "", "seconds": None}
+
+
+def pytest_deselected(items):
+    for item in items:
+        if item.nodeid in _ROWS:
+            _ROWS[item.nodeid]["message"] = "deselected (slow GPU tests are not part of a quick report)"
+
+
+def pytest_collectreport(report):
+    if report.failed:  # a module that did not import: its tests are missing, so it gets a row of its own
+        text = str(report.longrepr)
+        last = [line for line in text.splitlines() if line.startswith("E ")] or text.splitlines()[-1:]
+        _ROWS[report.nodeid] = {"test": report.nodeid, "lesson": report.nodeid, "claim": "(the module's tests)",
+                                "outcome": "collection error", "ratio": None, "threshold": None, "checked": [],
+                                "message": " ".join(" ".join(last[-1:]).split())[:300], "seconds": None}
+        _write_rows()
 
 
 def pytest_assertion_pass(item, lineno, orig, expl):
@@ -83,62 +129,116 @@ def pytest_runtest_logreport(report):
     properties = dict(report.user_properties)
     row["ratio"] = properties.get("ratio", row["ratio"])
     row["threshold"] = properties.get("threshold", row["threshold"])
+    row["seconds"] = round((row["seconds"] or 0.0) + report.duration, 2)
     if report.when == "call" or report.outcome != "passed":
         row["outcome"] = report.outcome
         if report.outcome != "passed" and report.longrepr is not None:
             text = str(getattr(report.longrepr, "reprcrash", None) and report.longrepr.reprcrash.message
                        or report.longrepr)
             row["message"] = " ".join(text.split())[:300]
+    if report.when == "teardown":
+        _write_rows()
 
 
 def pytest_sessionfinish(session):
-    path = session.config.getoption("--gpureport-json")
-    if path:
-        Path(path).write_text(json.dumps(list(_ROWS.values()), indent=1))
+    _write_rows()
+
+
+def _write_rows() -> None:
+    if _PATH:
+        Path(_PATH[0]).write_text(json.dumps(list(_ROWS.values()), indent=1))
 
 
 GPU_MARK = "mark.gpu"  # tests/conftest.py stops a run with a GPU test in a file without it
+_GPU_MARK_IN_CODE = re.compile(r"^(?:pytestmark\s*=.*\bmark\.gpu\b|@pytest\.mark\.gpu\b)", re.MULTILINE)
 
 
 def gpu_test_files(tests: Path) -> list[Path]:
-    """The test files that can hold GPU tests: those that say ``mark.gpu``. Collecting only these is
-    about 20 s less than collecting the whole suite (every module imported, its asserts rewritten)."""
-    return sorted(p for p in tests.glob("test_*.py") if GPU_MARK in p.read_text(encoding="utf-8"))
+    """The test files that mark GPU tests in code (``pytestmark = ...mark.gpu`` or ``@pytest.mark.gpu``
+    at the start of a line; the text inside a string does not count). Collecting only these is about
+    20 s less than collecting the whole suite (every module imported, its asserts rewritten)."""
+    return sorted(p for p in tests.glob("test_*.py") if _GPU_MARK_IN_CODE.search(p.read_text(encoding="utf-8")))
 
 
-def run_gpu_tier(out: Path, *, practice: bool, tests: Path = ROOT / "tests") -> list[dict]:
+@dataclass
+class TierRun:
+    """How the tier's pytest process ended: what a report must show when it did not run cleanly."""
+
+    returncode: int | None = None
+    timed_out: bool = False
+    seconds: float = 0.0
+    stderr_tail: str = ""
+    command: str = ""
+
+
+def count_gpu_tests(tests: Path = ROOT / "tests") -> int:
+    """GPU tests, counted from the source (``def test_``; a parametrised one counts once): the estimate's input."""
+    pattern = re.compile(r"^def test_", re.MULTILINE)
+    return sum(len(pattern.findall(p.read_text(encoding="utf-8"))) for p in gpu_test_files(tests))
+
+
+def run_gpu_tier(out: Path, *, practice: bool, tests: Path = ROOT / "tests", quick: bool = False,
+                 timeout_s: float | None = None, run: TierRun | None = None) -> list[dict]:
     """Every GPU expectation with its outcome and the values its asserts compared (collected only,
-    in a rehearsal)."""
+    in a rehearsal). ``run`` receives the pytest process's exit status, time and stderr tail."""
+    run = run if run is not None else TierRun()
     out.mkdir(parents=True, exist_ok=True)
     target = out / "expectations.json"
+    target.unlink(missing_ok=True)
     env = dict(os.environ)
     if practice:
         env["GPUCOURSE_MODE"] = "sim"
+    if quick:
+        env["GPUCOURSE_MEASURE"] = "quick"
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    command = [sys.executable, "-m", "pytest", "-m", "gpu", "-p", "gpucourse.tooling.gpureport",
-               "-p", "no:cacheprovider", "-o", "enable_assertion_pass_hook=true", "-q",
-               f"--gpureport-json={target}", *map(str, gpu_test_files(tests))]
+    command = [sys.executable, "-m", "pytest", "-m", "gpu and not slow" if quick else "gpu",
+               "-p", "gpucourse.tooling.gpureport", "-p", "no:cacheprovider", "-o", "enable_assertion_pass_hook=true",
+               "-q", "--continue-on-collection-errors", f"--gpureport-json={target}"]
+    if util.find_spec("pytest_timeout") is not None and not practice:
+        command.append(f"--timeout={PER_TEST_TIMEOUT_S['quick' if quick else 'full']}")
     if practice:
-        command.insert(-1, "--collect-only")
+        command.append("--collect-only")
+    shown = [a for a in command[1:] if not a.startswith("--gpureport-json")]
+    run.command = "python " + " ".join(shown) + " <GPU test files>"
+    command += [str(p) for p in gpu_test_files(tests)]
     # a fresh bytecode cache: test modules' asserts are rewritten again, now with the pass hook
     env["PYTHONPYCACHEPREFIX"] = str(out / "pycache")
-    done = subprocess.run(command, cwd=tests.parent, env=env, capture_output=True, text=True)
+    started = time.monotonic()
+    try:
+        done = subprocess.run(command, cwd=tests.parent, env=env, capture_output=True, text=True, timeout=timeout_s)
+        run.returncode, tail = done.returncode, done.stdout[-1500:] + done.stderr[-1500:]
+    except subprocess.TimeoutExpired as stopped:
+        run.timed_out = True
+        tail = _text(stopped.stdout)[-1500:] + _text(stopped.stderr)[-1500:]
+    run.seconds = round(time.monotonic() - started, 1)
+    run.stderr_tail = tail.strip()
     if not target.exists():
-        raise RuntimeError(f"the GPU tier did not run: {(done.stdout + done.stderr)[-2000:]}")
+        raise RuntimeError(f"the GPU tier did not run (exit status {run.returncode}): {tail[-2000:]}")
     rows = json.loads(target.read_text())
     for row in rows:
         row["checked"] = "; ".join(row.get("checked", [])) or None
+        if run.timed_out and row["outcome"] == "not run":
+            row["message"] = row["message"] or f"the tier's time limit ({timeout_s:.0f} s) came first"
     if practice:
         for row in rows:
-            row["outcome"] = "not run (rehearsal: no GPU)"
+            if row["outcome"] != "collection error":
+                row["outcome"] = "not run (rehearsal: no GPU)"
     return rows
+
+
+def _text(data) -> str:
+    return data.decode(errors="replace") if isinstance(data, bytes) else (data or "")
 
 
 # --- 3. run-to-run spread, 4. widget response ------------------------------------------------------
 
 
-def _run_sweep(name: str, practice: bool) -> pd.DataFrame:
-    return rehearsal.run_sweep(name) if practice else reference.load_all_sweeps()[name].run()
+def _run_sweep(name: str, practice: bool, quick: bool = False) -> pd.DataFrame:
+    if practice:
+        return rehearsal.run_sweep(name)
+    plan = plans.QUICK_PLANS.get(name) if quick else None
+    with plans.patched(plans.plan_patches(plan) if plan else []):
+        return reference.load_all_sweeps()[name].run()
 
 
 def spread(first: pd.DataFrame, second: pd.DataFrame, time_column: str = "median_ms") -> pd.DataFrame:
@@ -170,6 +270,38 @@ def widget_response_s(practice: bool) -> float:
     return elapsed
 
 
+# --- the plan: steps, estimates, budget -------------------------------------------------------------
+
+
+@dataclass
+class Step:
+    name: str  # "tier", "sweep <name>", "spread", "widget"
+    estimate_s: float
+    status: str = "pending"  # done, failed, skipped, not run
+    seconds: float | None = None
+    detail: str = ""
+
+
+def plan_steps(quick: bool, tests: Path = ROOT / "tests") -> list[Step]:
+    """Every step of a report with its estimated seconds on the GPU (the quick profile's model above;
+    a full report's sweeps are not estimated: its budget only stops it before the next step)."""
+    sweeps = sorted(reference.load_all_sweeps())
+    steps = [Step("tier", count_gpu_tests(tests) * TIER_S_PER_TEST)]
+    for name in sweeps:
+        plan = plans.QUICK_PLANS.get(name)
+        estimate = SWEEP_FIXED_S + (plan.measurements if plan else 10) * QUICK_S_PER_MEASUREMENT if quick else 0.0
+        steps.append(Step(f"sweep {name}", estimate))
+    spread_points = plans.QUICK_PLANS[SPREAD_SWEEP].measurements if quick else 13
+    steps.append(Step("spread", 2 * spread_points * QUICK_S_PER_MEASUREMENT if quick else 0.0))
+    steps.append(Step("widget", 6 * QUICK_S_PER_MEASUREMENT if quick else 0.0))
+    return steps
+
+
+def estimate_s(quick: bool = True) -> float:
+    """The report's estimated GPU-machine seconds, from its own plan (start-up included)."""
+    return STARTUP_S + sum(step.estimate_s for step in plan_steps(quick))
+
+
 # --- 5. the report ------------------------------------------------------------------------------------
 
 
@@ -179,9 +311,12 @@ class Report:
     data_folder: Path
     expectations: list[dict]
     spread: pd.DataFrame
-    widget_s: float
+    widget_s: float | None
     provenance: dict
-    written: list[Path]  # the files `make record` wrote, one per recorded sweep
+    written: list[Path]  # the files the recording wrote, one per recorded sweep
+    steps: list[Step] = field(default_factory=list)
+    tier: TierRun = field(default_factory=TierRun)
+    archive: Path | None = None
 
 
 def _table(rows: list[dict], columns: list[str]) -> str:
@@ -190,44 +325,66 @@ def _table(rows: list[dict], columns: list[str]) -> str:
             return "—"
         if isinstance(value, float):
             return f"{value:.4g}"
-        return str(value).replace("|", "\\|")
+        return str(value).replace("|", "\\|").replace("\n", " ")
 
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(cell(row.get(c)) for c in columns) + " |" for row in rows]
     return "\n".join(lines)
 
 
-def write_report(out: Path, *, practice: bool, expectations: list[dict], spread_table: pd.DataFrame,
-                 widget_s: float, meta: dict, data_folder: Path) -> Path:
+def write_report(out: Path, *, practice: bool, expectations: list[dict], spread_table: pd.DataFrame | None,
+                 widget_s: float | None, meta: dict, data_folder: Path, steps: list[Step] | None = None,
+                 tier: TierRun | None = None, quick: bool = False, budget_s: float | None = None,
+                 wall_s: float | None = None) -> Path:
     mark = ("**REHEARSAL** — made on a machine without a GPU: sweeps ran on Numba's simulator at small "
             "sizes and every time is a counted placeholder, not GPU performance. The GPU tier was "
             "collected, not run.\n\n" if practice else "")
+    if quick:
+        mark += ("**QUICK** — the validation profile: the harness's quick contract (≥ 0.1 s of GPU time a point) "
+                 "and fewer points per sweep (plans.QUICK_PLANS). Its recordings are kept under `quick/` and "
+                 "are never drawn by a lesson as a full recording.\n\n")
+    steps = steps or []
     passed = sum(r["outcome"] == "passed" for r in expectations)
-    counted = spread_table[spread_table.counts]
-    spread_line = (f"{len(counted)} of {len(spread_table)} points are ≥ 100 µs; "
-                   f"{int(counted.meets_target.sum())} of them within {SPREAD_TARGET:.0%}"
-                   + (f" (largest {counted.relative_spread.max():.2%})" if len(counted) else ""))
-    sections = [
-        f"# GPU report{' (REHEARSAL)' if practice else ''}: {meta['device']}\n",
-        mark,
-        "## Device and provenance\n",
-        "```json\n" + json.dumps(meta, indent=2, sort_keys=True) + "\n```\n",
-        f"## GPU expectations ({passed} of {len(expectations)} passed)\n",
-        "Where a test records them (`record_property`), the ratio and threshold have their own columns; "
-        "\"checked\" lists every passing assert with the values it compared (measured side, threshold).\n",
-        _table(expectations, ["lesson", "claim", "ratio", "threshold", "checked", "outcome", "message"]) + "\n",
-        f"## Harness run-to-run spread: {SPREAD_SWEEP} twice\n",
-        f"Target: ≤ {SPREAD_TARGET:.0%} for kernels of ≥ {SPREAD_MIN_MS * 1000:.0f} µs. {spread_line}.\n",
-        _table(spread_table.to_dict("records"), list(spread_table.columns)) + "\n",
-        "## Widget response\n",
-        f"Lesson 01's staircase chart, control moved to redrawn chart: {widget_s:.2f} s"
-        + (" (rehearsal: simulator time on the CPU)" if practice else "") + ".\n",
-        "## Recorded data\n",
-        f"`{data_folder.relative_to(out)}/`: every registered sweep's CSV and `provenance.json`. To "
-        "contribute it, copy the folder to `data/reference/` and open a pull request (README, "
-        "\"Contribute a recording\")." + (" A rehearsal folder is refused there." if practice else "") + "\n",
-    ]
-    recorded = json.loads((data_folder / reference.PROVENANCE_FILE).read_text())
+    sections = [f"# GPU report{' (REHEARSAL)' if practice else ''}{' (QUICK)' if quick else ''}: {meta['device']}\n",
+                mark]
+    if steps:
+        done = sum(s.status == "done" for s in steps)
+        clock = (f"Wall time so far: {wall_s:.0f} s" if wall_s is not None else "") + (
+            f" of a {budget_s:.0f} s budget" if budget_s else "")
+        sections += [f"## Steps ({done} of {len(steps)} done)\n",
+                     (clock + ". " if clock else "")
+                     + f"Estimated from the plan: {STARTUP_S + sum(s.estimate_s for s in steps):.0f} s "
+                     "(`python -m gpucourse gpu-report --plan`).\n",
+                     _table([s.__dict__ for s in steps], ["name", "status", "seconds", "estimate_s", "detail"]) + "\n"]
+    sections += ["## Device and provenance\n", "```json\n" + json.dumps(meta, indent=2, sort_keys=True) + "\n```\n",
+                 f"## GPU expectations ({passed} of {len(expectations)} passed)\n",
+                 "Where a test records them (`record_property`), the ratio and threshold have their own columns; "
+                 "\"checked\" lists every passing assert with the values it compared (measured side, threshold).\n",
+                 _table(expectations, ["lesson", "claim", "ratio", "threshold", "checked", "outcome", "seconds",
+                                       "message"]) + "\n"]
+    if tier is not None and tier.command:
+        status = "stopped at its time limit" if tier.timed_out else f"exit status {tier.returncode}"
+        errors = [r for r in expectations if r["outcome"] == "collection error"]
+        sections += [f"### The tier's run: {status}, {tier.seconds:.0f} s, {len(errors)} collection error(s)\n",
+                     f"`{tier.command}`\n", "```text\n" + (tier.stderr_tail or "(no output)")[-2500:] + "\n```\n"]
+    if spread_table is not None:
+        counted = spread_table[spread_table.counts]
+        spread_line = (f"{len(counted)} of {len(spread_table)} points are ≥ 100 µs; "
+                       f"{int(counted.meets_target.sum())} of them within {SPREAD_TARGET:.0%}"
+                       + (f" (largest {counted.relative_spread.max():.2%})" if len(counted) else ""))
+        sections += [f"## Harness run-to-run spread: {SPREAD_SWEEP} twice\n",
+                     f"Target: ≤ {SPREAD_TARGET:.0%} for kernels of ≥ {SPREAD_MIN_MS * 1000:.0f} µs. {spread_line}.\n",
+                     _table(spread_table.to_dict("records"), list(spread_table.columns)) + "\n"]
+    if widget_s is not None:
+        sections += ["## Widget response\n",
+                     f"Lesson 01's staircase chart, control moved to redrawn chart: {widget_s:.2f} s"
+                     + (" (rehearsal: simulator time on the CPU)" if practice else "") + ".\n"]
+    sections += ["## Recorded data\n",
+                 f"`{data_folder.relative_to(out)}/`: each recorded sweep's CSV and `provenance.json`. To "
+                 "contribute it, copy the folder to `data/reference/` and open a pull request (README, "
+                 "\"Contribute a recording\")." + (" A rehearsal folder is refused there." if practice else "") + "\n"]
+    meta_path = data_folder / reference.PROVENANCE_FILE
+    recorded = json.loads(meta_path.read_text()) if meta_path.exists() else {}
     stand_ins = [{"sweep": k, "what stands in for the GPU": v["stand_in"]}
                  for k, v in sorted(recorded.get("sweeps", {}).items()) if v.get("stand_in")]
     if stand_ins:
@@ -243,34 +400,159 @@ def write_report(out: Path, *, practice: bool, expectations: list[dict], spread_
     return path
 
 
-def build(out: Path, *, practice: bool = False, run_tier: bool = True) -> Report:
-    """Run everything and write the report (inside a rehearsal when ``practice``)."""
+def pack(out: Path) -> Path:
+    """Everything the report wrote, in one archive (the bytecode cache left out)."""
+    target = out / ARCHIVE
+    with tarfile.open(target, "w:gz") as tar:
+        for path in sorted(out.rglob("*")):
+            if path.is_file() and path != target and "pycache" not in path.relative_to(out).parts:
+                tar.add(path, arcname=str(Path(out.name) / path.relative_to(out)))
+    return target
+
+
+# --- running it: steps, state, resume --------------------------------------------------------------------
+
+
+def _signature(quick: bool, practice: bool) -> dict:
+    """What a resumed report must share with the one it continues: device, driver, stack, profile."""
+    meta = harness.provenance(rehearsal=practice)
+    keep = ("device", "compute_capability", "driver_release", "cuda_runtime", "nvrtc", "libraries")
+    return {"quick": quick, "rehearsal": practice, **{k: meta.get(k) for k in keep}}
+
+
+class _Stopped(Exception):
+    """SIGTERM (a scheduler's or `timeout`'s): write the report and the archive, then stop."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Stopped(f"stopped by signal {signum}")
+
+
+def build(out: Path, *, practice: bool = False, run_tier: bool = True, quick: bool = False,
+          budget_s: float | None = None, resume: bool = False) -> Report:
+    """Run every step and write the report after each one (inside a rehearsal when ``practice``)."""
     out = Path(out)
     if not practice and not runtime.is_gpu():
         raise NoGPU("make gpu-report needs a GPU and there is none here; "
                     "`make gpu-report REHEARSAL=1` rehearses it on the CPU")
+    started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
-    expectations = run_gpu_tier(out, practice=practice) if run_tier else []
-    command = "make gpu-report" + (" REHEARSAL=1" if practice else "")
+    command = "make gpu-report" + (" QUICK=1" if quick else "") + (" REHEARSAL=1" if practice else "")
+    context = rehearsal.rehearse if practice else contextlib.nullcontext
+    with context():
+        signature = _signature(quick, practice)
+    state_path = out / STATE_FILE
+    state = json.loads(state_path.read_text()) if resume and state_path.exists() else {}
+    if state and state.get("signature") != signature:
+        raise CourseError(f"{out} holds a report of another device, stack or profile: run without --resume "
+                          "(or give another --out)")
+    state = state or {"signature": signature, "steps": {}, "expectations": [], "tier": {}, "spread": None,
+                      "widget_s": None}
+    steps = plan_steps(quick) if run_tier else [s for s in plan_steps(quick) if s.name != "tier"]
+    for step in steps:
+        kept = state["steps"].get(step.name)
+        if kept and kept["status"] == "done":
+            step.status, step.seconds, step.detail = "done", kept["seconds"], kept["detail"] + " (resumed)"
     data_root = out / "data" / "reference"
+    folder = recording.folder_for(data_root, practice=practice, quick=quick)
+    tier = TierRun(**state["tier"]) if state["tier"] else TierRun()
+    results = {"written": [], "spread": None}
+    if state["spread"]:
+        results["spread"] = pd.DataFrame(state["spread"])
+    sticky = ""
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if _main_thread() else None
+    contract_before = os.environ.get("GPUCOURSE_MEASURE")
+    if quick:
+        os.environ["GPUCOURSE_MEASURE"] = "quick"  # this process's measurements; the tier's get it too
 
-    def body():
-        written = reference.record(root=data_root, command=command)
-        folder = written[0].parent if written else data_root / (rehearsal.SLUG if practice else runtime.device().slug)
-        table = spread(_run_sweep(SPREAD_SWEEP, practice), _run_sweep(SPREAD_SWEEP, practice))
-        if practice:  # the chart's own sweep at rehearsal sizes
-            with rehearsal._patched(rehearsal.plan_patches(rehearsal.SWEEP_PLANS["warps.staircase"])):
-                widget_s = widget_response_s(practice)
-        else:
-            widget_s = widget_response_s(practice)
+    def save(meta: dict) -> Path:
+        state["steps"] = {s.name: s.__dict__ for s in steps}
+        state["tier"] = tier.__dict__
+        state_path.write_text(json.dumps(state, indent=1, default=str))
+        return write_report(out, practice=practice, expectations=state["expectations"], spread_table=results["spread"],
+                            widget_s=state["widget_s"], meta=meta, data_folder=folder, steps=steps, tier=tier,
+                            quick=quick, budget_s=budget_s, wall_s=time.monotonic() - started)
+
+    with context():
         meta = harness.provenance(command, rehearsal=practice)
-        return folder, table, widget_s, meta, written
+    path = save(meta)
+    try:
+        for step in steps:
+            if step.status == "done":
+                continue
+            left = None if budget_s is None else budget_s - (time.monotonic() - started) - RESERVE_S
+            if sticky:
+                step.status, step.detail = "not run", sticky
+            elif left is not None and (left <= 0 or step.estimate_s > left):
+                step.status = "skipped"
+                step.detail = f"the budget: {max(left, 0):.0f} s left, estimate {step.estimate_s:.0f} s"
+            else:
+                sticky = _run_step(step, out, data_root, command, practice, quick, left, state, tier, results, context)
+            path = save(meta)
+    except (_Stopped, KeyboardInterrupt) as stopped:
+        for step in steps:
+            if step.status == "pending":
+                step.status, step.detail = "not run", str(stopped) or "interrupted"
+        path = save(meta)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        if contract_before is None:
+            os.environ.pop("GPUCOURSE_MEASURE", None)
+        else:
+            os.environ["GPUCOURSE_MEASURE"] = contract_before
+    with context():
+        meta = harness.provenance(command, rehearsal=practice)
+    path = save(meta)
+    archive = pack(out)
+    return Report(path, folder, state["expectations"], results["spread"], state["widget_s"], meta, results["written"],
+                  steps, tier, archive)
 
-    if practice:
-        with rehearsal.rehearse():
-            folder, table, widget_s, meta, written = body()
-    else:
-        folder, table, widget_s, meta, written = body()
-    path = write_report(out, practice=practice, expectations=expectations, spread_table=table,
-                        widget_s=widget_s, meta=meta, data_folder=folder)
-    return Report(path, folder, expectations, table, widget_s, meta, written)
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _run_step(step: Step, out: Path, data_root: Path, command: str, practice: bool, quick: bool,
+              left: float | None, state: dict, tier: TierRun, results: dict, context) -> str:
+    """Run one step, record its outcome on ``step``; returns why later GPU steps cannot run ("" if they can)."""
+    began = time.monotonic()
+    try:
+        if step.name == "tier":
+            state["expectations"] = run_gpu_tier(out, practice=practice, quick=quick, run=tier,
+                                                 timeout_s=None if left is None else max(left * 0.6, 30.0))
+            counts = pd.Series([r["outcome"] for r in state["expectations"]]).value_counts().to_dict()
+            step.detail = ", ".join(f"{n} {k}" for k, n in counts.items()) + (
+                "; stopped at its time limit" if tier.timed_out else f"; pytest exit status {tier.returncode}")
+        elif step.name.startswith("sweep "):
+            name = step.name.removeprefix("sweep ")
+            with context():
+                written = recording.record([name], root=data_root, command=command, quick=quick)
+            results["written"] += written
+            step.detail = f"{len(pd.read_csv(written[0]))} rows" if written else "not rehearsable on the simulator"
+        elif step.name == "spread":
+            with context(), plans.patched(plans.plan_patches(rehearsal.SWEEP_PLANS[SPREAD_SWEEP]) if practice else []):
+                table = spread(_run_sweep(SPREAD_SWEEP, practice, quick), _run_sweep(SPREAD_SWEEP, practice, quick))
+            results["spread"], state["spread"] = table, table.to_dict("records")
+            step.detail = f"{int(table.meets_target.sum())} of {len(table)} points meet the target"
+        elif step.name == "widget":
+            if util.find_spec("ipywidgets") is None:
+                step.status = "skipped"
+                step.detail = "ipywidgets is not installed here (the validation wheelhouse has it)"
+                return ""
+            with context(), plans.patched(plans.plan_patches(rehearsal.SWEEP_PLANS[SPREAD_SWEEP]) if practice else []):
+                state["widget_s"] = widget_response_s(practice)
+            step.detail = f"{state['widget_s']:.2f} s"
+        step.status = "done"
+        return ""
+    except (_Stopped, KeyboardInterrupt):
+        step.status, step.detail = "not run", "interrupted"
+        raise
+    except Exception as exc:  # one step's failure is a finding: report it and go on
+        line = explain_gpu_error(exc, step.name) or f"{type(exc).__name__}: {exc}"
+        step.status, step.detail = "failed", " ".join(line.split())[:400]
+        return (f"not run: after {step.name}'s error the GPU context is unusable" if RESTART in line else "")
+    finally:
+        step.seconds = round(time.monotonic() - began, 1)
