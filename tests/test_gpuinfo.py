@@ -23,7 +23,35 @@ class FakeNVML:
         return 0
 
     def nvmlDeviceGetHandleByIndex_v2(self, index, handle):
+        self.asked = ("index", index)
         return 999 if self.fail else 0
+
+    def nvmlDeviceGetHandleByPciBusId_v2(self, bus_id, handle):
+        self.asked = ("bus id", bus_id)
+        return 999 if self.fail else 0
+
+    def _answer(self, out, number):
+        out._obj.value = number
+        return 0
+
+    def nvmlDeviceGetClockInfo(self, handle, kind, out):
+        return self._answer(out, {1: 1755, 2: 2619}[kind])
+
+    def nvmlDeviceGetMaxClockInfo(self, handle, kind, out):
+        return self._answer(out, 1980)
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle, out):
+        return self._answer(out, 700_000)
+
+    def nvmlDeviceGetPersistenceMode(self, handle, out):
+        return self._answer(out, 1)
+
+    def nvmlDeviceGetEccMode(self, handle, current, pending):
+        current._obj.value = 1
+        return 0
+
+    def nvmlDeviceGetMigMode(self, handle, current, pending):
+        return 3  # NVML_ERROR_NOT_SUPPORTED: a GPU without MIG
 
     def nvmlDeviceGetComputeRunningProcesses_v3(self, handle, count, infos):
         if infos is None:
@@ -66,10 +94,34 @@ def test_provenance_records_each_version_under_its_true_name(monkeypatch):
     assert set(harness.REQUIRED_PROVENANCE) <= set(record) and record["command"] == "make record"
 
 
+def test_nvml_finds_the_cuda_device_by_its_pci_bus_id_not_index_0():
+    nvml = FakeNVML(pids=[1])
+    assert gpuinfo.compute_processes(nvml, pci_bus_id="00000000:1B:00.0") == [1]
+    assert nvml.asked == ("bus id", b"00000000:1B:00.0")
+    gpuinfo.compute_processes(nvml, pci_bus_id=None)  # unknown id (no GPU here): NVML's first GPU
+    assert nvml.asked == ("index", 0)
+
+
+def test_board_facts_make_recordings_comparable():
+    facts = gpuinfo.board(FakeNVML(), pci_bus_id="00000000:1B:00.0")
+    assert facts == {"pci_bus_id": "00000000:1B:00.0", "sm_clock_mhz": 1755, "sm_clock_max_mhz": 1980,
+                     "memory_clock_mhz": 2619, "power_limit_w": 700.0, "ecc": "on", "mig": None,
+                     "persistence": "on"}
+    unknown = gpuinfo.board(FakeNVML(fail=True), pci_bus_id=None)
+    assert unknown["sm_clock_mhz"] is None and unknown["power_limit_w"] is None
+
+
+def test_provenance_names_the_course_commit():
+    version = harness.course_version()
+    assert set(version) == {"commit", "dirty"}
+    assert version["commit"] is None or len(version["commit"]) == 12
+    assert harness.provenance("x")["course"] == version
+
+
 def test_nvml_process_list_through_ctypes_structures():
-    assert gpuinfo.compute_processes(FakeNVML(pids=[])) == []
-    assert gpuinfo.compute_processes(FakeNVML(pids=[4242, 77])) == [4242, 77]
-    assert gpuinfo.compute_processes(FakeNVML(fail=True)) is None
+    assert gpuinfo.compute_processes(FakeNVML(pids=[]), pci_bus_id=None) == []
+    assert gpuinfo.compute_processes(FakeNVML(pids=[4242, 77]), pci_bus_id=None) == [4242, 77]
+    assert gpuinfo.compute_processes(FakeNVML(fail=True), pci_bus_id=None) is None
     assert ctypes.sizeof(gpuinfo._ProcessInfo) == 24  # nvmlProcessInfo_t v2/v3
 
 

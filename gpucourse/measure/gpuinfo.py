@@ -7,7 +7,11 @@
 * ``cuda_runtime()``: the CUDA runtime (libcudart) CuPy runs on (``cudaRuntimeGetVersion``);
 * ``nvrtc()``: the NVRTC that numba-cuda compiles kernels with;
 * ``gpu_sharing()``: whether other processes have a context on this GPU (NVML's
-  ``nvmlDeviceGetComputeRunningProcesses``): "alone", "shared" or "unknown".
+  ``nvmlDeviceGetComputeRunningProcesses``): "alone", "shared" or "unknown";
+* ``board()``: clocks, power limit, ECC, MIG and persistence mode of the same GPU.
+
+NVML numbers GPUs in PCI order and ignores ``CUDA_VISIBLE_DEVICES``, so the GPU CUDA runs on is
+found by its PCI bus id (``nvmlDeviceGetHandleByPciBusId_v2``), never by NVML's index 0.
 
 Every function answers None (or "unknown") rather than guess when its source is missing, and
 takes its source as an argument so that tests can hand it a stand-in.
@@ -112,13 +116,34 @@ class _ProcessInfo(ctypes.Structure):
                 ("gpuInstanceId", ctypes.c_uint), ("computeInstanceId", ctypes.c_uint)]
 
 
-def compute_processes(nvml=None, index: int = 0) -> list[int] | None:
-    """PIDs with a compute context on GPU ``index``; None when NVML cannot tell."""
+def cuda_pci_bus_id() -> str | None:
+    """The PCI bus id of the GPU numba-cuda runs on, as NVML writes it ("00000000:1B:00.0")."""
+    try:
+        from numba import cuda
+
+        device = cuda.get_current_device()
+        return f"{device.PCI_DOMAIN_ID:08X}:{device.PCI_BUS_ID:02X}:{device.PCI_DEVICE_ID:02X}.0"
+    except Exception:  # no GPU, or a numba-cuda without these attributes: NVML's index 0 then
+        return None
+
+
+def nvml_handle(nvml, pci_bus_id: str | None = None):
+    """NVML's handle of the CUDA device (by PCI bus id; index 0 only when the id is unknown)."""
+    handle = ctypes.c_void_p()
+    if pci_bus_id:
+        status = nvml.nvmlDeviceGetHandleByPciBusId_v2(pci_bus_id.encode(), ctypes.byref(handle))
+    else:
+        status = nvml.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(handle))
+    return handle if status == NVML_SUCCESS else None
+
+
+def compute_processes(nvml=None, pci_bus_id: str | None | type = ...) -> list[int] | None:
+    """PIDs with a compute context on the CUDA device; None when NVML cannot tell."""
     nvml = nvml if nvml is not None else _load_nvml()
     if nvml is None:
         return None
-    handle = ctypes.c_void_p()
-    if nvml.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(handle)) != NVML_SUCCESS:
+    handle = nvml_handle(nvml, cuda_pci_bus_id() if pci_bus_id is ... else pci_bus_id)
+    if handle is None:
         return None
     count = ctypes.c_uint(0)
     status = nvml.nvmlDeviceGetComputeRunningProcesses_v3(handle, ctypes.byref(count), None)
@@ -131,6 +156,38 @@ def compute_processes(nvml=None, index: int = 0) -> list[int] | None:
     if nvml.nvmlDeviceGetComputeRunningProcesses_v3(handle, ctypes.byref(count), infos) != NVML_SUCCESS:
         return None
     return [infos[i].pid for i in range(count.value)]
+
+
+NVML_CLOCK_SM, NVML_CLOCK_MEM = 1, 2  # nvmlClockType_t
+
+
+def board(nvml=None, pci_bus_id: str | None | type = ...) -> dict:
+    """Clocks (current and maximum, MHz), enforced power limit (W), ECC, MIG and persistence mode of
+    the CUDA device, each None when NVML does not answer: what makes two recordings comparable."""
+    names = ("pci_bus_id", "sm_clock_mhz", "sm_clock_max_mhz", "memory_clock_mhz", "power_limit_w", "ecc", "mig",
+             "persistence")
+    facts = dict.fromkeys(names)
+    nvml = nvml if nvml is not None else _load_nvml()
+    facts["pci_bus_id"] = cuda_pci_bus_id() if pci_bus_id is ... else pci_bus_id
+    handle = nvml_handle(nvml, facts["pci_bus_id"]) if nvml is not None else None
+    if handle is None:
+        return facts
+    value, pending = ctypes.c_uint(0), ctypes.c_uint(0)
+
+    def ask(call, *args) -> int | None:
+        return value.value if getattr(nvml, call)(handle, *args, ctypes.byref(value)) == NVML_SUCCESS else None
+
+    facts["sm_clock_mhz"] = ask("nvmlDeviceGetClockInfo", NVML_CLOCK_SM)
+    facts["sm_clock_max_mhz"] = ask("nvmlDeviceGetMaxClockInfo", NVML_CLOCK_SM)
+    facts["memory_clock_mhz"] = ask("nvmlDeviceGetClockInfo", NVML_CLOCK_MEM)
+    milliwatts = ask("nvmlDeviceGetEnforcedPowerLimit")
+    facts["power_limit_w"] = None if milliwatts is None else milliwatts / 1000
+    persistence = ask("nvmlDeviceGetPersistenceMode")
+    facts["persistence"] = None if persistence is None else ("on" if persistence else "off")
+    for key, call in (("ecc", "nvmlDeviceGetEccMode"), ("mig", "nvmlDeviceGetMigMode")):
+        if getattr(nvml, call)(handle, ctypes.byref(value), ctypes.byref(pending)) == NVML_SUCCESS:
+            facts[key] = "on" if value.value else "off"
+    return facts
 
 
 @dataclass(frozen=True)

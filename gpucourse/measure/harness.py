@@ -464,13 +464,30 @@ def _version(package: str) -> str | None:
         return None
 
 
-LIBRARIES = ("gpucourse", "numba", "numba-cuda", "numpy", "cupy-cuda13x", "torch", "cuda-bindings",
-             "nvidia-cuda-runtime", "nvidia-cuda-nvrtc")
+LIBRARIES = ("gpucourse", "numba", "numba-cuda", "numpy", "cupy-cuda13x", "cupy-cuda12x", "torch", "cuda-bindings",
+             "nvidia-cuda-runtime", "nvidia-cuda-nvrtc", "nvidia-cuda-runtime-cu12", "nvidia-cuda-nvrtc-cu12")
 # What every recording's provenance must state (a contributed data/reference/<gpu>/ is refused
 # without them): the device, the software stack each under its true name, when and how.
 REQUIRED_PROVENANCE = ("device", "compute_capability", "sm_count", "memory_bytes", "l2_bytes",
                        "driver_release", "driver_api", "cuda_runtime", "nvrtc", "python", "libraries",
                        "gpu_sharing", "date", "command")
+
+
+@functools.cache
+def course_version() -> dict:
+    """The course's own commit and whether the checkout had changes (a checkout has no installed version)."""
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    try:
+        def git(*args):
+            return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                                  timeout=10, check=True).stdout.strip()
+
+        return {"commit": git("rev-parse", "--short=12", "HEAD"), "dirty": bool(git("status", "--porcelain", "-uno"))}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
 
 
 @functools.cache
@@ -489,7 +506,7 @@ def provenance(command: str | None = None, *, rehearsal: bool = False) -> dict:
                               "none (rehearsal on the simulator)")
         sharing = "none (rehearsal on the simulator)"
     else:
-        stack = software_stack()
+        stack = {**software_stack(), "board": gpuinfo.board() if runtime.is_gpu() else {}}
         sharing = gpuinfo.gpu_sharing().state if runtime.is_gpu() else "no GPU"
     record = {
         "device": info.name,
@@ -501,6 +518,7 @@ def provenance(command: str | None = None, *, rehearsal: bool = False) -> dict:
         **stack,
         "python": platform.python_version(),
         "libraries": {name: _version(name) for name in LIBRARIES},
+        "course": course_version(),
         "gpu_sharing": sharing,
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": command or " ".join(["python", *sys.argv]),
