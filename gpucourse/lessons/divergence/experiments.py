@@ -52,7 +52,7 @@ from gpucourse.lessons.divergence.model import (
     trace_flags,
     warp_table,
 )
-from gpucourse.measure import reference, runtime
+from gpucourse.measure import harness, reference, runtime
 from gpucourse.measure.harness import measure
 
 SWEEP_FRACTIONS = (0.0, 1 / 32, 1 / 8, 1 / 4, 1 / 2, 3 / 4, 7 / 8, 31 / 32, 1.0)
@@ -254,7 +254,7 @@ def _fraction_sweep() -> pd.DataFrame:
 
 @functools.lru_cache(maxsize=16)
 def _live_curve(body_a: int, body_b: int) -> pd.DataFrame:
-    return measure_fraction_curve(body_a, body_b, min_total_ms=30.0)
+    return measure_fraction_curve(body_a, body_b, min_total_ms=harness.LIVE_MIN_TOTAL_MS)
 
 
 def _needs_gpu(what: str) -> None:

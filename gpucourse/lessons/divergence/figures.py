@@ -44,7 +44,7 @@ from gpucourse.lessons.divergence.model import (
     simt_table,
     warp_table,
 )
-from gpucourse.measure import reference, runtime
+from gpucourse.measure import harness, reference, runtime
 from gpucourse.viz import charts, cited
 
 
@@ -221,7 +221,7 @@ def predicated_figure() -> go.Figure:
     """The trivial branch: interleaved vs clustered lanes at each fraction (measured or recorded)."""
     if runtime.is_gpu():
         data = measure_fraction_curve(1, 1, kernel="predicated", placements=("interleaved", "clustered"),
-                                      min_total_ms=30.0)
+                                      min_total_ms=harness.LIVE_MIN_TOTAL_MS)
         source = charts.source_caption("measured", f"{runtime.device().name}, {GPU_THREADS:,} threads")
     else:
         data, rec = _recorded_curve(1, 1, kernel="predicated")

@@ -11,7 +11,7 @@ from gpucourse import validate
 from gpucourse.hardware import WARP_SIZE
 from gpucourse.lessons.warps.experiments import STAIRCASE_THREADS, measure_staircase
 from gpucourse.lessons.warps.model import lane_map, staircase_model
-from gpucourse.measure import reference, runtime
+from gpucourse.measure import harness, reference, runtime
 from gpucourse.viz import charts, cited
 
 
@@ -47,7 +47,9 @@ def staircase_figure(max_threads: int = 128) -> go.Figure:
     max_threads = validate.integer("largest block size", max_threads, minimum=1, maximum=1024)
     threads = [t for t in STAIRCASE_THREADS if t <= max_threads] or [max_threads]
     if runtime.is_gpu():
-        data, source = measure_staircase(threads), charts.source_caption("measured", runtime.device().name)
+        # a widget redraws this chart: the live contract, as lesson 02's explorer (measure.harness)
+        data = measure_staircase(threads, min_total_ms=harness.LIVE_MIN_TOTAL_MS)
+        source = charts.source_caption("measured", runtime.device().name)
     else:
         rec = reference.load("warps.staircase")
         data = None if rec is None else rec.data[rec.data.threads_per_block <= max_threads]
