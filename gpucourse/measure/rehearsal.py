@@ -126,7 +126,7 @@ def _flusher(xp=None, l2_bytes=None):
     return harness._l2_flusher(xp=np, l2_bytes=l2_bytes or DEVICE.l2_bytes)
 
 
-def _device_view(array):
+def _device_view(array, sync=True):
     """``cuda.as_cuda_array`` on the simulator: its kernels take NumPy arrays as they are."""
     if not isinstance(array, np.ndarray):
         raise TypeError(f"the rehearsal has NumPy arrays only, got {type(array).__name__}")
