@@ -126,3 +126,24 @@ def test_spread_table_survives_the_state_file(tmp_path):
     table = gpureport.spread(pd.DataFrame({"t": [1, 2], "median_ms": [1.0, 2.0]}),
                              pd.DataFrame({"t": [1, 2], "median_ms": [1.01, 2.0]}))
     assert pd.DataFrame(json.loads(json.dumps(table.to_dict("records")))).equals(table)
+
+
+def test_a_stopped_report_still_writes_its_report_and_archive(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "report"
+    env = {**os.environ, "PYTHONPATH": str(gpureport.ROOT)}
+    child = subprocess.Popen([sys.executable, "-m", "gpucourse", "gpu-report", "--rehearsal", "--quick", "--out",
+                              str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while not (out / "gpu-report.md").exists() and time.monotonic() < deadline and child.poll() is None:
+        time.sleep(0.2)  # the report is first written before any step runs: that is the signal to stop it
+    child.send_signal(signal.SIGTERM)
+    output, _ = child.communicate(timeout=120)
+    text = (out / "gpu-report.md").read_text()
+    assert "stopped by signal 15" in text, output[-2000:]
+    assert "| tier | not run |" in text and (out / gpureport.ARCHIVE).exists()

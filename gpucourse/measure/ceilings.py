@@ -37,7 +37,11 @@ _FRESH: list[set[str]] = []  # inside fresh(): the ceilings already measured aga
 @contextlib.contextmanager
 def fresh():
     """Inside the block each ceiling is measured again the first time it is asked for: a recording
-    never carries a ceiling cached on another day, under another load or stack (``make record``)."""
+    never carries a ceiling cached on another day, under another load or stack (``make record``).
+    Nested blocks share the outer one's (gpu-report records sweep by sweep: measured once per report)."""
+    if _FRESH:
+        yield
+        return
     _FRESH.append(set())
     try:
         yield

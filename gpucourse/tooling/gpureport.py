@@ -459,7 +459,6 @@ def build(out: Path, *, practice: bool = False, run_tier: bool = True, quick: bo
     results = {"written": [], "spread": None}
     if state["spread"]:
         results["spread"] = pd.DataFrame(state["spread"])
-    sticky = ""
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if _main_thread() else None
     contract_before = os.environ.get("GPUCOURSE_MEASURE")
     if quick:
@@ -475,25 +474,16 @@ def build(out: Path, *, practice: bool = False, run_tier: bool = True, quick: bo
 
     with context():
         meta = harness.provenance(command, rehearsal=practice)
-    path = save(meta)
+    save(meta)
     try:
-        for step in steps:
-            if step.status == "done":
-                continue
-            left = None if budget_s is None else budget_s - (time.monotonic() - started) - RESERVE_S
-            if sticky:
-                step.status, step.detail = "not run", sticky
-            elif left is not None and (left <= 0 or step.estimate_s > left):
-                step.status = "skipped"
-                step.detail = f"the budget: {max(left, 0):.0f} s left, estimate {step.estimate_s:.0f} s"
-            else:
-                sticky = _run_step(step, out, data_root, command, practice, quick, left, state, tier, results, context)
-            path = save(meta)
+        with ceilings_fresh(practice):
+            _run_steps(steps, budget_s, started, out, data_root, command, practice, quick, state, tier, results,
+                       context, save, meta)
     except (_Stopped, KeyboardInterrupt) as stopped:
         for step in steps:
             if step.status == "pending":
                 step.status, step.detail = "not run", str(stopped) or "interrupted"
-        path = save(meta)
+        save(meta)
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
@@ -507,6 +497,32 @@ def build(out: Path, *, practice: bool = False, run_tier: bool = True, quick: bo
     archive = pack(out)
     return Report(path, folder, state["expectations"], results["spread"], state["widget_s"], meta, results["written"],
                   steps, tier, archive)
+
+
+def ceilings_fresh(practice: bool):
+    """Every ceiling measured once for this report, never taken from another day's cache."""
+    if practice:
+        return contextlib.nullcontext()
+    from gpucourse.measure import ceilings
+
+    return ceilings.fresh()
+
+
+def _run_steps(steps, budget_s, started, out, data_root, command, practice, quick, state, tier, results, context,
+               save, meta) -> None:
+    sticky = ""
+    for step in steps:
+        if step.status == "done":
+            continue
+        left = None if budget_s is None else budget_s - (time.monotonic() - started) - RESERVE_S
+        if sticky:
+            step.status, step.detail = "not run", sticky
+        elif left is not None and (left <= 0 or step.estimate_s > left):
+            step.status = "skipped"
+            step.detail = f"the budget: {max(left, 0):.0f} s left, estimate {step.estimate_s:.0f} s"
+        else:
+            sticky = _run_step(step, out, data_root, command, practice, quick, left, state, tier, results, context)
+        save(meta)
 
 
 def _main_thread() -> bool:
