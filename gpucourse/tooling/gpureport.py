@@ -45,6 +45,7 @@ import pandas as pd
 
 from gpucourse.errors import RESTART, CourseError, NoGPU, explain_gpu_error
 from gpucourse.measure import harness, plans, recording, reference, rehearsal, runtime
+from gpucourse.tooling import plainrun
 
 ROOT = Path(__file__).resolve().parents[2]
 SPREAD_SWEEP = "warps.staircase"
@@ -294,6 +295,8 @@ def plan_steps(quick: bool, tests: Path = ROOT / "tests") -> list[Step]:
     spread_points = plans.QUICK_PLANS[SPREAD_SWEEP].measurements if quick else 13
     steps.append(Step("spread", 2 * spread_points * QUICK_S_PER_MEASUREMENT if quick else 0.0))
     steps.append(Step("widget", 6 * QUICK_S_PER_MEASUREMENT if quick else 0.0))
+    if not quick:  # the full report also runs every lesson and lab solution as plain Python, in GPU mode
+        steps += [Step(f"plain {path.stem}", 0.0) for path in plainrun.sources()]
     return steps
 
 
@@ -553,6 +556,18 @@ def _run_step(step: Step, out: Path, data_root: Path, command: str, practice: bo
                 table = spread(_run_sweep(SPREAD_SWEEP, practice, quick), _run_sweep(SPREAD_SWEEP, practice, quick))
             results["spread"], state["spread"] = table, table.to_dict("records")
             step.detail = f"{int(table.meets_target.sum())} of {len(table)} points meet the target"
+        elif step.name.startswith("plain "):
+            if practice:
+                step.status = "skipped"
+                step.detail = "a rehearsal: tests/test_notebooks.py runs every lesson on the CPU"
+                return ""
+            stem = step.name.removeprefix("plain ")
+            done = plainrun.run(next(p for p in plainrun.sources() if p.stem == stem),
+                                timeout_s=600.0 if left is None else max(left, 1.0))
+            step.detail = done.detail
+            if not done.ok:
+                step.status = "failed"
+                return ""
         elif step.name == "widget":
             if util.find_spec("ipywidgets") is None:
                 step.status = "skipped"
