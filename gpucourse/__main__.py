@@ -13,7 +13,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gpucourse", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     setup = sub.add_parser("setup", help="make .venv with the stack for this machine (what `make setup` does)")
-    setup.add_argument("--cuda", choices=("13", "12", "sim"), help="the stack (default: from the NVIDIA driver)")
+    setup.add_argument("--cuda", choices=("13", "12", "sim", "system"),
+                       help="the stack (default: from the NVIDIA driver; system: the site's own, offline)")
+    setup.add_argument("--wheelhouse", help="the system stack's wheels (default: wheelhouse/)")
     sub.add_parser("doctor", help="pre-flight check for learners and instructors")
     rec = sub.add_parser("record", help="run every registered sweep on this GPU into data/reference/")
     rec.add_argument("sweeps", nargs="*", help="sweep names (default: all)")
@@ -46,7 +48,8 @@ def _run(args) -> int:
     if args.command == "setup":
         from gpucourse.tooling.install import main as install
 
-        return install(["--cuda", args.cuda] if args.cuda else [])
+        return install((["--cuda", args.cuda] if args.cuda else [])
+                       + (["--wheelhouse", args.wheelhouse] if args.wheelhouse else []))
     if args.command == "compile-check":
         from gpucourse.tooling.compilecheck import main as compile_check
 
