@@ -84,8 +84,8 @@ mutate: setup ## the mutation pass: break each rule on tools/mutate.py's list, e
 test-platforms: setup ## other environments: no CUDA package (macOS/Windows), CUDA 12, Colab-like, Python 3.13
 	$(PY) tests/platforms.py
 
-doctor: setup ## the pre-flight check: versions, mode, GPU, a 10-second sanity benchmark
-	$(PY) -m gpucourse doctor
+doctor: setup ## the pre-flight check: versions, mode, GPU, a 10-second sanity benchmark (HEADLESS=1: no JupyterLab)
+	$(PY) -m gpucourse doctor $(if $(HEADLESS),--headless)
 
 record: setup ## run every registered sweep on this GPU and write data/reference/<gpu>/
 	$(PY) -m gpucourse record

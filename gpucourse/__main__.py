@@ -16,7 +16,9 @@ def main(argv: list[str] | None = None) -> int:
     setup.add_argument("--cuda", choices=("13", "12", "sim", "system"),
                        help="the stack (default: from the NVIDIA driver; system: the site's own, offline)")
     setup.add_argument("--wheelhouse", help="the system stack's wheels (default: wheelhouse/)")
-    sub.add_parser("doctor", help="pre-flight check for learners and instructors")
+    doctor = sub.add_parser("doctor", help="pre-flight check for learners and instructors")
+    doctor.add_argument("--headless", action="store_true",
+                        help="a validation host without JupyterLab: check everything but jupyterlab/nbgrader/jupytext")
     rec = sub.add_parser("record", help="run every registered sweep on this GPU into data/reference/")
     rec.add_argument("sweeps", nargs="*", help="sweep names (default: all)")
     rec.add_argument("--list", action="store_true", help="list the registered sweeps and exit")
@@ -57,7 +59,7 @@ def _run(args) -> int:
     if args.command == "doctor":
         from gpucourse.tooling.doctor import run_doctor
 
-        return run_doctor()
+        return run_doctor(headless=args.headless)
     if args.command == "record":
         from gpucourse.measure import reference
 
