@@ -11,6 +11,7 @@ no dependencies; then SHA256SUMS over the folder's wheels (setup checks them) an
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -19,8 +20,18 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "gpucourse" / "tooling"))
-import sitestack  # noqa: E402  (standard library only: this machine needs no course environment)
+
+
+def _load_sitestack():
+    """gpucourse/tooling/sitestack.py by its path: standard library only, so this machine needs no course
+    environment (importing the gpucourse package would probe for a GPU)."""
+    spec = importlib.util.spec_from_file_location("sitestack", ROOT / "gpucourse" / "tooling" / "sitestack.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+sitestack = _load_sitestack()
 
 LEGACY_MANYLINUX = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}  # PEP 599/571/513 names of glibc 2.x
 
