@@ -5,9 +5,14 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 PORT ?= 8888
-# The Python that makes .venv (3.11, 3.12 or 3.13); CUDA=12, 13 or sim picks the stack by hand.
+# The Python that makes .venv (3.11, 3.12 or 3.13); CUDA=12, 13 or sim picks the stack by hand; CUDA=system
+# keeps the CUDA stack already installed for PYTHON and adds the course's own wheels from WHEELHOUSE, offline.
 PYTHON ?= python3
 CUDA ?=
+WHEELHOUSE ?=
+# make wheelhouse: the Python version and platform of the machine that will use it (default: this one's)
+PYVER ?=
+PLATFORM ?=
 
 ifneq ($(filter gpucourse gpucourse-cu12,$(CONDA_DEFAULT_ENV)),)
 PY := python
@@ -19,17 +24,20 @@ endif
 
 LABS := $(notdir $(wildcard solutions/lab*))
 
-.PHONY: help setup lab test test-extra test-fast test-gpu test-platforms lint notebooks labs check-generated grade feedback doctor record gpu-report mutate book clean
+.PHONY: help setup wheelhouse lab test test-extra test-fast test-gpu test-platforms lint notebooks labs check-generated grade feedback doctor record gpu-report mutate book clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 
-setup: ## make .venv for this machine: CUDA 13 or 12 stack from the driver (CUDA=12|13|sim to choose)
+setup: ## make .venv for this machine: CUDA 13 or 12 stack from the driver (CUDA=12|13|sim|system to choose)
 ifeq ($(STAMP),.setup-conda.stamp)
 	@$(MAKE) -s $(STAMP)
 else
-	@$(PYTHON) gpucourse/tooling/install.py $(if $(CUDA),--cuda $(CUDA))
+	@$(PYTHON) gpucourse/tooling/install.py $(if $(CUDA),--cuda $(CUDA)) $(if $(WHEELHOUSE),--wheelhouse $(WHEELHOUSE))
 endif
+
+wheelhouse: ## on a connected machine: the wheels CUDA=system adds (PYVER=3.12 PLATFORM=manylinux_2_28_x86_64)
+	$(PYTHON) tools/wheelhouse.py $(if $(PYVER),--python-version $(PYVER)) $(if $(PLATFORM),--platform $(PLATFORM)) --dest $(or $(WHEELHOUSE),wheelhouse)
 
 .setup-conda.stamp: pyproject.toml
 	python -m pip install -q --no-deps -e .
@@ -76,8 +84,8 @@ mutate: setup ## the mutation pass: break each rule on tools/mutate.py's list, e
 test-platforms: setup ## other environments: no CUDA package (macOS/Windows), CUDA 12, Colab-like, Python 3.13
 	$(PY) tests/platforms.py
 
-doctor: setup ## the pre-flight check: versions, mode, GPU, a 10-second sanity benchmark
-	$(PY) -m gpucourse doctor
+doctor: setup ## the pre-flight check: versions, mode, GPU, a 10-second sanity benchmark (HEADLESS=1: no JupyterLab)
+	$(PY) -m gpucourse doctor $(if $(HEADLESS),--headless)
 
 record: setup ## run every registered sweep on this GPU and write data/reference/<gpu>/
 	$(PY) -m gpucourse record

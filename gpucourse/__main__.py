@@ -13,8 +13,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gpucourse", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     setup = sub.add_parser("setup", help="make .venv with the stack for this machine (what `make setup` does)")
-    setup.add_argument("--cuda", choices=("13", "12", "sim"), help="the stack (default: from the NVIDIA driver)")
-    sub.add_parser("doctor", help="pre-flight check for learners and instructors")
+    setup.add_argument("--cuda", choices=("13", "12", "sim", "system"),
+                       help="the stack (default: from the NVIDIA driver; system: the site's own, offline)")
+    setup.add_argument("--wheelhouse", help="the system stack's wheels (default: wheelhouse/)")
+    doctor = sub.add_parser("doctor", help="pre-flight check for learners and instructors")
+    doctor.add_argument("--headless", action="store_true",
+                        help="a validation host without JupyterLab: check everything but jupyterlab/nbgrader/jupytext")
     rec = sub.add_parser("record", help="run every registered sweep on this GPU into data/reference/")
     rec.add_argument("sweeps", nargs="*", help="sweep names (default: all)")
     rec.add_argument("--list", action="store_true", help="list the registered sweeps and exit")
@@ -52,7 +56,8 @@ def _run(args) -> int:
     if args.command == "setup":
         from gpucourse.tooling.install import main as install
 
-        return install(["--cuda", args.cuda] if args.cuda else [])
+        return install((["--cuda", args.cuda] if args.cuda else [])
+                       + (["--wheelhouse", args.wheelhouse] if args.wheelhouse else []))
     if args.command == "compile-check":
         from gpucourse.tooling.compilecheck import main as compile_check
 
@@ -60,7 +65,7 @@ def _run(args) -> int:
     if args.command == "doctor":
         from gpucourse.tooling.doctor import run_doctor
 
-        return run_doctor()
+        return run_doctor(headless=args.headless)
     if args.command == "record":
         from gpucourse.measure import recording, reference
 

@@ -4,6 +4,9 @@ Prints Python and package versions, the mode, the GPU, driver and CUDA, whether 
 CuPy and torch each see the GPU, and on a GPU a ≤ 10 s sanity benchmark (copy bandwidth vs
 the datasheet, flagged below 50 %). Exit 0 when the course can run — simulator mode is a valid
 mode — and 1 when something a lesson needs is broken, with the fix in words.
+
+``--headless`` is the profile of a validation host (an HPC node on the system stack, `make setup
+CUDA=system`): no JupyterLab, nbgrader or jupytext there, everything else checked as usual.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass
 from importlib import metadata
 
 from gpucourse.measure import runtime
+from gpucourse.tooling import install, sitestack
 
 try:  # module level: the simulator swaps this name while a kernel runs
     from numba import cuda
@@ -22,6 +26,9 @@ except Exception:  # a broken numba is reported by check_packages, not by a trac
     cuda = None
 
 REQUIRED = ("numpy", "pandas", "numba", "plotly", "ipywidgets", "jupyterlab", "nbgrader", "jupytext")
+JUPYTER = ("jupyterlab", "nbgrader", "jupytext")  # for notebooks and labs; a validation host has none (--headless)
+HEADLESS_HINT = ("a validation host without JupyterLab? `make doctor HEADLESS=1` (python -m gpucourse doctor "
+                 "--headless) checks everything else, the GPU and a kernel included")
 OPTIONAL_GPU = ("cupy", "torch")
 FIX = "run `make setup` (or `python -m gpucourse setup`) in the course folder"
 
@@ -42,10 +49,10 @@ def _version(dist: str) -> str:
         return "not installed"
 
 
-def check_packages() -> list[Check]:
+def check_packages(headless: bool = False) -> list[Check]:
     checks = [Check("python", sys.version_info[:2] in [(3, 11), (3, 12), (3, 13)], platform.python_version(),
                     "use Python 3.11, 3.12 or 3.13")]
-    for module in REQUIRED:
+    for module in (m for m in REQUIRED if not (headless and m in JUPYTER)):
         try:
             importlib.import_module(module)
             checks.append(Check(module, True, _version({"numba": "numba"}.get(module, module))))
@@ -58,11 +65,33 @@ def check_packages() -> list[Check]:
     return checks
 
 
+def course_range(name: str, major: int) -> str:
+    """pyproject's range of ``name`` for the CUDA ``major`` stack (``torch>=2.11,<3``), or the bare name."""
+    try:
+        return name + sitestack.course_ranges(install.ROOT, major).get(name, "")
+    except (OSError, KeyError):  # installed from a wheel, not a checkout: no pyproject.toml to read
+        return name
+
+
+def check_stack_versions() -> list[Check]:
+    """Versions outside the course's ranges, or outside what numba, numba-cuda and CuPy need (a preinstalled
+    stack is kept as it is): a warning each, since the course may still run."""
+    found = sitestack.facts()
+    try:
+        ranges = sitestack.course_ranges(install.ROOT, sitestack.cuda_major(found["versions"]))
+    except (OSError, KeyError):
+        ranges = {}
+    fix = "the course is tested inside these ranges; a site's stack is kept as it is: look here first if a lesson fails"
+    return [Check("versions", False, line, fix, False)
+            for line in sitestack.stack_problems(found, ranges, missing=False)]
+
+
 def check_gpu_libraries() -> list[Check]:
     """Does each library see the GPU? Only meaningful in GPU mode."""
     checks = []
     stack = runtime.installed_stack()
     major = stack.cuda_major if stack else 13
+    torch_range = course_range("torch", major)
     try:
         from numba import cuda
 
@@ -84,9 +113,10 @@ def check_gpu_libraries() -> list[Check]:
         import torch
 
         checks.append(Check("torch sees the GPU", torch.cuda.is_available(), torch.__version__,
-                            "install a CUDA build of torch 2.13.0 (lesson 07 needs it)"))
+                            f"install a CUDA {major} build of {torch_range} (lesson 07 needs it)"))
     except Exception as exc:
-        checks.append(Check("torch sees the GPU", False, str(exc), "install torch==2.13.0"))
+        checks.append(Check("torch sees the GPU", False, str(exc),
+                            f"install a CUDA {major} build of {torch_range} (lesson 07 needs it)"))
     return checks
 
 
@@ -136,16 +166,17 @@ def stack_line() -> str:
             f"newer and compute capability {stack.min_cc[0]}.{stack.min_cc[1]} or newer")
 
 
-def run_doctor(out=print) -> int:
-    out("gpucourse doctor — pre-flight check")
+def run_doctor(out=print, headless: bool = False) -> int:
+    out("gpucourse doctor — pre-flight check" + (" (headless: a validation host, JupyterLab not checked)"
+                                                 if headless else ""))
     out(stack_line())
-    checks = check_packages()
+    checks = check_packages(headless) + check_stack_versions()
     info = runtime.device()
     if runtime.is_gpu():
         out(f"mode: GPU · {info.name} · cc {info.compute_capability[0]}.{info.compute_capability[1]} · "
             f"driver {info.driver_version} · CUDA {info.cuda_version}")
         checks += check_gpu_libraries()
-        if all(c.ok for c in checks):
+        if all(c.ok or not c.required for c in checks):  # a warning stops nothing
             try:
                 checks.append(sanity_benchmark())
             except Exception as exc:
@@ -153,11 +184,13 @@ def run_doctor(out=print) -> int:
     else:
         out(f"mode: simulator ({runtime.SIM_REASON}). This is a valid mode: every lesson and lab runs; "
             "charts show counted and recorded data instead of live timings.")
-    if all(c.ok for c in checks):
+    if all(c.ok or not c.required for c in checks):
         checks.append(check_kernel_runs())
     for check in checks:
         mark = "ok  " if check.ok else ("FAIL" if check.required else "warn")
         out(f"  [{mark}] {check.name}: {check.detail}" + ("" if check.ok else f"  → fix: {check.fix}"))
     broken = [c for c in checks if c.required and not c.ok]
     out("result: the course can run here." if not broken else f"result: {len(broken)} problem(s) to fix first.")
+    if broken and all(c.name in JUPYTER for c in broken):
+        out(HEADLESS_HINT)
     return 1 if broken else 0

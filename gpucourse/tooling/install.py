@@ -1,11 +1,13 @@
 """`make setup` / `python -m gpucourse setup`: make .venv with the lock that fits this machine.
 
-Three stacks, one lock file each in locks/ (exact pins of everything, test tools included):
+Four stacks, one lock file each in locks/ (exact pins of everything, test tools included):
 
 * ``13``: NVIDIA driver of CUDA 13 or newer (R580+): numba-cuda[cu13], cupy-cuda13x, torch (CUDA 13).
 * ``12``: NVIDIA driver of CUDA 12.x (R525 to R575): numba-cuda[cu12], cupy-cuda12x, torch 2.10.
 * ``sim``: no NVIDIA GPU (macOS, Windows, or asked for): no CUDA package at all; kernels run in
   the CUDA simulator that ships with numba; pins taken from the CUDA 13 lock.
+* ``system``: a site's own PyTorch, CuPy, numba-cuda and CUDA (an HPC node without internet), kept as they are;
+  the course's few pure-Python needs come from a local wheelhouse with no index (sitestack.py).
 
 The driver's CUDA version comes from ``cuDriverGetVersion`` in the driver library, called with
 ctypes (CUDA Driver API reference, "Version Management"): it needs no GPU package and no cuInit.
@@ -34,9 +36,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+if __package__:  # python -m gpucourse setup, or imported
+    from gpucourse.tooling import sitestack
+else:  # python3 gpucourse/tooling/install.py (the Makefile): this folder is on sys.path, gpucourse is not
+    import sitestack
+
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_STACK = "13"
-STACKS = ("13", "12", "sim")
+STACKS = ("13", "12", "sim", "system")
 SUPPORTED_PYTHONS = ((3, 11), (3, 12), (3, 13))
 # Simulator mode: everything a learner and `make test` need, no GPU library; CPU torch for lesson 07.
 SIM_EXTRAS = "lab,sim,test,site,hub"
@@ -44,7 +51,7 @@ SIM_EXTRAS = "lab,sim,test,site,hub"
 
 def lock_file(stack: str, root: Path = ROOT) -> Path:
     """The lock a stack installs (the simulator stack takes its pins from the CUDA 13 lock)."""
-    return root / "locks" / ("cu12.txt" if stack == "12" else "cu13.txt")
+    return root / "locks" / {"12": "cu12.txt", "system": "system.txt"}.get(stack, "cu13.txt")
 
 
 def driver_cuda_version(names: list[str] | None = None) -> int | None:
@@ -80,6 +87,9 @@ def choose_stack(driver: int | None, asked: str | None = None, platform: str = s
             raise SystemExit(f"CUDA={asked} is not a stack: choose one of {', '.join(STACKS)}")
         if asked != "sim" and platform in ("darwin", "win32"):
             raise SystemExit(f"the CUDA {asked} stack needs Linux (on Windows: WSL2); here use CUDA=sim")
+        if asked == "system":
+            return asked, (f"system stack: the CUDA stack already installed for {sys.executable}, kept as it is; "
+                           "the course's own packages from a wheelhouse, no package index")
         return asked, f"stack CUDA {asked}: asked for" if asked != "sim" else "simulator stack: asked for"
     if platform == "darwin":
         return "sim", "macOS has no NVIDIA CUDA: installing the simulator stack (no CUDA packages)"
@@ -207,23 +217,37 @@ def stamp_text(stack: str, root: Path = ROOT) -> str:
     return f"stack={stack} sha256={digest.hexdigest()}\n"
 
 
-def setup(asked: str | None = None, venv: Path | None = None, root: Path = ROOT) -> Path:
-    """Create ``venv`` (default .venv) if missing and install the chosen lock unless already done."""
-    if sys.version_info[:2] not in SUPPORTED_PYTHONS:
-        found = ".".join(map(str, sys.version_info[:2]))
-        raise SystemExit(f"gpucourse needs Python 3.11, 3.12 or 3.13, found {found}: run it with one of those "
-                         "(e.g. `make setup PYTHON=python3.12`)")
+def check_python(version: tuple[int, int], stack: str) -> None:
+    """One line, before anything is made, when this Python cannot run the course."""
+    if version in SUPPORTED_PYTHONS:
+        return
+    found = ".".join(map(str, version))
+    if stack == "system":
+        raise SystemExit(f"gpucourse setup: the site's Python ({sys.executable}) is {found}; the course needs "
+                         "3.11, 3.12 or 3.13: pass PYTHON=<the site's Python of one of those>")
+    raise SystemExit(f"gpucourse needs Python 3.11, 3.12 or 3.13, found {found}: run it with one of those "
+                     "(e.g. `make setup PYTHON=python3.12`)")
+
+
+def setup(asked: str | None = None, venv: Path | None = None, root: Path = ROOT,
+          wheelhouse: Path | None = None) -> Path:
+    """Create ``venv`` (default .venv) if missing and install the chosen lock unless already done
+    (``wheelhouse``: where the system stack's wheels are, default wheelhouse/)."""
     venv = venv or root / ".venv"
     stamp = venv / ".setup-stamp"
     stack, why = choose_stack(None if asked else driver_cuda_version(), asked)
     if not asked and stamp.exists() and stamp.read_text().startswith("stack="):
         stack = stamp.read_text().split()[0].removeprefix("stack=")  # keep the stack chosen before
-        why = f"stack {stack} (chosen before; `make setup CUDA=12|13|sim` to change)"
+        why = f"stack {stack} (chosen before; `make setup CUDA=12|13|sim|system` to change)"
     if stamp.exists() and stamp.read_text() == stamp_text(stack, root):
-        return venv
+        return venv  # done before: whichever Python runs this (`make doctor` on a node whose python3 is another)
+    check_python(sys.version_info[:2], stack)
     print(f"gpucourse setup: {why}", flush=True)
     python = venv_python(venv)
     old_stack = stamp.read_text().split()[0] if stamp.exists() and stamp.read_text().startswith("stack=") else None
+    if stack == "system":
+        return setup_system(venv, wheelhouse or root / "wheelhouse", root,
+                            clear=python.exists() and old_stack != "stack=system")
     if old_stack not in (None, f"stack={stack}"):
         # Another stack is installed there (cupy-cuda12x beside cupy-cuda13x would clash): start afresh.
         if venv.is_symlink():
@@ -248,10 +272,24 @@ def setup(asked: str | None = None, venv: Path | None = None, root: Path = ROOT)
     return venv
 
 
+def setup_system(venv: Path, wheelhouse: Path, root: Path, clear: bool) -> Path:
+    """The system stack (sitestack.py): the site's packages, the lock's missing wheels, the course; then the
+    inherited versions and one kernel are checked and reported (a problem there is reported, not fatal)."""
+    if clear:
+        print(f"Replacing {venv}: it holds another stack", flush=True)
+    python = sitestack.install(venv, wheelhouse.resolve(), root, clear)
+    subprocess.run(compile_command(python, root), check=False)
+    (venv / ".setup-stamp").write_text(stamp_text("system", root))
+    sitestack.report_stack(python, root)
+    print(f"gpucourse setup: {sitestack.kernel_check(python, driver_cuda_version())[1]}", flush=True)
+    return venv
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gpucourse setup", description=__doc__.split("\n")[0])
     parser.add_argument("--cuda", choices=STACKS, help="the stack to install (default: from the NVIDIA driver)")
     parser.add_argument("--venv", type=Path, help="where to make the environment (default: .venv)")
+    parser.add_argument("--wheelhouse", type=Path, help="the system stack's wheels (default: wheelhouse/)")
     parser.add_argument("--show", action="store_true", help="only print the stack this machine gets, and why")
     args = parser.parse_args(argv)
     if args.show:
@@ -259,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{stack}\t{why}")
         return 0
     try:
-        setup(args.cuda, args.venv)
+        setup(args.cuda, args.venv, wheelhouse=args.wheelhouse)
     except subprocess.CalledProcessError as exc:
         print(f"gpucourse setup: `{' '.join(exc.cmd)}` failed (exit {exc.returncode})", file=sys.stderr)
         return 1
