@@ -82,11 +82,15 @@ def test_staircase_33_threads_cost_what_64_do():
 
 
 def test_doctor_passes_on_a_healthy_gpu():
-    from gpucourse.tooling.doctor import run_doctor
+    import importlib.util
 
+    from gpucourse.tooling.doctor import JUPYTER, run_doctor
+
+    headless = any(importlib.util.find_spec(m) is None for m in JUPYTER)  # a validation host (C3)
     lines = []
-    assert run_doctor(lines.append) == 0, "\n".join(lines)
-    assert any("copy bandwidth" in line for line in lines)
+    assert run_doctor(lines.append, headless=headless) == 0, "\n".join(lines)
+    assert any("[ok  ] copy bandwidth" in line for line in lines)
+    assert any("[ok  ] a kernel runs" in line for line in lines)
 
 
 def test_record_writes_provenance_for_the_foundation_sweeps(tmp_path):

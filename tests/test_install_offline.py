@@ -7,7 +7,7 @@
    `make setup CUDA=system`, then `make doctor HEADLESS=1` and the GPU path (every lesson's sweeps, a LiveChart
    redraw) in simulator mode.
 
-``run_in_offline_env`` runs any further command there (the quick GPU report's rehearsal goes next).
+``run_in_offline_env`` runs any further command there: the quick GPU report's rehearsal (step 6).
 About 40 s on 2 cores with pip's and uv's caches warm.
 """
 
@@ -191,3 +191,20 @@ def test_a_wheel_missing_from_the_wheelhouse_is_one_line_and_nothing_is_fetched(
     assert done.returncode == 1 and not (tmp_path / "venv").exists()
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith("gpucourse setup: the wheelhouse") and "has no wheel of greenlet==3.5.6" in line
+
+
+def test_the_quick_gpu_report_is_rehearsed_offline_and_lists_every_step(offline_env):
+    # README step 6, on the CPU: the same command a node runs, with --rehearsal; every GPU test and every
+    # sweep must get an outcome in the report (collected, recorded, or why not), nothing fetched
+    started = time.perf_counter()
+    done = run_in_offline_env(offline_env, [".venv/bin/python", "-m", "gpucourse", "gpu-report", "--quick",
+                                            "--rehearsal", "--out", "build/gpu-report"], timeout_s=600)
+    offline_env.seconds["gpu-report --quick --rehearsal"] = time.perf_counter() - started
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    out = offline_env.course / "build" / "gpu-report"
+    state = json.loads((out / "report-state.json").read_text())
+    assert state["steps"] and all(step["status"] == "done" for step in state["steps"].values()), state["steps"]
+    outcomes = {row["outcome"] for row in state["expectations"]}
+    assert len(state["expectations"]) >= 50 and outcomes == {"not run (rehearsal: no GPU)"}, outcomes
+    text = (out / "gpu-report.md").read_text()
+    assert "(REHEARSAL) (QUICK)" in text and (out / "gpu-report.tgz").exists()
