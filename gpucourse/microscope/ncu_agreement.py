@@ -92,21 +92,21 @@ def holds(relation: Relation, metric: Metric, microscope, ncu, raw: dict, wavefr
     if relation.kind == SHOWN or ncu is None:
         return None
     if relation.kind == NO_SASS_BRANCH:
-        return raw.get(BRANCH_TARGETS) == 0  # the stated reason must hold
+        return bool(raw.get(BRANCH_TARGETS) == 0)  # the stated reason must hold
     if relation.kind in (BOTH_FULL, PREDICATED):
         # No line the lanes could split at (None) counts as full: nothing diverged.
         mine, theirs = microscope is None or _full(metric, microscope, None), _full(metric, ncu, raw)
-        return mine == theirs if relation.kind == BOTH_FULL else theirs and not mine
+        return bool(mine == theirs if relation.kind == BOTH_FULL else theirs and not mine)
     if microscope is None:
         return None  # e.g. the register limit when no registers were given
     if relation.kind == EQUAL:
         if isinstance(microscope, str) or isinstance(ncu, str):
-            return microscope == ncu
+            return bool(microscope == ncu)
         if is_count(metric) or metric.combine == RATIO:  # from ncu's integer sums: exact
             return math.isclose(microscope, ncu, rel_tol=1e-9, abs_tol=1e-9)
-        return abs(microscope - ncu) <= RATIO_DIGITS_TOLERANCE
+        return bool(abs(microscope - ncu) <= RATIO_DIGITS_TOLERANCE)
     if relation.kind == SCALED:
-        return abs(ncu - float(relation.factor) * microscope) <= relation.allowance * wavefronts + 1e-9
+        return bool(abs(ncu - float(relation.factor) * microscope) <= relation.allowance * wavefronts + 1e-9)
     raise ValueError(f"unknown relation {relation.kind!r}")
 
 
