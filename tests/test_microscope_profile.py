@@ -80,6 +80,7 @@ def test_a_1d_gather_counts_requests_and_sectors():
     # Loads per warp: index[i] (32 int64 = 256 B = 8 sectors) and a[8i] (32 sectors); stores 4 sectors.
     assert p.value(LD_REQUESTS) == 4 and p.value(LD_SECTORS) == 2 * (8 + 32)
     assert p.value(LD_PER_REQUEST) == 20.0
+    assert p.per_warp(LD_SECTORS) == 40 and p.per_warp(LD_PER_REQUEST) == 20.0  # ratios stay as they are
     assert p.value(ST_REQUESTS) == 2 and p.value(ST_SECTORS) == 8
     assert np.array_equal(out, a[::8][:64])  # it still computes
     # Per source line, in the Source page's columns: the gather line holds every global access.

@@ -8,6 +8,7 @@ by hand, so that the catalogue means something even where no recording exists.""
 import csv
 import importlib.util
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -18,6 +19,7 @@ import pandas as pd
 import pytest
 
 from gpucourse.measure import ptxinfo
+from gpucourse.microscope import ncu_metrics
 from gpucourse.microscope.ncu_agreement import default_relation, holds
 from gpucourse.microscope.ncu_metrics import BY_NAME
 from gpucourse.tooling import ncu_catalogue as catalogue
@@ -187,3 +189,20 @@ def test_the_declared_differences_are_what_ptxas_makes_of_the_kernels(tmp_path):
     assert sass["ballot"].count("EXIT") >= 2 and sass["ballot"].count("@P0 BRA") == 1
     # The tiled matmul, fully unrolled: per tile 4 LDS.128 (a_tile's row) and 16 LDS (b_tile's column).
     assert sass["tiled"].count("LDS.128") == 4 and sass["tiled"].count("LDS ") == 16
+
+
+def test_record_writes_what_agreement_reads(tmp_path, monkeypatch):
+    # A stand-in for ncu on a GPU: it prints the H100's recorded output and notes its command line.
+    fake = tmp_path / "ncu"
+    fake.write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path / 'argv.txt'}\n"
+                    f"cat {catalogue.RECORDING_DIR / 'catalogue-metrics.csv'}\n")
+    fake.chmod(0o755)
+    out = catalogue.record(tmp_path / "recording", ncu_path=str(fake))
+    recorded = (catalogue.RECORDING_DIR / "catalogue-metrics.csv").read_text()
+    assert (out / "catalogue-metrics.csv").read_text() == recorded
+    assert json.loads((out / "catalogue-launches.json").read_text()) == catalogue.recorded_launches()
+    provenance = json.loads((out / "provenance.json").read_text())
+    assert provenance["command"].endswith("python -m gpucourse.tooling.ncu_catalogue")
+    argv = next(line for line in (tmp_path / "argv.txt").read_text().splitlines() if "--metrics" in line).split()
+    assert argv[argv.index("--metrics") + 1] == ",".join(ncu_metrics.ncu_metric_names())
+    assert catalogue.recorded_kernels(out)["count_above_ballot"].id == 21

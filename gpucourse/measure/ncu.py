@@ -296,7 +296,8 @@ def ncu_command(ncu: str, folder: Path, kernel_name: str, metrics: list[str]) ->
     ]
 
 
-def _child_env() -> dict:
+def child_env() -> dict:
+    """The environment of a profiled process: this checkout of gpucourse first on its path."""
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -313,7 +314,7 @@ def run_job(folder: Path, kernel_name: str, metrics: list[str] | None = None, nc
         raise NcuError(availability() or "ncu is not here")
     command = ncu_command(ncu, folder, kernel_name, metrics or ncu_metric_names())
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=_child_env())
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=child_env())
     except subprocess.TimeoutExpired:
         raise NcuError(f"ncu took longer than {timeout_s:.0f} s; profile a smaller launch") from None
     output = done.stdout + "\n" + done.stderr

@@ -34,6 +34,7 @@ from gpucourse.measure import ncu
 from gpucourse.microscope.ncu_agreement import PREDICATED, SCALED, Relation, compare
 from gpucourse.microscope.profile import Profile
 
+RECORD_TIMEOUT_S = 90.0  # the quick GPU report's budget for the catalogue under ncu
 RECORDING_DIR = Path(__file__).resolve().parents[2] / "data" / "reference" / "nvidia-h100-80gb-hbm3" / "ncu"
 F32 = np.float32
 
@@ -171,8 +172,8 @@ CATALOGUE: tuple[Entry, ...] = (
 )
 BY_LABEL = {entry.label: entry for entry in CATALOGUE}
 
-# Where ptxas makes the hardware's count differ from the source's, declared with the reason (checked
-# against its SASS: ptxas 13 for sm_90 via gpucourse.measure.ptxinfo) and the relation that must hold.
+# Where ptxas makes the hardware's count differ from the source's, declared with the reason and the relation
+# that must hold (tests/test_ncu_catalogue.py reads the reasons off the kernels' SASS, ptxas for sm_90).
 _VECTORISED = ("ptxas merges a_tile[ty, kk..kk+3] (4 neighbouring floats of one thread) into one LDS.128: per "
                "warp and tile, 4 LDS.128 + 16 LDS = 20 instructions where the source has 32 loads")
 _WAVEFRONTS = ("the 4 LDS.128 take 2 wavefronts each (16 bytes per lane): 8 + 16 = 24 wavefronts per warp and "
@@ -256,10 +257,59 @@ def _int(value) -> int | None:
     return int(value) if isinstance(value, (int, float)) else None
 
 
+def record(folder: Path, ncu_path: str | None = None, small: bool = False,
+           timeout_s: float = RECORD_TIMEOUT_S) -> Path:
+    """Run the catalogue under ncu with the report's metrics and write what ``agreement()`` reads into ``folder``:
+    catalogue-metrics.csv (ncu's stdout, as it is), catalogue-launches.json and provenance.json. The quick GPU
+    report calls this where ncu is present."""
+    import datetime
+    import subprocess
+
+    from gpucourse.measure import runtime
+    from gpucourse.microscope.ncu_metrics import ncu_metric_names
+
+    ncu_path = ncu_path or ncu.find_ncu()
+    if ncu_path is None:
+        raise ncu.NcuError(ncu.availability() or "ncu is not here")
+    options = ["--clock-control", "none", "--csv", "--page", "raw", "--print-units", "base",
+               "--metrics", ",".join(ncu_metric_names())]
+    program = ["-m", "gpucourse.tooling.ncu_catalogue", *(["--small"] if small else [])]
+    command = [ncu_path, *options, sys.executable, *program]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=ncu.child_env())
+    except subprocess.TimeoutExpired:
+        raise ncu.NcuError(f"the catalogue took longer than {timeout_s:.0f} s under ncu") from None
+    launches = next((line for line in done.stdout.splitlines() if line.startswith('[{"launch"')), None)
+    if launches is None:
+        raise ncu.NcuError(ncu.explain_failure(done.stdout + done.stderr) or
+                           f"the catalogue did not run under ncu (exit {done.returncode})")
+    ncu.parse_csv(done.stdout)  # fails here, with ncu's reason, rather than in a later reading
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "catalogue-metrics.csv").write_text(done.stdout)
+    (folder / "catalogue-launches.json").write_text(launches + "\n")
+    device = runtime.device()
+    provenance = {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "device": device.name, "compute_capability": ".".join(map(str, device.compute_capability)),
+        "driver": device.driver_version, "cuda": device.cuda_version, "ncu_version": ncu.ncu_version(ncu_path),
+        "command": " ".join(["ncu", *options, "python", *program]),
+        "files": {"catalogue-metrics.csv": "ncu's stdout: its ==PROF== lines and the program's JSON line come first",
+                  "catalogue-launches.json": "launch index -> label, grid, block (the program's JSON line)"},
+    }
+    (folder / "provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
+    return folder
+
+
 def main(argv: list[str]) -> None:
     """Launch every catalogue kernel once, in order (under ncu on a GPU), and print the launches as JSON."""
     from numba import cuda  # gpucourse, imported with this module, has decided the mode
 
+    from gpucourse.measure import runtime
+
+    if not runtime.is_gpu():  # the plain simulator has no warp shuffles or votes; the microscope adds them
+        from gpucourse.microscope import install_warp_intrinsics
+
+        install_warp_intrinsics()
     small = "--small" in argv
     log = []
     for index, entry in enumerate(CATALOGUE):
