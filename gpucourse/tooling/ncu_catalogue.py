@@ -16,7 +16,7 @@ Recording on a GPU (the quick GPU report does this where ncu is present)::
         python -m gpucourse.tooling.ncu_catalogue > catalogue-metrics.csv
 
 The program launches every kernel once, in ``CATALOGUE`` order, and prints the launches as JSON
-(catalogue-launches.json); ``python -m gpucourse.tooling.ncu_catalogue --small`` runs it at the traced sizes.
+(catalogue-launches.json); ``--small`` runs it at the traced sizes, ``--agreement`` prints the agreement table.
 """
 
 from __future__ import annotations
@@ -301,7 +301,11 @@ def record(folder: Path, ncu_path: str | None = None, small: bool = False,
 
 
 def main(argv: list[str]) -> None:
-    """Launch every catalogue kernel once, in order (under ncu on a GPU), and print the launches as JSON."""
+    """Launch every catalogue kernel once, in order (under ncu on a GPU), and print the launches as JSON;
+    with --agreement, print the agreement table with the recording instead (CSV)."""
+    if "--agreement" in argv:
+        print(agreement().to_csv(index=False), end="")
+        return
     from numba import cuda  # gpucourse, imported with this module, has decided the mode
 
     from gpucourse.measure import runtime
