@@ -301,6 +301,7 @@ def test_the_how_to_in_the_package_docstring_runs():
     namespace = {}
     exec(compile(code, "<microscope how-to>", "exec"), namespace)  # noqa: S102 - our own docstring
     assert namespace["report"].sectors_per_request(array="a") == 8
+    assert namespace["p"].value("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum") == 32
     assert namespace["bins"].sum() < 512 and namespace["racy"].race_count() > 0
 
 

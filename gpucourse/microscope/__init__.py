@@ -35,6 +35,9 @@ How to trace your own kernel::
     report.sectors_per_request(array="a")         # 8.0: stride 2 touches twice the ideal 4 sectors
     report.memory()                               # a DataFrame per source line, array and op
     report.picture_sectors(array="a", warp=0)     # a plotly Figure: lanes × sectors
+    p = microscope.profile(copy_strided, 2, 64, out, a, 2)   # the same, in Nsight Compute's words
+    p.value("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum")  # 32: 4 warps × 8 sectors
+    p.lines()                                     # per source line; p.notes(): how exact, and why
 
     @cuda.jit
     def histogram(values, bins):
@@ -68,6 +71,7 @@ from gpucourse.microscope.launch import MAX_LINES, MAX_THREADS, trace
 from gpucourse.microscope.limits import ARCHS, check_shared_memory, validate_launch
 from gpucourse.microscope.memory import MemorySystem
 from gpucourse.microscope.pictures import OKABE_ITO
+from gpucourse.microscope.profile import Profile, profile
 from gpucourse.microscope.report import Report
 from gpucourse.microscope.warp import FULL_MASK, install_warp_intrinsics
 
@@ -77,6 +81,7 @@ __all__ = [
     "MAX_LINES",
     "MAX_THREADS",
     "OKABE_ITO",
+    "Profile",
     "BarrierError",
     "KernelArgumentError",
     "LaunchConfigError",
@@ -87,6 +92,7 @@ __all__ = [
     "WarpSyncError",
     "check_shared_memory",
     "install_warp_intrinsics",
+    "profile",
     "trace",
     "validate_launch",
 ]

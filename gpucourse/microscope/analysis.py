@@ -79,6 +79,22 @@ def bank_ways(lanes, addresses, itemsize: int) -> int:
     return max((len(words) for banks in phases.values() for words in banks.values()), default=0)
 
 
+def bank_wavefronts(lanes, addresses, itemsize: int) -> tuple[int, int]:
+    """(wavefronts, ideal wavefronts) of one shared-memory request, as Nsight Compute counts them:
+    each phase of the request takes as many wavefronts as its busiest bank has distinct words, and
+    ideally one; the difference is ncu's bank conflicts."""
+    if itemsize <= BANK_WORD_BYTES and all(a % itemsize == 0 for a in addresses):
+        return bank_ways(lanes, addresses, itemsize), 1
+    phases = bank_words(lanes, addresses, itemsize)
+    busiest = [max((len(words) for words in banks.values()), default=0) for banks in phases.values()]
+    return sum(busiest), len(busiest)
+
+
+def ideal_sectors(bytes_requested: int) -> int:
+    """The fewest 32-byte sectors that hold ``bytes_requested`` bytes (ncu's "ideal" sectors)."""
+    return -(-bytes_requested // SECTOR_BYTES)
+
+
 def popcount(mask: int) -> int:
     return mask.bit_count()
 
@@ -87,8 +103,9 @@ def warp_issues(lane_lines: dict[int, list]) -> tuple[list[dict], int]:
     """The line issues of one warp, in code order, and how many distinct paths its lanes took.
 
     ``lane_lines[lane]`` is the list of line keys that lane executed. An issue is the k-th
-    occurrence of a line: its mask holds the lanes that got there; ``successors`` counts the
-    different lines (or the exit) its lanes went to next: 2 or more means the warp split there.
+    occurrence of a line: its mask holds the lanes that got there; ``next`` holds the different
+    lines (or the exit) its lanes went to next and ``successors`` how many: 2 or more means the
+    warp split there.
     """
     groups: dict = {}  # (key, k) -> [mask, first position, set of next keys]
     for lane, lines in lane_lines.items():
@@ -110,7 +127,8 @@ def warp_issues(lane_lines: dict[int, list]) -> tuple[list[dict], int]:
         if previous is not None:
             previous[2].add(EXIT)
     issues = [
-        {"key": key, "k": k, "mask": g[0], "position": g[1], "successors": len(g[2])} for (key, k), g in groups.items()
+        {"key": key, "k": k, "mask": g[0], "position": g[1], "successors": len(g[2]), "next": frozenset(g[2])}
+        for (key, k), g in groups.items()
     ]
     issues.sort(key=lambda i: (i["position"], i["key"], i["k"]))
     paths = len({tuple(lines) for lines in lane_lines.values()})

@@ -11,7 +11,8 @@ from gpucourse.microscope.errors import MicroscopeError
 class Report:
     """The microscope's account of one launch. Tables: ``memory()``, ``banks()``, ``branches()``,
     ``races()``, ``requests()``, ``warps()``; numbers: ``sectors_per_request()``, ``efficiency()``,
-    ``simt_efficiency()``, ``paths()``, ``max_bank_ways()``, ``mean_bank_ways()``; pictures:
+    ``simt_efficiency()``, ``paths()``, ``max_bank_ways()``, ``mean_bank_ways()``; in Nsight Compute's
+    words: ``profile()``; pictures:
     ``picture_sectors()``, ``picture_banks()``, ``picture_lanes()``, ``picture_threads()``; per thread:
     ``thread_accesses()``, ``per_thread_max()``.
 
@@ -24,6 +25,9 @@ class Report:
         self.schedule, self.seed, self.cc = schedule, seed, tuple(cc)
         self.threads = len(tracer.sched.threads)
         self.lines_executed = tracer.lines_executed
+        # Shared memory per block: the static arrays as laid out (16-byte aligned), and the launch's dynamic bytes.
+        self.static_shared_bytes = max((block.shared_bytes for block in tracer.blocks), default=0)
+        self.dynamic_shared_bytes = tracer.dynamic_shared_bytes
         self._line_info: dict = {}  # line key -> (function, line, source, via); see _lines
         self._requests = [self._request(tracer, rk, entry) for rk, entry in tracer.requests.items()]
         # The warp issues (every line each lane ran, grouped per warp) are the costly part and many
@@ -412,6 +416,13 @@ class Report:
     def race_count(self) -> int:
         """How many conflicting access pairs were seen (0 = no data race found)."""
         return sum(r["count"] for r in self._races)
+
+    def profile(self, registers_per_thread=None):
+        """This launch in Nsight Compute's words (``gpucourse.microscope.profile``): ncu's metric names,
+        the microscope's values, and how exact each one is."""
+        from gpucourse.microscope.profile import Profile
+
+        return Profile(self, registers_per_thread=registers_per_thread)
 
     # -- pictures -------------------------------------------------------------------------------------
 
