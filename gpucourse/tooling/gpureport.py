@@ -64,6 +64,7 @@ SWEEP_FIXED_S = 2.0
 STARTUP_S = 15.0  # imports of numba-cuda, CuPy, torch, pandas, plotly in the report's process
 PER_TEST_TIMEOUT_S = {"quick": 60, "full": 300}
 RESERVE_S = 10.0  # kept back for the report and the archive
+NCU_CATALOGUE_S = 60.0  # issue 33's budget is 90 s: 25 launches under ncu, then the microscope's agreement
 
 
 # --- 1. the GPU tier, through a pytest plugin (``-p gpucourse.tooling.gpureport``) ----------------------------
@@ -295,6 +296,7 @@ def plan_steps(quick: bool, tests: Path = ROOT / "tests") -> list[Step]:
     spread_points = plans.QUICK_PLANS[SPREAD_SWEEP].measurements if quick else 13
     steps.append(Step("spread", 2 * spread_points * QUICK_S_PER_MEASUREMENT if quick else 0.0))
     steps.append(Step("widget", 6 * QUICK_S_PER_MEASUREMENT if quick else 0.0))
+    steps.append(Step("ncu catalogue", NCU_CATALOGUE_S))  # only where ncu and a GPU are (else skipped at once)
     if not quick:  # the full report also runs every lesson and lab solution as plain Python, in GPU mode
         steps += [Step(f"plain {path.stem}", 0.0) for path in plainrun.sources()]
     return steps
@@ -528,6 +530,25 @@ def _run_steps(steps, budget_s, started, out, data_root, command, practice, quic
         save(meta)
 
 
+def _ncu_catalogue(out: Path, data_root: Path, practice: bool, left: float | None) -> str:
+    """The course kernels under Nsight Compute, recorded beside the sweeps (``<gpu>/ncu/``), and the microscope's
+    agreement with them written to ``<out>/ncu-agreement.csv``: what the step's detail says."""
+    from gpucourse.measure import ncu
+    from gpucourse.tooling import ncu_catalogue
+
+    why = "a rehearsal has no GPU for ncu" if practice else ncu.availability()
+    if why:
+        return f"skipped: {why}"
+    folder = recording.folder_for(data_root, practice=False, quick=False) / "ncu"
+    ncu_catalogue.record(folder, timeout_s=90.0 if left is None else max(min(90.0, left), 10.0))
+    table = ncu_catalogue.agreement(folder)
+    table.to_csv(out / "ncu-agreement.csv", index=False)
+    broken = ncu_catalogue.disagreements(table)
+    compared = int(table["agrees"].notna().sum())
+    return (f"{compared - len(broken)} of {compared} compared (kernel, metric) rows agree with the microscope"
+            + (f"; disagreements: {'; '.join(broken[:5])}" if broken else ""))
+
+
 def _main_thread() -> bool:
     import threading
 
@@ -567,6 +588,11 @@ def _run_step(step: Step, out: Path, data_root: Path, command: str, practice: bo
             step.detail = done.detail
             if not done.ok:
                 step.status = "failed"
+                return ""
+        elif step.name == "ncu catalogue":
+            step.detail = _ncu_catalogue(out, data_root, practice, left)
+            if step.detail.startswith("skipped: "):
+                step.status, step.detail = "skipped", step.detail.removeprefix("skipped: ")
                 return ""
         elif step.name == "widget":
             if util.find_spec("ipywidgets") is None:

@@ -265,7 +265,6 @@ def record(folder: Path, ncu_path: str | None = None, small: bool = False,
     import datetime
     import subprocess
 
-    from gpucourse.measure import runtime
     from gpucourse.microscope.ncu_metrics import ncu_metric_names
 
     ncu_path = ncu_path or ncu.find_ncu()
@@ -287,12 +286,12 @@ def record(folder: Path, ncu_path: str | None = None, small: bool = False,
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "catalogue-metrics.csv").write_text(done.stdout)
     (folder / "catalogue-launches.json").write_text(launches + "\n")
-    device = runtime.device()
-    provenance = {
+    from gpucourse.measure.harness import provenance as stack_provenance
+
+    command_text = " ".join(["ncu", *options, "python", *program])
+    provenance = {  # data/reference/<gpu>/ncu/'s shape: the device and stack under their true names
+        "device": stack_provenance(command_text), "ncu_version": ncu.ncu_version(ncu_path), "command": command_text,
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "device": device.name, "compute_capability": ".".join(map(str, device.compute_capability)),
-        "driver": device.driver_version, "cuda": device.cuda_version, "ncu_version": ncu.ncu_version(ncu_path),
-        "command": " ".join(["ncu", *options, "python", *program]),
         "files": {"catalogue-metrics.csv": "ncu's stdout: its ==PROF== lines and the program's JSON line come first",
                   "catalogue-launches.json": "launch index -> label, grid, block (the program's JSON line)"},
     }
