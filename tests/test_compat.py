@@ -30,3 +30,17 @@ def test_importing_gpucourse_restores_it_before_numba_loads():
             "assert runtime.RESTORED_NUMPY_ALIASES == ['row_stack']\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-1500:]
+
+
+def test_child_processes_that_import_numba_first_restore_it_too(monkeypatch):
+    from gpucourse.lessons.divergence import experiments
+    from gpucourse.measure import compat, ptxinfo
+    from gpucourse.tooling import compilecheck
+
+    # each script that imports numba before gpucourse (the real CUDA target without a GPU) starts with it
+    for script in (experiments._PTX_SCRIPT, ptxinfo._CHILD, compilecheck._CHILD):
+        assert script.startswith(compat.CHILD_PRELUDE)
+    bare = SimpleNamespace(vstack=len)
+    monkeypatch.setitem(sys.modules, "numpy", bare)
+    exec(compat.CHILD_PRELUDE, {})
+    assert bare.row_stack is len

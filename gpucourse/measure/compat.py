@@ -24,3 +24,11 @@ def restore_numpy_aliases(np=None) -> list[str]:
             setattr(np, removed, getattr(np, target))
             restored.append(removed)
     return restored
+
+
+# The same repair for child processes that import numba before gpucourse (to get the real CUDA target
+# on a machine without a GPU: ptxinfo, compile-check, lesson 02's PTX): prepended to their scripts.
+# It cannot import this module: importing gpucourse there would choose the simulator.
+CHILD_PRELUDE = "import numpy as _np\n" + "".join(
+    f"if not hasattr(_np, {removed!r}) and hasattr(_np, {target!r}):\n    _np.{removed} = _np.{target}\n"
+    for removed, target in NUMPY_ALIASES)

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from gpucourse.errors import InvalidConfig
 from gpucourse.measure import runtime
+from gpucourse.measure.compat import CHILD_PRELUDE
 
 CACHE_DIR = Path(os.environ.get("GPUCOURSE_CACHE", Path.home() / ".cache" / "gpucourse")) / "ptxinfo"
 PTXAS_ENV = "GPUCOURSE_PTXAS"  # a path to use instead of the wheel's ptxas ("" or "none": no ptxas)
@@ -280,6 +281,7 @@ for job in request["jobs"]:
         results.append({"error": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]})
 print("@@RESULT@@" + json.dumps({"results": results, "import_seconds": imported}))
 """
+_CHILD = CHILD_PRELUDE + _CHILD  # numba-cuda 0.30 on NumPy 2.5 (measure/compat.py)
 
 
 def _run_child(jobs: list[dict], cc: tuple[int, int]) -> tuple[list[dict], float]:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from gpucourse.errors import InvalidConfig
 from gpucourse.measure import ptxinfo
+from gpucourse.measure.compat import CHILD_PRELUDE
 
 CUDA13_ARCHS = (75, 80, 86, 89, 90, 100, 120)
 CUDA12_ARCHS = (75, 80, 86, 89, 90)
@@ -319,6 +320,7 @@ for job in request["jobs"]:
     results.append(row)
 print("@@RESULT@@" + json.dumps(results))
 """
+_CHILD = CHILD_PRELUDE + _CHILD  # numba-cuda 0.30 on NumPy 2.5 (measure/compat.py)
 
 
 def _compile(kernels, archs, lower_once: bool = True) -> list[dict]:

@@ -53,6 +53,7 @@ from gpucourse.lessons.divergence.model import (
     warp_table,
 )
 from gpucourse.measure import harness, reference, runtime
+from gpucourse.measure.compat import CHILD_PRELUDE
 from gpucourse.measure.harness import measure
 
 SWEEP_FRACTIONS = (0.0, 1 / 32, 1 / 8, 1 / 4, 1 / 2, 3 / 4, 7 / 8, 31 / 32, 1.0)
@@ -99,6 +100,7 @@ for job in jobs:
     results.append(ptx)
 sys.stdout.write(json.dumps(results))
 """
+_PTX_SCRIPT = CHILD_PRELUDE + _PTX_SCRIPT  # numba-cuda 0.30 on NumPy 2.5 (measure/compat.py)
 
 
 def _compile_in_child(jobs: list[dict], timeout_s: float) -> list[str]:
