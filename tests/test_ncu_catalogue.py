@@ -91,6 +91,17 @@ def test_every_recorded_row_agrees_with_the_microscope(table):
     assert len(compared) >= 20 * len(catalogue.CATALOGUE)
 
 
+OTHER_RECORDINGS = sorted(p for p in catalogue.RECORDING_DIR.parents[1].glob("*/ncu") if p != catalogue.RECORDING_DIR)
+
+
+@pytest.mark.parametrize("folder", OTHER_RECORDINGS, ids=[p.parent.name for p in OTHER_RECORDINGS])
+def test_every_other_gpus_recording_agrees_too(folder):
+    # the same program under ncu on another GPU (the H200's quick report): the same relations hold
+    table = catalogue.agreement(folder)
+    assert catalogue.disagreements(table) == []
+    assert int(table.agrees.notna().sum()) >= 20 * len(catalogue.CATALOGUE)
+
+
 def test_the_microscope_matches_the_counts_worked_out_by_hand(table):
     values = table.set_index(["kernel", "metric"]).microscope
     wrong = {key: values[key] for key, expected in BY_HAND.items() if values[key] != expected}

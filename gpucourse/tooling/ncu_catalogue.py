@@ -177,18 +177,21 @@ BY_LABEL = {entry.label: entry for entry in CATALOGUE}
 _VECTORISED = ("ptxas merges a_tile[ty, kk..kk+3] (4 neighbouring floats of one thread) into one LDS.128: per "
                "warp and tile, 4 LDS.128 + 16 LDS = 20 instructions where the source has 32 loads")
 _WAVEFRONTS = ("the 4 LDS.128 take 2 wavefronts each (16 bytes per lane): 8 + 16 = 24 wavefronts per warp and "
-               "tile where the source's 32 loads take 32; the hardware counter adds a few cycles (≤ 1e-4)")
-_NOISE = "no address conflicts; the hardware counter adds 60 data-bank cycles in 786,492 wavefronts (≤ 1e-4)"
+               "tile where the source's 32 loads take 32; the hardware counter adds a few cycles (≤ 1e-3)")
+_NOISE = ("no address conflicts; the hardware counter adds a few data-bank cycles: 60 in 786,492 wavefronts on an "
+          "H100 (7.6e-5), 162 on an H200 (2.1e-4, its second run; none in its first): ≤ 1e-3")
+NOISE_ALLOWANCE = 1e-3  # of ncu's shared-load wavefronts: the extra data-bank cycles two GPUs' counters showed
 DIFFERENCES: dict[tuple[str, str], Relation] = {
     ("tiled_matmul tile=16", "smsp__sass_inst_executed_op_shared_ld.sum"):
         Relation(SCALED, _VECTORISED, Fraction(20, 32)),
     ("tiled_matmul tile=16", "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"):
-        Relation(SCALED, _WAVEFRONTS, Fraction(24, 32), allowance=1e-4),
+        Relation(SCALED, _WAVEFRONTS, Fraction(24, 32), allowance=NOISE_ALLOWANCE),
     ("tiled_matmul tile=16", "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"):
-        Relation(SCALED, _NOISE, Fraction(1), allowance=1e-4),
+        Relation(SCALED, _NOISE, Fraction(1), allowance=NOISE_ALLOWANCE),
     ("tiled_matmul tile=16", "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum / "
                              "smsp__sass_inst_executed_op_shared_ld.sum"):
-        Relation(SCALED, "24 wavefronts per 20 instructions (see the two above)", Fraction(6, 5), allowance=1e-4),
+        Relation(SCALED, "24 wavefronts per 20 instructions (see the two above)", Fraction(6, 5),
+                 allowance=NOISE_ALLOWANCE),
     ("count_above_ballot", "smsp__sass_average_branch_targets_threads_uniform.pct"):
         Relation(PREDICATED, "ptxas turns `if cuda.laneid == 0:` into an early EXIT of the other 31 lanes (no "
                  "branch): its only branch, the bounds check, is uniform; the source's lane-0 if diverges every warp"),
