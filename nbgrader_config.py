@@ -1,7 +1,7 @@
 # nbgrader course configuration: nbgrader's "source" is solutions/, its "release" is labs/.
 # Run nbgrader from the repository root (or use `make labs`, `make grade`, `make feedback`).
 # The hardened grading pieces (sandboxed kernel, time limits that always end, hidden tests that
-# never reach feedback) live in gpucourse/tooling/grading.py; instructor/README.md explains them.
+# never reach feedback) live in gpucourse/tooling/grading/; instructor/README.md explains them.
 import importlib.util
 import os
 

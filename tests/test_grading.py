@@ -18,6 +18,7 @@ from gpucourse.tooling.build import ROOT, lab_names, to_notebook
 from gpucourse.tooling.grading import (
     GENERIC_FAILURE,
     HiddenTestFailed,
+    batch,
     check,
     guard_hidden_tests,
     imported_names,
@@ -28,6 +29,8 @@ from gpucourse.tooling.grading import (
     scan_learner_code,
     strip_hidden_tests,
 )
+from gpucourse.tooling.grading import header as header_room
+from gpucourse.tooling.grading.notes import add_note
 
 LOCKED = {"np": "numpy", "runtime": "gpucourse.measure.runtime", "check": "gpucourse.tooling.grading.check"}
 TEST_CELL = '''"""Check that f doubles."""
@@ -167,18 +170,19 @@ SNAPSHOT_PROBE = r'''
 import json, sys, textwrap
 import numpy as np
 from gpucourse.tooling import grading
+from gpucourse.tooling.grading import snapshot as snap
 
 patterns, hidden_for = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 grading.snapshot_environment([("np", "numpy"), ("textwrap", "textwrap"), ("check", "gpucourse.tooling.grading.check")])
-snapshot, result = grading._SNAPSHOT, {}
+snapshot, result = snap._SNAPSHOT, {}
 for name, code in patterns.items():
     for guarded in (False, True):
-        grading._SNAPSHOT = snapshot
-        grading._restore_snapshot({})  # a clean start for each case
+        snap._SNAPSHOT = snapshot
+        snap.restore_snapshot({})  # a clean start for each case
         ns = {"np": np, "textwrap": textwrap}
         exec(code, ns)
         exec("def wrong():\n    return np.zeros(3)", ns)
-        grading._SNAPSHOT = snapshot if guarded else None
+        snap._SNAPSHOT = snapshot if guarded else None
         try:
             grading.run_hidden_tests(hidden_for.get(name, "check(np.allclose(wrong(), np.ones(3)))"), ns)
             result[f"{name}, {guarded}"] = "passed"
@@ -210,9 +214,9 @@ def test_hidden_tests_run_against_the_headers_snapshot_whatever_the_submission_c
 HEADER_PROBE = r"""
 import json, sys
 exec(open(sys.argv[1]).read())  # as IPython runs a startup file: in the notebook's namespace
-from gpucourse.tooling import grading
+from gpucourse.tooling.grading import snapshot
 left = sorted(name for name in globals() if name.startswith("_gpucourse"))
-print(json.dumps({"bindings": sorted(grading._SNAPSHOT["bindings"]), "left": left}))
+print(json.dumps({"bindings": sorted(snapshot._SNAPSHOT["bindings"]), "left": left}))
 """
 
 
@@ -225,13 +229,13 @@ def test_the_header_snapshots_each_labs_imports(lab, tmp_path):
     locked = imported_names(c.source for c in nb.cells if c.cell_type == "code"
                             and c.metadata.get("nbgrader", {}).get("locked")
                             and c.metadata.get("nbgrader", {}).get("grade_id"))
-    grading._write_header(tmp_path, [[name, what] for name, what in locked.items()])
+    header_room.write_header(tmp_path, [[name, what] for name, what in locked.items()])
     header = tmp_path / "home/.ipython/profile_default/startup/00-gpucourse-grader.py"
     done = subprocess.run([sys.executable, "-c", HEADER_PROBE, str(header)], capture_output=True, text=True,
                           timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr[-2000:]
-    assert (tmp_path / grading.HEADER_STATUS).read_text() == "ok"
-    assert grading.header_note(tmp_path) is None
+    assert (tmp_path / header_room.HEADER_STATUS).read_text() == "ok"
+    assert header_room.header_note(tmp_path) is None
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["bindings"] == sorted(locked) and result["left"] == [], result
 
@@ -244,7 +248,7 @@ def test_the_snapshot_survives_objects_whose_attributes_raise(tmp_path):
         "driver = Raising()\n")
     code = ("import touchy\nfrom gpucourse.tooling import grading\n"
             "grading.snapshot_environment([('touchy', 'touchy')])\n"
-            "touchy.Holder.method = lambda self: 2\ngrading._restore_snapshot({})\n"
+            "touchy.Holder.method = lambda self: 2\ngrading.snapshot.restore_snapshot({})\n"
             "assert touchy.Holder().method() == 1\nprint('ok')\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])})
@@ -293,7 +297,7 @@ cases = {
 }
 result = {}
 for name, code in cases.items():
-    grading._SNAPSHOT["classes"] = {id(c) for c in grading._all_classes()}  # a clean start for each case
+    grading.snapshot._SNAPSHOT["classes"] = {id(c) for c in grading.snapshot._all_classes()}  # a clean start
     ns = {"__name__": "__main__"}
     exec(compile(code, "/tmp/ipykernel_0/cell.py", "exec"), ns)
     try:
@@ -350,7 +354,7 @@ hidden = {"closure cell": "check(checkers.close(0, 5))", "default argument value
           "builtin constant": "check(checkers.Exact(6) == 5)"}
 result = {}
 for name, code in changes.items():
-    grading._restore_snapshot({})
+    grading.snapshot.restore_snapshot({})
     ns = {"checkers": checkers}
     exec(code, ns)
     result[name + ", works unguarded"] = bool(eval(hidden[name][6:-1], ns))
@@ -391,9 +395,9 @@ def test_reaches_package_follows_the_notebooks_functions():
 
 
 def test_a_header_that_failed_or_never_ran_is_reported(tmp_path):
-    assert "did not run" in grading.header_note(tmp_path)
-    (tmp_path / grading.HEADER_STATUS).write_text("CudaSupportError: no driver")
-    assert "CudaSupportError" in grading.header_note(tmp_path)
+    assert "did not run" in header_room.header_note(tmp_path)
+    (tmp_path / header_room.HEADER_STATUS).write_text("CudaSupportError: no driver")
+    assert "CudaSupportError" in header_room.header_note(tmp_path)
 
 
 def test_redefining_check_is_only_noted():
@@ -531,7 +535,7 @@ def _autograded_notebook() -> nbformat.NotebookNode:
     learner.metadata["nbgrader"] = {"grade": False, "grade_id": "ex1_solution", "locked": False,
                                     "solution": True, "schema_version": 3, "task": False}
     timed_out = new_code_cell("spin()", outputs=[])
-    grading._add_note(timed_out, "TimeLimitExceeded", "this cell ran longer than its 120 s limit")
+    add_note(timed_out, "TimeLimitExceeded", "this cell ran longer than its 120 s limit")
     nb = new_notebook(cells=[new_markdown_cell("# lab"), learner, test, visible, timed_out])
     nb.metadata["gpucourse"] = {"summary": ["ex9_test — TimeLimitExceeded: <b>stopped</b>"]}
     return nb
@@ -597,9 +601,9 @@ def test_grade_exits_non_zero_only_when_the_grader_fails(tmp_path, monkeypatch, 
         def run(self, tasks, quiet=False):
             return {task: {"success": task[2] == "alice", "error": "nbgrader crashed"} for task in tasks}
 
-    monkeypatch.setattr(grading, "WorkerPool", FakePool)
-    monkeypatch.setattr(grading, "_ensure_assignments", lambda root, labs: [])
-    monkeypatch.setattr(grading, "read_scores", lambda root: [
+    monkeypatch.setattr(batch, "WorkerPool", FakePool)
+    monkeypatch.setattr(batch, "_ensure_assignments", lambda root, labs: [])
+    monkeypatch.setattr(batch, "read_scores", lambda root: [
         {"student": "alice", "lab": "lab01_warps", "cell": "ex1_test", "score": 2.0, "max_score": 2.0}])
     assert grading.grade_all(tmp_path, jobs=2) == 1
     assert "GRADER FAILURE: lab01_warps/bob" in capsys.readouterr().err
