@@ -55,15 +55,19 @@ c.GuardedExecute.max_output_chars = 100_000  # output kept per cell (megabytes o
 c.GuardedExecute.sandbox = "auto"  # Landlock where the OS has it; "required" refuses to grade without
 
 # --- Locked cells -------------------------------------------------------------------------------
-# Edited locked cells are restored from the gradebook (nbgrader does that); deleted test cells are
-# put back too, so deleting a test never removes its points from the maximum.
-c.OverwriteCells.add_missing_cells = True
+# Edited locked cells are restored from the gradebook (nbgrader's OverwriteCells does that); deleted
+# locked cells (tests, the setup, `show` cells) are put back in their places by RestoreLockedCells, so
+# deleting a test never removes its points from the maximum. nbgrader's own add_missing_cells stays off:
+# it fails the submission (and `make grade`) when the cell before a deleted test is not a graded or
+# answer cell, as in lab 00a and lab 04a.
+c.OverwriteCells.add_missing_cells = False
 
 # --- The pipelines ------------------------------------------------------------------------------
 c.Autograde.sanitize_preprocessors = [
     "nbgrader.preprocessors.ClearOutput",
     "nbgrader.preprocessors.DeduplicateIds",
     "nbgrader.preprocessors.OverwriteKernelspec",
+    "gpucourse.tooling.grading.RestoreLockedCells",  # deleted locked cells put back, in their places
     "nbgrader.preprocessors.OverwriteCells",
     "nbgrader.preprocessors.CheckCellMetadata",
     "gpucourse.tooling.grading.GuardSubmission",  # tamper scan, hidden tests wrapped, skip tags dropped

@@ -100,6 +100,13 @@ def release_notebook(lab: str) -> nbformat.NotebookNode:
     return nbformat.read(ROOT / "labs" / lab / f"{lab}.ipynb", as_version=4)
 
 
+def without_graded_cells(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """A copy of ``nb`` with every graded (locked test) cell deleted: the grader must put them back."""
+    nb = copy.deepcopy(nb)
+    nb.cells = [c for c in nb.cells if not c.metadata.get("nbgrader", {}).get("grade")]
+    return nb
+
+
 def with_cells(nb: nbformat.NotebookNode, replacements: dict[str, str]) -> nbformat.NotebookNode:
     """A copy of ``nb`` whose cells with these grade ids get new source (a known-wrong version)."""
     nb = copy.deepcopy(nb)

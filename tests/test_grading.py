@@ -567,12 +567,17 @@ def test_nbgrader_configuration():
 
     config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
     assert config.Execute.timeout >= 60 and config.Execute.raise_on_iopub_timeout is False
-    assert config.OverwriteCells.add_missing_cells is True
+    # deleted locked cells are put back by RestoreLockedCells, before OverwriteCells; nbgrader's own
+    # add_missing_cells fails a submission whose deleted test follows a locked cell that is not graded
+    sanitize = config.Autograde.sanitize_preprocessors
+    assert config.OverwriteCells.add_missing_cells is False
+    assert sanitize.index("gpucourse.tooling.grading.RestoreLockedCells") < sanitize.index(
+        "nbgrader.preprocessors.OverwriteCells")
     assert "gpucourse.tooling.grading.GuardedExecute" in config.Autograde.autograde_preprocessors
     assert "gpucourse.tooling.grading.GuardSubmission" in config.Autograde.sanitize_preprocessors
     assert "gpucourse.tooling.grading.SanitizeFeedback" in config.GenerateFeedback.preprocessors
     assert Path(config.IncludeHeaderFooter.header) == ROOT / "instructor" / "header.ipynb"
-    for name in ("GuardSubmission", "GuardedExecute", "FinalizeGrades", "SanitizeFeedback"):
+    for name in ("RestoreLockedCells", "GuardSubmission", "GuardedExecute", "FinalizeGrades", "SanitizeFeedback"):
         assert isinstance(getattr(grading, name), type)
 
 
@@ -622,3 +627,44 @@ def test_unreadable_submissions_are_named():
         assert "no lab01_warps.ipynb" in grading.unreadable_reason(root, "lab01_warps", "carol")
         (folder / "lab01_warps.ipynb").write_bytes(b"\x00\x01 not json")
         assert "not a readable notebook" in grading.unreadable_reason(root, "lab01_warps", "carol")
+
+
+# -- issue 32: deleted locked cells --------------------------------------------------------------------
+
+def test_deleted_locked_cells_are_put_back_in_their_places():
+    from nbgrader.utils import compute_checksum
+
+    from gpucourse.tooling.grading.locked import put_back_locked_cells
+
+    def cell(grade_id, kind="code"):
+        made = new_code_cell(grade_id) if kind == "code" else new_markdown_cell(grade_id)
+        made.metadata["nbgrader"] = {"grade_id": grade_id}
+        return made
+
+    lab = [("setup", "code", True), ("ex1_solution", "code", False), ("ex1_show", "code", True),
+           ("ex1_hint", "markdown", True), ("ex1_test", "code", True), ("ex2_solution", "code", False),
+           ("ex2_test", "code", True)]
+    points = {"ex1_test": 2.0, "ex2_test": 1.0}
+    source_cells = [(g, kind, locked, f"source of {g}", None) for g, kind, locked in lab]
+    nb = new_notebook(cells=[cell("ex2_solution"), cell("ex1_solution"), cell("ex1_show")])  # moved, deleted
+    assert put_back_locked_cells(nb, source_cells, points) == ["setup", "ex1_hint", "ex1_test", "ex2_test"]
+    assert [c.metadata["nbgrader"]["grade_id"] for c in nb.cells] == [
+        "setup", "ex2_solution", "ex2_test", "ex1_solution", "ex1_show", "ex1_hint", "ex1_test"]
+    test = nb.cells[-1]
+    assert test.source == "source of ex1_test" and test.metadata["nbgrader"]["points"] == 2.0
+    assert nb.cells[-2].cell_type == "markdown" and not nb.cells[-2].metadata["nbgrader"]["grade"]
+    # as nbgrader saved it: OverwriteCells compares this checksum with the cell's own
+    source_cells = [(g, kind, locked, f"source of {g}", compute_checksum(made)) for (g, kind, locked), made in
+                    zip(lab, [_as_saved(g, kind, locked, points) for g, kind, locked in lab])]
+    nb = new_notebook(cells=[cell("ex1_solution"), cell("ex2_solution")])
+    put_back_locked_cells(nb, source_cells, points)
+    for made in nb.cells:
+        if "checksum" in made.metadata["nbgrader"]:
+            assert compute_checksum(made) == made.metadata["nbgrader"]["checksum"], made.metadata
+
+
+def _as_saved(grade_id, kind, locked, points):
+    made = new_code_cell(f"source of {grade_id}") if kind == "code" else new_markdown_cell(f"source of {grade_id}")
+    made.metadata["nbgrader"] = {"grade": grade_id in points, "grade_id": grade_id, "locked": locked,
+                                 "solution": not locked, "points": points.get(grade_id, 0)}
+    return made

@@ -83,6 +83,9 @@ def warps(threads):
     ### END SOLUTION
 
 
+# %% [markdown] {_meta("ex3_hint")}
+# A locked cell between an answer and its test, as in most labs (lab 00a's `show` cells).
+
 # %% {_meta("ex3_test", grade=True, points=2)}
 """Check that warps rounds up to whole warps."""
 assert warps(32) == 1, "32 threads are one warp"
@@ -239,6 +242,7 @@ def _submissions(root: Path) -> dict:
         "segfault": _cells(solution, {"ex2_solution": "import faulthandler\n\nfaulthandler._sigsegv()\n"}),
         "deleted_tests": _delete(_cells(solution, {"ex3_solution": "def warps(threads):\n    return threads // 32\n"}),
                                  "ex1_test", "ex3_test"),
+        "deleted_locked": _delete(solution, "setup", "ex1_test", "ex2_test", "ex3_hint", "ex3_test"),
         "edited_tests": _cells(solution, {
             "ex3_solution": "def warps(threads):\n    return threads // 32\n",
             "ex3_test": "pass  # nothing to see here",
@@ -275,6 +279,7 @@ EXPECTED = {  # ex1, ex2, ex3 (2 points each)
     "exits": (0, 0, 0),
     "segfault": (2, 0, 0),
     "deleted_tests": (2, 2, 0),  # the deleted tests are put back and graded
+    "deleted_locked": (2, 2, 2),  # every locked cell put back (the imports too), in its place
     "edited_tests": (0, 2, 0),  # edits undone, points restored, skip tag dropped
     "redefined_check": (0, 2, 2),  # hidden tests use the grader's own check
     "patched_grader": (0, 0, 0),  # tampering: every graded cell scores 0
@@ -371,10 +376,22 @@ def test_a_kernel_that_kills_its_process_scores_0_with_a_note(graded):
 
 def test_locked_cells_are_enforced(graded):
     root = graded[0]
-    for student in ("deleted_tests", "edited_tests"):
+    for student in ("deleted_tests", "edited_tests", "deleted_locked"):
         nb = nbformat.read(root / "autograded" / student / LAB / f"{LAB}.ipynb", as_version=4)
         sources = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source for c in nb.cells}
         assert "add_one(1) == 2" in sources["ex1_test"] and "warps(32) == 1" in sources["ex3_test"]
+
+    def order(path):
+        nb = nbformat.read(path, as_version=4)
+        return [c.metadata["nbgrader"]["grade_id"] for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id")]
+
+    restored = root / "autograded" / "deleted_locked" / LAB / f"{LAB}.ipynb"
+    assert order(restored) == order(root / "labs" / LAB / f"{LAB}.ipynb")  # each put back in its place
+    import csv
+
+    with open(root / "grades.csv") as handle:
+        notes = {r["student"]: r["note"] for r in csv.DictReader(handle)}
+    assert "ex1_test, ex3_test were missing" in notes["deleted_tests"] and "put them back" in notes["deleted_tests"]
 
 
 def test_tampering_scores_0_and_a_redefined_check_is_only_noted(graded):

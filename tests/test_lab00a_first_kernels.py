@@ -1,10 +1,11 @@
 """Lab 00a through real nbgrader: the solution scores full marks, the untouched lab 0, and known-wrong
 versions lose the points of what they get wrong — a missing guard, an input read twice, a forgotten
 blockIdx, rows and columns swapped, a window sum without shared memory (right result, wasted reads), a
-missing syncthreads, a dot product made of atomics."""
+missing syncthreads, a dot product made of atomics. One of them also deletes every locked test cell (the
+grader puts them back and grades them)."""
 
 import pytest
-from labtools import grade_lab, release_notebook, solution_notebook, with_cells
+from labtools import grade_lab, release_notebook, solution_notebook, with_cells, without_graded_cells
 
 LAB = "lab00a_first_kernels"
 
@@ -87,9 +88,11 @@ def test_lab00a_round_trip(tmp_path):
     scores = grade_lab(LAB, {
         "solution": solution,
         "untouched": release_notebook(LAB),
-        # independent defects in one notebook: each costs its own puzzle's cells only
-        "sloppy": with_cells(solution, {"ex2_solution": READS_TWICE, "ex3_solution": NO_GUARD,
-                                        "ex5_solution": NO_BLOCK_INDEX, "ex8_solution": DOT_WITH_ATOMICS}),
+        # independent defects in one notebook: each costs its own puzzle's cells only; its test cells are
+        # deleted (the cell before each is a locked `show` cell) and must be put back and graded
+        "sloppy": without_graded_cells(with_cells(solution, {
+            "ex2_solution": READS_TWICE, "ex3_solution": NO_GUARD, "ex5_solution": NO_BLOCK_INDEX,
+            "ex8_solution": DOT_WITH_ATOMICS})),
         "swapped": with_cells(solution, {"ex6_solution": ROWS_AND_COLUMNS_SWAPPED,
                                          "ex7_solution": WINDOW_FROM_GLOBAL}),
         "no_barrier": with_cells(solution, {"ex7_solution": WINDOW_WITHOUT_BARRIER}),

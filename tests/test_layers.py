@@ -27,7 +27,7 @@ LAYERS = (
 LESSON_PARTS = ("kernels", "model", "experiments", "figures", "__init__")
 GRADING = "gpucourse.tooling.grading"
 # lowest first: the learner's kernel imports the first two (with the face, __init__); nbgrader's side next
-GRADING_ROOMS = ("snapshot", "hidden", "rewrite", "scan", "notes", "header", "execute", "preprocessors",
+GRADING_ROOMS = ("snapshot", "hidden", "rewrite", "scan", "notes", "header", "locked", "execute", "preprocessors",
                  "report", "workers", "batch", "__init__")
 
 

@@ -9,9 +9,10 @@ Its rooms, lowest first (a room imports only rooms before it: ``tests/test_layer
 * **Reading the source**: ``rewrite`` (hidden blocks into one guarded call; cut out for feedback) and
   ``scan`` (the tamper scan).
 * **nbgrader's side** (imported only by the grader: they need nbgrader): ``notes`` (the grader's notes in
-  a notebook), ``header`` (the kernel's startup file that takes the snapshot), ``execute``
-  (``GuardedExecute``: sandboxed kernel, limits that always end, output capped) and ``preprocessors``
-  (``GuardSubmission``, ``FinalizeGrades``, ``SanitizeFeedback``).
+  a notebook), ``header`` (the kernel's startup file that takes the snapshot), ``locked`` (locked cells a
+  submission deleted, put back), ``execute`` (``GuardedExecute``: sandboxed kernel, limits that always
+  end, output capped) and ``preprocessors`` (``GuardSubmission``, ``FinalizeGrades``,
+  ``SanitizeFeedback``).
 * **The batch**: ``report`` (scores, grades.csv, the summary), ``workers`` (grading processes) and
   ``batch`` (``grade_all``, ``feedback_all``).
 * **The sandbox** (``gpucourse.tooling.sandbox``, Linux Landlock): the grading kernel reads only the Python
@@ -41,6 +42,7 @@ _LATER = {
     **dict.fromkeys(["PROTECTED_NAMES", "imported_names", "scan_learner_code"], "scan"),
     **dict.fromkeys(["NOTE_KEY"], "notes"),
     **dict.fromkeys(["HEADER_STATUS", "header_note"], "header"),
+    **dict.fromkeys(["RestoreLockedCells"], "locked"),
     **dict.fromkeys(["GuardedExecute"], "execute"),
     **dict.fromkeys(["GuardSubmission", "FinalizeGrades", "SanitizeFeedback"], "preprocessors"),
     **dict.fromkeys(["NOTE_FIELDS", "read_scores"], "report"),

@@ -50,6 +50,10 @@ class GuardSubmission(NbGraderPreprocessor):
             found, cell_notes = scan_learner_code(cell.source, imported, locked)
             tampering += [f"{name}, {item}" for item in found]
             notes.update(cell_notes)
+        restored = resources.get(NOTE_KEY, {}).get("restored", [])  # by RestoreLockedCells
+        if restored:
+            notes.add(f"the locked cells {', '.join(restored)} were missing from the submission: the grader "
+                      "put them back and graded them")
         # what the kernel header imports and snapshots before any learner code runs
         nb.metadata[NOTE_KEY] = {"tampering": tampering, "notes": sorted(notes),
                                  "trusted_imports": [[name, what] for name, what in locked.items()]}
