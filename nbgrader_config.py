@@ -75,7 +75,7 @@ c.Autograde.sanitize_preprocessors = [
 c.Autograde.autograde_preprocessors = [
     "gpucourse.tooling.grading.GuardedExecute",  # sandboxed kernel, limits that always end
     "nbgrader.preprocessors.IgnorePattern",
-    "gpucourse.tooling.grading.FinalizeGrades",  # cells that never ran / a tampered notebook score 0
+    "gpucourse.tooling.grading.FinalizeGrades",  # never ran / tampered: 0; no partial credit
     "nbgrader.preprocessors.LimitOutput",
     "nbgrader.preprocessors.SaveAutoGrades",
     "nbgrader.preprocessors.AssignLatePenalties",

@@ -629,7 +629,76 @@ def test_unreadable_submissions_are_named():
         assert "not a readable notebook" in grading.unreadable_reason(root, "lab01_warps", "carol")
 
 
-# -- issue 32: deleted locked cells --------------------------------------------------------------------
+# -- issue 32: a patched course, a displayed "score", deleted locked cells --------------------------------
+
+COURSE_PATCH_PROBE = r"""
+import json, sys
+import numpy as np
+import gpucourse.microscope
+from gpucourse.tooling import grading
+from gpucourse.tooling.grading import hidden, rewrite, snapshot
+snapshot.snapshot_environment([("np", "numpy"), ("check", "gpucourse.tooling.grading.check")])
+call = rewrite.guard_hidden_tests("### BEGIN HIDDEN TESTS\ncheck(answer() == 6)\n### END HIDDEN TESTS")
+changes = {
+    "numpy only": "np.allclose = lambda *args, **kwargs: True",
+    "the way in": "tooling = sys.modules['gpucourse.tooling']\ntooling.grading = type(sys)('fake')",
+    "a course check": "sys.modules['gpucourse.microscope'].check_shared_memory = print",
+    "during the tests": ("def answer():\n    sys.modules['gpucourse.tooling.grading.hidden'].check = print\n"
+                         "    return 6"),
+}
+result = {}
+for name, code in changes.items():
+    snapshot.restore_snapshot({})
+    ns = {"np": np, "sys": sys, "answer": lambda: 6}
+    exec(code, ns)
+    try:
+        exec(call, ns)  # the rewritten hidden block, as a test cell runs it
+        result[name] = "passed"
+    except hidden.GraderIntegrity as error:
+        result[name] = f"GraderIntegrity: {error}"
+    except Exception as error:
+        result[name] = type(error).__name__
+print(json.dumps(result))
+"""
+
+
+def test_a_change_to_the_course_itself_is_caught_at_run_time():
+    """Changes the scan cannot read: one to a library (NumPy) is only put back, as before; one to the
+    course's own modules, even to the package attribute a hidden block used to be reached through, or
+    made by the learner's code while the hidden tests run, raises GraderIntegrity."""
+    done = subprocess.run([sys.executable, "-c", COURSE_PATCH_PROBE], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["numpy only"] == "passed", result
+    assert result["the way in"].startswith("GraderIntegrity") and "gpucourse.tooling.grading" in result["the way in"]
+    assert "gpucourse.microscope.check_shared_memory" in result["a course check"], result
+    assert "gpucourse.tooling.grading.hidden.check" in result["during the tests"], result
+
+
+def _graded(grade_id: str, *outputs) -> nbformat.NotebookNode:
+    cell = new_code_cell("pass", outputs=list(outputs))
+    cell.metadata["nbgrader"] = {"grade": True, "grade_id": grade_id, "locked": True, "points": 2,
+                                 "solution": False, "schema_version": 3, "task": False}
+    cell.execution_count = 1
+    return cell
+
+
+def test_a_displayed_value_is_no_score_and_a_run_time_integrity_error_zeroes_the_notebook():
+    """nbgrader reads a graded cell's displayed value before an error as its (partial) credit."""
+    from nbgrader.utils import determine_grade
+
+    shown = new_output("execute_result", data={"text/plain": "2.0"}, execution_count=1)
+    failed = new_output("error", ename="AssertionError", evalue="f(1) should be 2", traceback=[])
+    caught = new_output("error", ename="GraderIntegrity", evalue="the course's own code was changed: x", traceback=[])
+    nb = new_notebook(cells=[_graded("ex1_test", shown, failed), _graded("ex2_test"), _graded("ex3_test", caught)])
+    nb.metadata["gpucourse"] = {"tampering": [], "notes": []}
+    assert determine_grade(nb.cells[0]) == (2, 2)  # what nbgrader alone would give
+    nb, _ = grading.FinalizeGrades().preprocess(nb, {})
+    assert [determine_grade(c)[0] for c in nb.cells] == [0, 0, 0]
+    assert nb.cells[0].outputs[0].output_type == "display_data"  # still shown in the autograded notebook
+    assert "ex3_test, at run time: the course's own code was changed" in json.dumps(nb.metadata["gpucourse"])
+
 
 def test_deleted_locked_cells_are_put_back_in_their_places():
     from nbgrader.utils import compute_checksum

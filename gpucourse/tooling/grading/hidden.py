@@ -3,7 +3,8 @@
 ``check()`` fails a hidden test with one generic line; ``run_hidden_tests()`` runs a test cell's hidden
 part (the autograder rewrites each hidden block into one call of it: ``rewrite.py``) with the snapshot
 put back (``snapshot.py``), its output muted, the grader's own ``check`` bound, and any failure turned
-into that same generic line.
+into that same generic line. A notebook that changed the course's own code fails with ``GraderIntegrity``
+instead, and the grader then scores every graded cell of it 0.
 
 Runs in the learner's kernel: standard library only (and NumPy where it is there).
 """
@@ -14,7 +15,7 @@ import contextlib
 import os
 import sys
 
-from gpucourse.tooling.grading.snapshot import custom_comparisons, restore_snapshot
+from gpucourse.tooling.grading.snapshot import custom_comparisons, of_the_course, restore_snapshot
 
 GENERIC_FAILURE = "a hidden test failed: re-read the specification"
 
@@ -81,6 +82,21 @@ def reaches_package(fn, package: str = "gpucourse", seen=None) -> bool:
 _CHECK = check  # the grader's own check, bound for hidden tests even if a learner redefines `check`
 
 
+class GraderIntegrity(HiddenTestFailed):
+    """The notebook changed the course's own code (the grader, the microscope, a lesson) while it ran;
+    the grader then scores every graded cell 0 (``preprocessors.FinalizeGrades``)."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{INTEGRITY}: {self}"]
+
+
+INTEGRITY = GraderIntegrity.__name__  # the error's name in a cell's output and in the kernel's reply
+
+
+def integrity_message(changes: list[str]) -> str:
+    return "the course's own code was changed: " + ", ".join(changes[:3]) + (", …" if len(changes) > 3 else "")
+
+
 def run_hidden_tests(code: str, namespace: dict, local_namespace: dict | None = None) -> None:
     """Run the hidden part of a test cell (the autograder rewrites hidden blocks into this call).
 
@@ -89,24 +105,31 @@ def run_hidden_tests(code: str, namespace: dict, local_namespace: dict | None = 
     whatever the submission changed. Output is muted while it runs (so a learner's function cannot
     print the hidden inputs), the grader's ``check`` is bound, and any failure — an assertion, an
     exception raised by the learner's code, an interrupt — becomes one generic ``HiddenTestFailed``
-    line.
+    line. A change to the course's own modules, found before or after the block ran, raises
+    ``GraderIntegrity`` (nothing of the course rebinds them: only the notebook can have).
     """
-    restore_snapshot(namespace)
+    changes = of_the_course(restore_snapshot(namespace))
+    if changes:
+        raise GraderIntegrity(integrity_message(changes)) from None
     missing = object()
     saved_check = namespace.get("check", missing)
     namespace["check"] = _CHECK
     failed = False
     try:
-        with _muted():
-            exec(compile(code, "<hidden tests>", "exec"), namespace, local_namespace)  # noqa: S102
-        failed = bool(custom_comparisons())  # results that decide their own comparisons prove nothing
-    except BaseException:  # noqa: B036  (an interrupt or sys.exit inside hidden tests also fails them)
-        failed = True
+        try:
+            with _muted():
+                exec(compile(code, "<hidden tests>", "exec"), namespace, local_namespace)  # noqa: S102
+            failed = bool(custom_comparisons())  # results that decide their own comparisons prove nothing
+        except BaseException:  # noqa: B036  (an interrupt or sys.exit inside hidden tests also fails them)
+            failed = True
+        changes = of_the_course(restore_snapshot(namespace))  # what the learner's code did meanwhile
     finally:
         if saved_check is missing:
             namespace.pop("check", None)
         else:
             namespace["check"] = saved_check
+    if changes:
+        raise GraderIntegrity(integrity_message(changes)) from None
     if failed:
         raise HiddenTestFailed(GENERIC_FAILURE) from None
 

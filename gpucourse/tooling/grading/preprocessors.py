@@ -4,7 +4,7 @@ grader: they need nbgrader):
 * ``GuardSubmission`` (sanitize step, after OverwriteCells): scan the learner's code for tampering
   (``scan.py``), rewrite hidden tests (``rewrite.py``), drop execution-skipping tags;
 * ``FinalizeGrades`` (after execution: ``execute.py``): cells that never ran or a tampered notebook score 0
-  with a note;
+  with a note, and a graded cell scores all its points or none (never nbgrader's partial credit);
 * ``SanitizeFeedback``: feedback shows code, scores and one-line verdicts, never hidden tests, their
   tracebacks or output.
 """
@@ -16,7 +16,7 @@ import re
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Integer
 
-from gpucourse.tooling.grading.hidden import GENERIC_FAILURE
+from gpucourse.tooling.grading.hidden import GENERIC_FAILURE, INTEGRITY
 from gpucourse.tooling.grading.notes import NOTE_KEY, add_note, is_grade, is_locked, md_escape, note_output, unique
 from gpucourse.tooling.grading.rewrite import BEGIN_HIDDEN, guard_hidden_tests, strip_hidden_tests
 from gpucourse.tooling.grading.scan import imported_names, scan_learner_code
@@ -61,14 +61,33 @@ class GuardSubmission(NbGraderPreprocessor):
 
 
 class FinalizeGrades(NbGraderPreprocessor):
-    """After execution: graded cells that did not run, or of a tampered notebook, score 0."""
+    """After execution: graded cells that did not run, or of a tampered notebook, score 0; a graded cell
+    scores all its points or none.
+
+    Tampering is what the scan found (``GuardSubmission``) or what the hidden tests found at run time (a
+    graded cell that raised ``GraderIntegrity``: ``hidden.py``). nbgrader reads a graded cell's displayed
+    value (an ``execute_result`` before any error) as its partial credit, and a value that is no number as
+    full credit, whatever follows; the learner's code can display one (``sys.displayhook``, a stand-in
+    returned where a test returns nothing). So here it becomes a plain display: a graded cell scores its
+    points exactly when it ran without an error."""
 
     def preprocess(self, nb, resources):
+        from nbformat.v4 import new_output
+
         meta = nb.metadata.get(NOTE_KEY, {})
-        tampering = meta.get("tampering", [])
+        tampering = list(meta.get("tampering", []))
+        for cell in nb.cells:
+            if is_grade(cell):
+                found = [o.get("evalue", "") for o in cell.outputs
+                         if o.output_type == "error" and o.get("ename") == INTEGRITY]
+                if found:  # (nbgrader's Execute records the kernel's error even where it was kept from showing)
+                    grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "a cell")
+                    tampering.append(f"{grade_id}, at run time: {found[0][:200]}")
         for cell in nb.cells:
             if not is_grade(cell):
                 continue
+            cell.outputs = [new_output("display_data", data=o.get("data", {}), metadata=o.get("metadata", {}))
+                            if o.output_type == "execute_result" else o for o in cell.outputs]
             if cell.execution_count is None and not any(o.output_type == "error" for o in cell.outputs):
                 add_note(cell, "NotRun", "this test cell did not run; it scores 0")
             if tampering:

@@ -5,8 +5,8 @@ alias, ``vars()``, a list or a default argument reads differently. So the grader
 startup file, run before the first cell: ``header.py``) imports the modules the lab's locked cells import
 and remembers, for every loaded module, its functions, classes and submodules, each function's code and
 defaults, the methods of its classes, and the names the locked cells bind. Before each hidden block they
-are put back (``restore_snapshot``). (The grader's own modules are in the snapshot too, but a submission
-that replaces the entry point itself is only caught by the scan.)
+are put back (``restore_snapshot``), and what had changed is reported with its owner: a change to the
+course's own modules is tampering (``hidden.run_hidden_tests``).
 
 Runs in the learner's kernel: standard library only.
 """
@@ -180,3 +180,9 @@ def restore_snapshot(namespace: dict) -> dict[str, str]:
     sys.settrace(None)  # a tracer could rewrite the hidden tests' frames
     sys.setprofile(None)
     return changed
+
+
+def of_the_course(changed: dict[str, str]) -> list[str]:
+    """The changes (from ``restore_snapshot``) to the course's own modules: the grader, the microscope,
+    the lessons. Nothing of the course rebinds them once imported, so only a notebook can have."""
+    return sorted(what for what, owner in changed.items() if owner == "gpucourse" or owner.startswith("gpucourse."))
