@@ -39,6 +39,7 @@ FORMATS = ["tests/test_formats.py"]
 WEAK = ["tests/test_weakmemory.py", "-k", "not sample and not figure"]
 SCAN = ["tests/test_grading.py", "-k", "tampering or redefining"]
 SNAPSHOT = ["tests/test_grading.py", "-k", "snapshot or check or comparison"]
+HOLES = ["tests/test_grading.py", "-k", "course_itself or displayed_value or put_back"]
 WARP = ["tests/test_microscope_warp.py"]
 
 
@@ -208,6 +209,20 @@ MUTATIONS: list[Mutation] = [
              '_FORBIDDEN_CALLS = {"exec", "eval", "compile", "__import__"}',
              '_FORBIDDEN_CALLS = {"exec", "compile", "__import__"}',
              "eval() runs code the grader cannot read", SCAN),
+    # --- grading holes of issue 32 ---------------------------------------------------------------------
+    Mutation("course-changes-ignored", "gpucourse/tooling/grading/snapshot.py",
+             'owner == "gpucourse" or owner.startswith("gpucourse.")', "False",
+             "a change to the course's own modules, found when a hidden block runs, is tampering", HOLES),
+    Mutation("hidden-tests-reached-through-the-package", "gpucourse/tooling/grading/rewrite.py",
+             "__import__('importlib').import_module('gpucourse.tooling.grading.hidden').run_hidden_tests",
+             "__import__('gpucourse.tooling.grading').tooling.grading.run_hidden_tests",
+             "hidden blocks reach run_hidden_tests through sys.modules, not attributes a notebook can swap", HOLES),
+    Mutation("displayed-value-is-a-score", "gpucourse/tooling/grading/preprocessors.py",
+             'if o.output_type == "execute_result" else o', 'if False else o',
+             "a graded cell scores all or nothing: a displayed value is not nbgrader's partial credit", HOLES),
+    Mutation("deleted-locked-cell-left-out", "gpucourse/tooling/grading/locked.py",
+             "        if not locked:\n", "        if not locked or cell_type == \"markdown\":\n",
+             "every deleted locked cell is put back, explanations too, so the next one finds its place", HOLES),
 ]
 
 
