@@ -1,7 +1,7 @@
 # nbgrader course configuration: nbgrader's "source" is solutions/, its "release" is labs/.
 # Run nbgrader from the repository root (or use `make labs`, `make grade`, `make feedback`).
 # The hardened grading pieces (sandboxed kernel, time limits that always end, hidden tests that
-# never reach feedback) live in gpucourse/tooling/grading.py; instructor/README.md explains them.
+# never reach feedback) live in gpucourse/tooling/grading/; instructor/README.md explains them.
 import importlib.util
 import os
 
@@ -55,15 +55,19 @@ c.GuardedExecute.max_output_chars = 100_000  # output kept per cell (megabytes o
 c.GuardedExecute.sandbox = "auto"  # Landlock where the OS has it; "required" refuses to grade without
 
 # --- Locked cells -------------------------------------------------------------------------------
-# Edited locked cells are restored from the gradebook (nbgrader does that); deleted test cells are
-# put back too, so deleting a test never removes its points from the maximum.
-c.OverwriteCells.add_missing_cells = True
+# Edited locked cells are restored from the gradebook (nbgrader's OverwriteCells does that); deleted
+# locked cells (tests, the setup, `show` cells) are put back in their places by RestoreLockedCells, so
+# deleting a test never removes its points from the maximum. nbgrader's own add_missing_cells stays off:
+# it fails the submission (and `make grade`) when the cell before a deleted test is not a graded or
+# answer cell, as in lab 00a and lab 04a.
+c.OverwriteCells.add_missing_cells = False
 
 # --- The pipelines ------------------------------------------------------------------------------
 c.Autograde.sanitize_preprocessors = [
     "nbgrader.preprocessors.ClearOutput",
     "nbgrader.preprocessors.DeduplicateIds",
     "nbgrader.preprocessors.OverwriteKernelspec",
+    "gpucourse.tooling.grading.RestoreLockedCells",  # deleted locked cells put back, in their places
     "nbgrader.preprocessors.OverwriteCells",
     "nbgrader.preprocessors.CheckCellMetadata",
     "gpucourse.tooling.grading.GuardSubmission",  # tamper scan, hidden tests wrapped, skip tags dropped
@@ -71,7 +75,7 @@ c.Autograde.sanitize_preprocessors = [
 c.Autograde.autograde_preprocessors = [
     "gpucourse.tooling.grading.GuardedExecute",  # sandboxed kernel, limits that always end
     "nbgrader.preprocessors.IgnorePattern",
-    "gpucourse.tooling.grading.FinalizeGrades",  # cells that never ran / a tampered notebook score 0
+    "gpucourse.tooling.grading.FinalizeGrades",  # never ran / tampered: 0; no partial credit
     "nbgrader.preprocessors.LimitOutput",
     "nbgrader.preprocessors.SaveAutoGrades",
     "nbgrader.preprocessors.AssignLatePenalties",

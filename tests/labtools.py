@@ -5,8 +5,9 @@
     scores["solution"].total == scores["solution"].max_score
     scores["no_bounds"].cells["ex3_test"] == 0
 
-Every round trip grades the solution and the untouched released lab, and grade_lab checks the
-notebooks nbgrader executed for them as a learner's kernel runs them (they used to run a second
+Every round trip grades the solution, the untouched released lab and a known-wrong version that patches
+the course (``with_course_patched``: it must earn 0), and grade_lab checks the
+notebooks nbgrader executed for the first two as a learner's kernel runs them (they used to run a second
 time, headless, in tests/test_notebooks.py): the solution runs without an error output, the
 untouched lab stops with NotImplementedError at its first exercise, and both open with the banner
 of this machine's mode. No cell of the solution writes to stderr.
@@ -100,6 +101,52 @@ def release_notebook(lab: str) -> nbformat.NotebookNode:
     return nbformat.read(ROOT / "labs" / lab / f"{lab}.ipynb", as_version=4)
 
 
+# A hostile submission (issue 32): before its (wrong) answers, it replaces every attribute named check*,
+# assert*, verify*, grade* or grading of every loaded gpucourse module, found through sys.modules, with a
+# stand-in that accepts everything: a call returns it, any attribute is it, it equals anything and is true.
+# `getattr(sys, "modules")` is not what the tamper scan looks for, so only the grader's run-time check can
+# see it; whatever it did to the hidden tests' way in, it must earn 0.
+COURSE_PATCH = '''import sys
+import types
+
+
+class _Anything:
+    def __call__(self, *args, **kwargs):
+        return self
+
+    def __getattr__(self, name):
+        return self
+
+    def __eq__(self, other):
+        return True
+
+    def __bool__(self):
+        return True
+
+
+for _name, _module in list(getattr(sys, "modules").items()):
+    if _name.startswith("gpucourse") and isinstance(_module, types.ModuleType):
+        for _attr in list(vars(_module)):
+            if _attr.startswith(("check", "assert", "verify", "grade", "grading")):
+                setattr(_module, _attr, _Anything())
+'''
+
+
+def with_course_patched(nb: nbformat.NotebookNode, patch: str = COURSE_PATCH) -> nbformat.NotebookNode:
+    """A copy of ``nb`` (a known-wrong version) whose first answer cell starts with ``patch``."""
+    nb = copy.deepcopy(nb)
+    first = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution"))
+    first.source = f"{patch}\n\n{first.source}"
+    return nb
+
+
+def without_graded_cells(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """A copy of ``nb`` with every graded (locked test) cell deleted: the grader must put them back."""
+    nb = copy.deepcopy(nb)
+    nb.cells = [c for c in nb.cells if not c.metadata.get("nbgrader", {}).get("grade")]
+    return nb
+
+
 def with_cells(nb: nbformat.NotebookNode, replacements: dict[str, str]) -> nbformat.NotebookNode:
     """A copy of ``nb`` whose cells with these grade ids get new source (a known-wrong version)."""
     nb = copy.deepcopy(nb)
@@ -144,8 +191,10 @@ def course_copy(tmp: Path, lab: str) -> Path:
 
 def grade_lab(lab: str, submissions: dict[str, nbformat.NotebookNode], tmp: Path, *, extra_args=()) -> dict[str, Score]:
     """Autograde each submission (student id → notebook) through real nbgrader; scores per student.
-    ``submissions`` has the "solution" and the "untouched" lab, checked with check_runs_as_released."""
+    ``submissions`` has the "solution" and the "untouched" lab, checked with check_runs_as_released, and
+    "patched_course" (``with_course_patched`` of a known-wrong version), which must earn 0."""
     assert {"solution", "untouched"} <= set(submissions), "grade the solution and the untouched lab too"
+    assert "patched_course" in submissions, "grade a known-wrong version that patches the course (with_course_patched)"
     root = course_copy(tmp, lab)
     for student, nb in submissions.items():
         folder = root / "submitted" / student / lab
@@ -168,4 +217,8 @@ def grade_lab(lab: str, submissions: dict[str, nbformat.NotebookNode], tmp: Path
         assert set(score.cells) == graded_cells, f"{student}: no grade for {sorted(graded_cells - set(score.cells))}"
         score.notebook = nbformat.read(root / "autograded" / student / lab / f"{lab}.ipynb", as_version=4)
     check_runs_as_released(scores)
+    patched = scores["patched_course"]
+    assert patched.total == 0, f"a submission that patches the course earned {patched.cells}"
+    notes = patched.notebook.metadata.get("gpucourse", {}).get("summary", [])
+    assert any("GraderIntegrity" in note for note in notes), f"no note says why it earned 0: {notes}"
     return scores

@@ -107,7 +107,7 @@ def _solution_blocks() -> list[list[str]]:
 def test_no_file_in_the_course_image_holds_a_whole_solution():
     """By content, not by name: a lesson may share a line with a solution, never a whole one."""
     context = _image_context()
-    assert "gpucourse/tooling/grading.py" in context and "labs/lab01_warps/lab01_warps.ipynb" in context
+    assert "gpucourse/tooling/grading/hidden.py" in context and "labs/lab01_warps/lab01_warps.ipynb" in context
     assert not [f for f in context if f.startswith(("tests/", "solutions/"))]
     blocks = _solution_blocks()
     assert len(blocks) >= 10

@@ -18,6 +18,7 @@ from gpucourse.tooling.build import ROOT, lab_names, to_notebook
 from gpucourse.tooling.grading import (
     GENERIC_FAILURE,
     HiddenTestFailed,
+    batch,
     check,
     guard_hidden_tests,
     imported_names,
@@ -28,6 +29,8 @@ from gpucourse.tooling.grading import (
     scan_learner_code,
     strip_hidden_tests,
 )
+from gpucourse.tooling.grading import header as header_room
+from gpucourse.tooling.grading.notes import add_note
 
 LOCKED = {"np": "numpy", "runtime": "gpucourse.measure.runtime", "check": "gpucourse.tooling.grading.check"}
 TEST_CELL = '''"""Check that f doubles."""
@@ -167,18 +170,19 @@ SNAPSHOT_PROBE = r'''
 import json, sys, textwrap
 import numpy as np
 from gpucourse.tooling import grading
+from gpucourse.tooling.grading import snapshot as snap
 
 patterns, hidden_for = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 grading.snapshot_environment([("np", "numpy"), ("textwrap", "textwrap"), ("check", "gpucourse.tooling.grading.check")])
-snapshot, result = grading._SNAPSHOT, {}
+snapshot, result = snap._SNAPSHOT, {}
 for name, code in patterns.items():
     for guarded in (False, True):
-        grading._SNAPSHOT = snapshot
-        grading._restore_snapshot({})  # a clean start for each case
+        snap._SNAPSHOT = snapshot
+        snap.restore_snapshot({})  # a clean start for each case
         ns = {"np": np, "textwrap": textwrap}
         exec(code, ns)
         exec("def wrong():\n    return np.zeros(3)", ns)
-        grading._SNAPSHOT = snapshot if guarded else None
+        snap._SNAPSHOT = snapshot if guarded else None
         try:
             grading.run_hidden_tests(hidden_for.get(name, "check(np.allclose(wrong(), np.ones(3)))"), ns)
             result[f"{name}, {guarded}"] = "passed"
@@ -210,9 +214,9 @@ def test_hidden_tests_run_against_the_headers_snapshot_whatever_the_submission_c
 HEADER_PROBE = r"""
 import json, sys
 exec(open(sys.argv[1]).read())  # as IPython runs a startup file: in the notebook's namespace
-from gpucourse.tooling import grading
+from gpucourse.tooling.grading import snapshot
 left = sorted(name for name in globals() if name.startswith("_gpucourse"))
-print(json.dumps({"bindings": sorted(grading._SNAPSHOT["bindings"]), "left": left}))
+print(json.dumps({"bindings": sorted(snapshot._SNAPSHOT["bindings"]), "left": left}))
 """
 
 
@@ -225,13 +229,13 @@ def test_the_header_snapshots_each_labs_imports(lab, tmp_path):
     locked = imported_names(c.source for c in nb.cells if c.cell_type == "code"
                             and c.metadata.get("nbgrader", {}).get("locked")
                             and c.metadata.get("nbgrader", {}).get("grade_id"))
-    grading._write_header(tmp_path, [[name, what] for name, what in locked.items()])
+    header_room.write_header(tmp_path, [[name, what] for name, what in locked.items()])
     header = tmp_path / "home/.ipython/profile_default/startup/00-gpucourse-grader.py"
     done = subprocess.run([sys.executable, "-c", HEADER_PROBE, str(header)], capture_output=True, text=True,
                           timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr[-2000:]
-    assert (tmp_path / grading.HEADER_STATUS).read_text() == "ok"
-    assert grading.header_note(tmp_path) is None
+    assert (tmp_path / header_room.HEADER_STATUS).read_text() == "ok"
+    assert header_room.header_note(tmp_path) is None
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["bindings"] == sorted(locked) and result["left"] == [], result
 
@@ -244,7 +248,7 @@ def test_the_snapshot_survives_objects_whose_attributes_raise(tmp_path):
         "driver = Raising()\n")
     code = ("import touchy\nfrom gpucourse.tooling import grading\n"
             "grading.snapshot_environment([('touchy', 'touchy')])\n"
-            "touchy.Holder.method = lambda self: 2\ngrading._restore_snapshot({})\n"
+            "touchy.Holder.method = lambda self: 2\ngrading.snapshot.restore_snapshot({})\n"
             "assert touchy.Holder().method() == 1\nprint('ok')\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])})
@@ -293,7 +297,7 @@ cases = {
 }
 result = {}
 for name, code in cases.items():
-    grading._SNAPSHOT["classes"] = {id(c) for c in grading._all_classes()}  # a clean start for each case
+    grading.snapshot._SNAPSHOT["classes"] = {id(c) for c in grading.snapshot._all_classes()}  # a clean start
     ns = {"__name__": "__main__"}
     exec(compile(code, "/tmp/ipykernel_0/cell.py", "exec"), ns)
     try:
@@ -350,7 +354,7 @@ hidden = {"closure cell": "check(checkers.close(0, 5))", "default argument value
           "builtin constant": "check(checkers.Exact(6) == 5)"}
 result = {}
 for name, code in changes.items():
-    grading._restore_snapshot({})
+    grading.snapshot.restore_snapshot({})
     ns = {"checkers": checkers}
     exec(code, ns)
     result[name + ", works unguarded"] = bool(eval(hidden[name][6:-1], ns))
@@ -391,9 +395,9 @@ def test_reaches_package_follows_the_notebooks_functions():
 
 
 def test_a_header_that_failed_or_never_ran_is_reported(tmp_path):
-    assert "did not run" in grading.header_note(tmp_path)
-    (tmp_path / grading.HEADER_STATUS).write_text("CudaSupportError: no driver")
-    assert "CudaSupportError" in grading.header_note(tmp_path)
+    assert "did not run" in header_room.header_note(tmp_path)
+    (tmp_path / header_room.HEADER_STATUS).write_text("CudaSupportError: no driver")
+    assert "CudaSupportError" in header_room.header_note(tmp_path)
 
 
 def test_redefining_check_is_only_noted():
@@ -531,7 +535,7 @@ def _autograded_notebook() -> nbformat.NotebookNode:
     learner.metadata["nbgrader"] = {"grade": False, "grade_id": "ex1_solution", "locked": False,
                                     "solution": True, "schema_version": 3, "task": False}
     timed_out = new_code_cell("spin()", outputs=[])
-    grading._add_note(timed_out, "TimeLimitExceeded", "this cell ran longer than its 120 s limit")
+    add_note(timed_out, "TimeLimitExceeded", "this cell ran longer than its 120 s limit")
     nb = new_notebook(cells=[new_markdown_cell("# lab"), learner, test, visible, timed_out])
     nb.metadata["gpucourse"] = {"summary": ["ex9_test — TimeLimitExceeded: <b>stopped</b>"]}
     return nb
@@ -563,12 +567,17 @@ def test_nbgrader_configuration():
 
     config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
     assert config.Execute.timeout >= 60 and config.Execute.raise_on_iopub_timeout is False
-    assert config.OverwriteCells.add_missing_cells is True
+    # deleted locked cells are put back by RestoreLockedCells, before OverwriteCells; nbgrader's own
+    # add_missing_cells fails a submission whose deleted test follows a locked cell that is not graded
+    sanitize = config.Autograde.sanitize_preprocessors
+    assert config.OverwriteCells.add_missing_cells is False
+    assert sanitize.index("gpucourse.tooling.grading.RestoreLockedCells") < sanitize.index(
+        "nbgrader.preprocessors.OverwriteCells")
     assert "gpucourse.tooling.grading.GuardedExecute" in config.Autograde.autograde_preprocessors
     assert "gpucourse.tooling.grading.GuardSubmission" in config.Autograde.sanitize_preprocessors
     assert "gpucourse.tooling.grading.SanitizeFeedback" in config.GenerateFeedback.preprocessors
     assert Path(config.IncludeHeaderFooter.header) == ROOT / "instructor" / "header.ipynb"
-    for name in ("GuardSubmission", "GuardedExecute", "FinalizeGrades", "SanitizeFeedback"):
+    for name in ("RestoreLockedCells", "GuardSubmission", "GuardedExecute", "FinalizeGrades", "SanitizeFeedback"):
         assert isinstance(getattr(grading, name), type)
 
 
@@ -597,9 +606,9 @@ def test_grade_exits_non_zero_only_when_the_grader_fails(tmp_path, monkeypatch, 
         def run(self, tasks, quiet=False):
             return {task: {"success": task[2] == "alice", "error": "nbgrader crashed"} for task in tasks}
 
-    monkeypatch.setattr(grading, "WorkerPool", FakePool)
-    monkeypatch.setattr(grading, "_ensure_assignments", lambda root, labs: [])
-    monkeypatch.setattr(grading, "read_scores", lambda root: [
+    monkeypatch.setattr(batch, "WorkerPool", FakePool)
+    monkeypatch.setattr(batch, "_ensure_assignments", lambda root, labs: [])
+    monkeypatch.setattr(batch, "read_scores", lambda root: [
         {"student": "alice", "lab": "lab01_warps", "cell": "ex1_test", "score": 2.0, "max_score": 2.0}])
     assert grading.grade_all(tmp_path, jobs=2) == 1
     assert "GRADER FAILURE: lab01_warps/bob" in capsys.readouterr().err
@@ -618,3 +627,113 @@ def test_unreadable_submissions_are_named():
         assert "no lab01_warps.ipynb" in grading.unreadable_reason(root, "lab01_warps", "carol")
         (folder / "lab01_warps.ipynb").write_bytes(b"\x00\x01 not json")
         assert "not a readable notebook" in grading.unreadable_reason(root, "lab01_warps", "carol")
+
+
+# -- issue 32: a patched course, a displayed "score", deleted locked cells --------------------------------
+
+COURSE_PATCH_PROBE = r"""
+import json, sys
+import numpy as np
+import gpucourse.microscope
+from gpucourse.tooling import grading
+from gpucourse.tooling.grading import hidden, rewrite, snapshot
+snapshot.snapshot_environment([("np", "numpy"), ("check", "gpucourse.tooling.grading.check")])
+call = rewrite.guard_hidden_tests("### BEGIN HIDDEN TESTS\ncheck(answer() == 6)\n### END HIDDEN TESTS")
+changes = {
+    "numpy only": "np.allclose = lambda *args, **kwargs: True",
+    "the way in": "tooling = sys.modules['gpucourse.tooling']\ntooling.grading = type(sys)('fake')",
+    "a course check": "sys.modules['gpucourse.microscope'].check_shared_memory = print",
+    "during the tests": ("def answer():\n    sys.modules['gpucourse.tooling.grading.hidden'].check = print\n"
+                         "    return 6"),
+}
+result = {}
+for name, code in changes.items():
+    snapshot.restore_snapshot({})
+    ns = {"np": np, "sys": sys, "answer": lambda: 6}
+    exec(code, ns)
+    try:
+        exec(call, ns)  # the rewritten hidden block, as a test cell runs it
+        result[name] = "passed"
+    except hidden.GraderIntegrity as error:
+        result[name] = f"GraderIntegrity: {error}"
+    except Exception as error:
+        result[name] = type(error).__name__
+print(json.dumps(result))
+"""
+
+
+def test_a_change_to_the_course_itself_is_caught_at_run_time():
+    """Changes the scan cannot read: one to a library (NumPy) is only put back, as before; one to the
+    course's own modules, even to the package attribute a hidden block used to be reached through, or
+    made by the learner's code while the hidden tests run, raises GraderIntegrity."""
+    done = subprocess.run([sys.executable, "-c", COURSE_PATCH_PROBE], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["numpy only"] == "passed", result
+    assert result["the way in"].startswith("GraderIntegrity") and "gpucourse.tooling.grading" in result["the way in"]
+    assert "gpucourse.microscope.check_shared_memory" in result["a course check"], result
+    assert "gpucourse.tooling.grading.hidden.check" in result["during the tests"], result
+
+
+def _graded(grade_id: str, *outputs) -> nbformat.NotebookNode:
+    cell = new_code_cell("pass", outputs=list(outputs))
+    cell.metadata["nbgrader"] = {"grade": True, "grade_id": grade_id, "locked": True, "points": 2,
+                                 "solution": False, "schema_version": 3, "task": False}
+    cell.execution_count = 1
+    return cell
+
+
+def test_a_displayed_value_is_no_score_and_a_run_time_integrity_error_zeroes_the_notebook():
+    """nbgrader reads a graded cell's displayed value before an error as its (partial) credit."""
+    from nbgrader.utils import determine_grade
+
+    shown = new_output("execute_result", data={"text/plain": "2.0"}, execution_count=1)
+    failed = new_output("error", ename="AssertionError", evalue="f(1) should be 2", traceback=[])
+    caught = new_output("error", ename="GraderIntegrity", evalue="the course's own code was changed: x", traceback=[])
+    nb = new_notebook(cells=[_graded("ex1_test", shown, failed), _graded("ex2_test"), _graded("ex3_test", caught)])
+    nb.metadata["gpucourse"] = {"tampering": [], "notes": []}
+    assert determine_grade(nb.cells[0]) == (2, 2)  # what nbgrader alone would give
+    nb, _ = grading.FinalizeGrades().preprocess(nb, {})
+    assert [determine_grade(c)[0] for c in nb.cells] == [0, 0, 0]
+    assert nb.cells[0].outputs[0].output_type == "display_data"  # still shown in the autograded notebook
+    assert "ex3_test, at run time: the course's own code was changed" in json.dumps(nb.metadata["gpucourse"])
+
+
+def test_deleted_locked_cells_are_put_back_in_their_places():
+    from nbgrader.utils import compute_checksum
+
+    from gpucourse.tooling.grading.locked import put_back_locked_cells
+
+    def cell(grade_id, kind="code"):
+        made = new_code_cell(grade_id) if kind == "code" else new_markdown_cell(grade_id)
+        made.metadata["nbgrader"] = {"grade_id": grade_id}
+        return made
+
+    lab = [("setup", "code", True), ("ex1_solution", "code", False), ("ex1_show", "code", True),
+           ("ex1_hint", "markdown", True), ("ex1_test", "code", True), ("ex2_solution", "code", False),
+           ("ex2_test", "code", True)]
+    points = {"ex1_test": 2.0, "ex2_test": 1.0}
+    source_cells = [(g, kind, locked, f"source of {g}", None) for g, kind, locked in lab]
+    nb = new_notebook(cells=[cell("ex2_solution"), cell("ex1_solution"), cell("ex1_show")])  # moved, deleted
+    assert put_back_locked_cells(nb, source_cells, points) == ["setup", "ex1_hint", "ex1_test", "ex2_test"]
+    assert [c.metadata["nbgrader"]["grade_id"] for c in nb.cells] == [
+        "setup", "ex2_solution", "ex2_test", "ex1_solution", "ex1_show", "ex1_hint", "ex1_test"]
+    test = nb.cells[-1]
+    assert test.source == "source of ex1_test" and test.metadata["nbgrader"]["points"] == 2.0
+    assert nb.cells[-2].cell_type == "markdown" and not nb.cells[-2].metadata["nbgrader"]["grade"]
+    # as nbgrader saved it: OverwriteCells compares this checksum with the cell's own
+    source_cells = [(g, kind, locked, f"source of {g}", compute_checksum(made)) for (g, kind, locked), made in
+                    zip(lab, [_as_saved(g, kind, locked, points) for g, kind, locked in lab])]
+    nb = new_notebook(cells=[cell("ex1_solution"), cell("ex2_solution")])
+    put_back_locked_cells(nb, source_cells, points)
+    for made in nb.cells:
+        if "checksum" in made.metadata["nbgrader"]:
+            assert compute_checksum(made) == made.metadata["nbgrader"]["checksum"], made.metadata
+
+
+def _as_saved(grade_id, kind, locked, points):
+    made = new_code_cell(f"source of {grade_id}") if kind == "code" else new_markdown_cell(f"source of {grade_id}")
+    made.metadata["nbgrader"] = {"grade": grade_id in points, "grade_id": grade_id, "locked": locked,
+                                 "solution": not locked, "points": points.get(grade_id, 0)}
+    return made

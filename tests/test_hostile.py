@@ -16,6 +16,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from labtools import COURSE_PATCH
 
 from gpucourse.measure import runtime
 from gpucourse.tooling.build import to_notebook
@@ -82,6 +83,9 @@ def warps(threads):
     return (threads + 31) // 32
     ### END SOLUTION
 
+
+# %% [markdown] {_meta("ex3_hint")}
+# A locked cell between an answer and its test, as in most labs (lab 00a's `show` cells).
 
 # %% {_meta("ex3_test", grade=True, points=2)}
 """Check that warps rounds up to whole warps."""
@@ -179,6 +183,21 @@ UNSEEN_TAMPERING = {
 }
 WRONG_SCALED = "\n\ndef scaled(a, k):\n    return np.ones(np.shape(a), dtype=np.float32)\n"
 
+# Wrong answers that pass every visible test and fail every hidden one, behind the review's patch of the
+# course (issue 32, labtools.COURSE_PATCH): once as the tamper scan sees it (`sys.modules`), once unseen
+# (`getattr(sys, "modules")`). The patch also replaced the way into the hidden tests, which then returned
+# its stand-in: a cell's displayed value, which nbgrader took as full credit despite the scan's verdict.
+VISIBLY_RIGHT = {
+    "ex1_solution": "def add_one(x):\n    return 2\n",
+    "ex2_solution": "def scaled(a, k):\n    return np.full(np.shape(a), 2.0, dtype=np.float32)\n",
+    "ex3_solution": "def warps(threads):\n    return threads // 32\n",
+}
+PATCHES = {"patched_course": COURSE_PATCH,
+           "patched_course_seen": COURSE_PATCH.replace('getattr(sys, "modules")', "sys.modules")}
+# A learner's function that displays a value as a cell's result before the test fails (nbgrader reads a
+# cell's displayed value as its partial credit).
+PRINTS_A_SCORE = "def add_one(x):\n    import sys\n\n    sys.displayhook(2.0)\n    return x\n"
+
 
 def _course(tmp: Path) -> Path:
     root = tmp / "course"
@@ -239,6 +258,10 @@ def _submissions(root: Path) -> dict:
         "segfault": _cells(solution, {"ex2_solution": "import faulthandler\n\nfaulthandler._sigsegv()\n"}),
         "deleted_tests": _delete(_cells(solution, {"ex3_solution": "def warps(threads):\n    return threads // 32\n"}),
                                  "ex1_test", "ex3_test"),
+        "deleted_locked": _delete(solution, "setup", "ex1_test", "ex2_test", "ex3_hint", "ex3_test"),
+        **{name: _cells(solution, {**VISIBLY_RIGHT, "ex1_solution": patch + "\n\n" + VISIBLY_RIGHT["ex1_solution"]})
+           for name, patch in PATCHES.items()},
+        "prints_a_score": _cells(solution, {"ex1_solution": PRINTS_A_SCORE}),
         "edited_tests": _cells(solution, {
             "ex3_solution": "def warps(threads):\n    return threads // 32\n",
             "ex3_test": "pass  # nothing to see here",
@@ -275,6 +298,10 @@ EXPECTED = {  # ex1, ex2, ex3 (2 points each)
     "exits": (0, 0, 0),
     "segfault": (2, 0, 0),
     "deleted_tests": (2, 2, 0),  # the deleted tests are put back and graded
+    "deleted_locked": (2, 2, 2),  # every locked cell put back (the imports too), in its place
+    "patched_course": (0, 0, 0),  # the grader's run-time check sees the patch: every graded cell scores 0
+    "patched_course_seen": (0, 0, 0),  # the scan sees it: 0, whatever the cells displayed
+    "prints_a_score": (0, 2, 2),  # a displayed value is not a score
     "edited_tests": (0, 2, 0),  # edits undone, points restored, skip tag dropped
     "redefined_check": (0, 2, 2),  # hidden tests use the grader's own check
     "patched_grader": (0, 0, 0),  # tampering: every graded cell scores 0
@@ -371,10 +398,22 @@ def test_a_kernel_that_kills_its_process_scores_0_with_a_note(graded):
 
 def test_locked_cells_are_enforced(graded):
     root = graded[0]
-    for student in ("deleted_tests", "edited_tests"):
+    for student in ("deleted_tests", "edited_tests", "deleted_locked"):
         nb = nbformat.read(root / "autograded" / student / LAB / f"{LAB}.ipynb", as_version=4)
         sources = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source for c in nb.cells}
         assert "add_one(1) == 2" in sources["ex1_test"] and "warps(32) == 1" in sources["ex3_test"]
+
+    def order(path):
+        nb = nbformat.read(path, as_version=4)
+        return [c.metadata["nbgrader"]["grade_id"] for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id")]
+
+    restored = root / "autograded" / "deleted_locked" / LAB / f"{LAB}.ipynb"
+    assert order(restored) == order(root / "labs" / LAB / f"{LAB}.ipynb")  # each put back in its place
+    import csv
+
+    with open(root / "grades.csv") as handle:
+        notes = {r["student"]: r["note"] for r in csv.DictReader(handle)}
+    assert "ex1_test, ex3_test were missing" in notes["deleted_tests"] and "put them back" in notes["deleted_tests"]
 
 
 def test_tampering_scores_0_and_a_redefined_check_is_only_noted(graded):
@@ -384,6 +423,8 @@ def test_tampering_scores_0_and_a_redefined_check_is_only_noted(graded):
     text = _feedback_text(root, "redefined_check")
     assert "defines `check`" in text.replace("\\", "") and "GraderIntegrity" not in text
     assert "kernel header failed" not in (root / "grades.csv").read_text()  # every kernel had its snapshot
+    for name in PATCHES:  # seen by the scan or at run time, a patch of the course is tampering
+        assert "GraderIntegrity" in _feedback_text(root, name), name
     for name in UNSEEN_TAMPERING:  # the visible check was fooled, the hidden one (on the snapshot) not
         text = _feedback_text(root, f"unseen_{name}")
         assert GENERIC_FAILURE in text and "GraderIntegrity" not in text, name

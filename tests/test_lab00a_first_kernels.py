@@ -1,10 +1,19 @@
 """Lab 00a through real nbgrader: the solution scores full marks, the untouched lab 0, and known-wrong
 versions lose the points of what they get wrong — a missing guard, an input read twice, a forgotten
 blockIdx, rows and columns swapped, a window sum without shared memory (right result, wasted reads), a
-missing syncthreads, a dot product made of atomics."""
+missing syncthreads, a dot product made of atomics. One of them also deletes every locked test cell (the
+grader puts them back and grades them); others patch the course's checks and earn 0 (issue 32)."""
 
 import pytest
-from labtools import grade_lab, release_notebook, solution_notebook, with_cells
+from labtools import (
+    COURSE_PATCH,
+    grade_lab,
+    release_notebook,
+    solution_notebook,
+    with_cells,
+    with_course_patched,
+    without_graded_cells,
+)
 
 LAB = "lab00a_first_kernels"
 
@@ -84,14 +93,21 @@ def dot(a, b, out):
 
 def test_lab00a_round_trip(tmp_path):
     solution = solution_notebook(LAB)
+    wrong = with_cells(solution, {"ex6_solution": ROWS_AND_COLUMNS_SWAPPED, "ex7_solution": WINDOW_FROM_GLOBAL})
     scores = grade_lab(LAB, {
         "solution": solution,
         "untouched": release_notebook(LAB),
-        # independent defects in one notebook: each costs its own puzzle's cells only
-        "sloppy": with_cells(solution, {"ex2_solution": READS_TWICE, "ex3_solution": NO_GUARD,
-                                        "ex5_solution": NO_BLOCK_INDEX, "ex8_solution": DOT_WITH_ATOMICS}),
-        "swapped": with_cells(solution, {"ex6_solution": ROWS_AND_COLUMNS_SWAPPED,
-                                         "ex7_solution": WINDOW_FROM_GLOBAL}),
+        # independent defects in one notebook: each costs its own puzzle's cells only; its test cells are
+        # deleted (the cell before each is a locked `show` cell) and must be put back and graded
+        "sloppy": without_graded_cells(with_cells(solution, {
+            "ex2_solution": READS_TWICE, "ex3_solution": NO_GUARD, "ex5_solution": NO_BLOCK_INDEX,
+            "ex8_solution": DOT_WITH_ATOMICS})),
+        "swapped": wrong,
+        # the review's hostile shape: wrong answers and the course's checks replaced (issue 32: it earned
+        # 1 of 16, ex6_test); once unseen by the tamper scan (getattr), once as the scan sees it
+        "patched_course": with_course_patched(wrong),
+        "patched_course_seen": with_course_patched(wrong, COURSE_PATCH.replace('getattr(sys, "modules")',
+                                                                                 "sys.modules")),
         "no_barrier": with_cells(solution, {"ex7_solution": WINDOW_WITHOUT_BARRIER}),
     }, tmp_path)
     full = scores["solution"].max_score
@@ -113,5 +129,6 @@ def test_lab00a_round_trip(tmp_path):
     assert swapped["ex6_test"] == 0, swapped  # (row, col) = cuda.grid(2) is the wrong way round
     assert swapped["ex7_test"] == 1 and swapped["ex7_counts"] == 0, swapped  # three global reads per thread
     assert scores["swapped"].total == full - 3, swapped
+    assert scores["patched_course_seen"].total == 0, scores["patched_course_seen"].cells
     no_barrier = scores["no_barrier"].cells
     assert no_barrier["ex7_counts"] == 0 and scores["no_barrier"].total <= full - 1, no_barrier

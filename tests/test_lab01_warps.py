@@ -4,7 +4,7 @@ loses its points however the plain launch behaves (in the simulator it raises; o
 past the array unnoticed, which `PADDED_NO_BOUNDS_CHECK` reproduces here): the microscope sees it."""
 
 import pytest
-from labtools import grade_lab, release_notebook, solution_notebook, with_cells
+from labtools import grade_lab, release_notebook, solution_notebook, with_cells, with_course_patched
 
 LAB = "lab01_warps"
 
@@ -84,6 +84,8 @@ def test_lab01_round_trip(tmp_path):
                                                               "ex4_solution": ROWS_AND_COLS_SWAPPED}),
         "padded_no_bounds_check": with_cells(solution, {"ex3_solution": PADDED_NO_BOUNDS_CHECK}),
         "floor_division": with_cells(solution, {"ex2_solution": FLOOR_DIVISION}),
+        # known-wrong answers behind a patch of the course's checks (labtools.COURSE_PATCH): 0
+        "patched_course": with_course_patched(with_cells(solution, {"ex2_solution": FLOOR_DIVISION})),
     }, tmp_path)
     full = scores["solution"].max_score
     assert full == 10

@@ -4,7 +4,7 @@ give the wrong answer, and kernels that give the right answer but still diverge 
 divergence by computing both paths in every lane)."""
 
 import pytest
-from labtools import grade_lab, release_notebook, solution_notebook, with_cells
+from labtools import grade_lab, release_notebook, solution_notebook, with_cells, with_course_patched
 
 LAB = "lab02_divergence"
 
@@ -151,6 +151,9 @@ def test_lab02_round_trip(tmp_path):
                                          "ex3_solution": RIGHT_ANSWER_NOT_PARTITIONED}),
         "wrong_c": with_cells(solution, {"ex2_solution": WRONG_REMAP, "ex3_solution": COMPACTS_ONLY_THE_A_ELEMENTS}),
         "no_bounds_check": with_cells(solution, {"ex2_solution": NO_BOUNDS_CHECK}),
+        # known-wrong answers behind a patch of the course's checks (labtools.COURSE_PATCH): 0
+        "patched_course": with_course_patched(with_cells(solution, {
+            "ex2_solution": WRONG_REMAP, "ex3_solution": COMPACTS_ONLY_THE_A_ELEMENTS})),
     }, tmp_path)
     full = scores["solution"].max_score
     assert full == 10

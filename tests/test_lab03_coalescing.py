@@ -3,7 +3,7 @@ known-wrong versions lose exactly the points of the part they get wrong — in p
 kernel whose results are right but whose accesses are not coalesced loses the coalescing points."""
 
 import pytest
-from labtools import grade_lab, release_notebook, solution_notebook, with_cells
+from labtools import grade_lab, release_notebook, solution_notebook, with_cells, with_course_patched
 
 LAB = "lab03_coalescing"
 
@@ -69,6 +69,9 @@ def test_lab03_round_trip(tmp_path):
         "uncoalesced": with_cells(solution, {"ex2_solution": SOA_AS_TRANSPOSED_VIEW,
                                              "ex3_solution": STILL_COLUMN_WISE}),
         "wrong": with_cells(solution, {"ex1_solution": BYTES_OVER_32, "ex3_solution": GRID_NOT_SWAPPED}),
+        # known-wrong answers behind a patch of the course's checks (labtools.COURSE_PATCH): 0
+        "patched_course": with_course_patched(with_cells(solution, {
+            "ex1_solution": BYTES_OVER_32, "ex3_solution": GRID_NOT_SWAPPED})),
     }, tmp_path)
     everything = {"ex1_test": 2, "ex2_result": 3, "ex2_coalesced": 2, "ex3_result": 3, "ex3_coalesced": 2}
     assert scores["solution"].max_score == 12

@@ -4,7 +4,7 @@ A·B kernel copied for this lab's A·Bᵀ, the square traffic formula) lose the 
 get wrong — a kernel without a barrier must fail even when its result looks right."""
 
 import pytest
-from labtools import grade_lab, release_notebook, solution_notebook, with_cells
+from labtools import grade_lab, release_notebook, solution_notebook, with_cells, with_course_patched
 
 LAB = "lab04_shared_memory"
 
@@ -105,6 +105,8 @@ def test_lab04_round_trip(tmp_path):
         "naive": with_cells(solution, {"ex2_solution": NAIVE}),
         "lesson_copy": with_cells(solution, {"ex2_solution": tiled(transposed=False),
                                              "ex1_solution": SQUARE_FORMULA}),
+        # known-wrong answers behind a patch of the course's checks (labtools.COURSE_PATCH): 0
+        "patched_course": with_course_patched(with_cells(solution, {"ex2_solution": NAIVE})),
     }, tmp_path)
     full = scores["solution"].max_score
     assert full == 10

@@ -1,10 +1,18 @@
 """Lab 04a through real nbgrader: the solution scores full marks, the untouched lab 0, and known-wrong
 versions lose the points of the part they get wrong: a warp step through shared memory without
 ``syncwarp``, a block sum without its ``syncthreads``, a shared-memory tree instead of shuffles (right
-answers, idle lanes), a scan with an off-by-one and a scan without its barrier."""
+answers, idle lanes), a scan with an off-by-one and a scan without its barrier. One of them also deletes
+every locked test cell (the grader puts them back and grades them); one patches the course and earns 0."""
 
 import pytest
-from labtools import grade_lab, release_notebook, solution_notebook, with_cells
+from labtools import (
+    grade_lab,
+    release_notebook,
+    solution_notebook,
+    with_cells,
+    with_course_patched,
+    without_graded_cells,
+)
 
 LAB = "lab04a_reductions"
 
@@ -124,8 +132,12 @@ def test_lab04a_round_trip(tmp_path):
         "missing_barriers": with_cells(solution, {"ex1_solution": NO_SYNCWARP,
                                                   "ex2_solution": block_sum(barrier=False),
                                                   "ex3_solution": scan(shift=False)}),
-        "tree_and_racy_scan": with_cells(solution, {"ex2_solution": SHARED_TREE,
-                                                    "ex3_solution": scan(barrier=False)}),
+        # its test cells deleted too (a locked cell precedes each): they are put back and graded
+        "tree_and_racy_scan": without_graded_cells(with_cells(solution, {"ex2_solution": SHARED_TREE,
+                                                                         "ex3_solution": scan(barrier=False)})),
+        # known-wrong answers behind a patch of the course's checks (labtools.COURSE_PATCH): 0
+        "patched_course": with_course_patched(with_cells(solution, {
+            "ex2_solution": SHARED_TREE, "ex3_solution": scan(barrier=False)})),
     }, tmp_path)
     full = scores["solution"].max_score
     assert full == 10

@@ -7,7 +7,7 @@ import random
 
 import nbformat
 import pytest
-from labtools import course_copy, grade_lab, release_notebook, solution_notebook, with_cells
+from labtools import course_copy, grade_lab, release_notebook, solution_notebook, with_cells, with_course_patched
 
 from gpucourse.lessons.occupancy.calculator import occupancy
 from gpucourse.tooling.build import ROOT
@@ -143,6 +143,8 @@ def test_lab05_round_trip(tmp_path):
         "calls_the_calculator": with_cells(solution, {"ex2_solution": CALLS_THE_CALCULATOR}),
         "delegates": with_cells(solution, {"ex3_solution": DELEGATES_BEST_BLOCK_SIZE,
                                            "ex4_solution": DELEGATES_THROUGH_A_HELPER}),
+        # known-wrong answers behind a patch of the course's checks (labtools.COURSE_PATCH): 0
+        "patched_course": with_course_patched(with_cells(solution, {"ex2_solution": NO_RESERVATION})),
     }, tmp_path / "grade")
     full = scores["solution"].max_score
     assert full == 12

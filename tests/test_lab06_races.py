@@ -5,7 +5,7 @@ of the part they get wrong."""
 
 import pytest
 from lab06_kernels import handoff
-from labtools import grade_lab, release_notebook, solution_notebook, with_cells
+from labtools import grade_lab, release_notebook, solution_notebook, with_cells, with_course_patched
 
 LAB = "lab06_races"
 
@@ -75,6 +75,9 @@ def test_lab06_round_trip(tmp_path):
         # which the weak model (stronger than PTX) would let through
         "lesson_copy_weak_flag": with_cells(solution, {"ex2_solution": LESSON_COPY,
                                                        "ex3_solution": handoff(True, True, atomic_flag=False)}),
+        # known-wrong answers behind a patch of the course's checks (labtools.COURSE_PATCH): 0
+        "patched_course": with_course_patched(with_cells(solution, {
+            "ex2_solution": weighted(first_sync=False), "ex3_solution": handoff(True, False)})),
     }, tmp_path)
     full = scores["solution"].max_score
     assert full == 13

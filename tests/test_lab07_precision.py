@@ -5,7 +5,7 @@ measured against |result|) lose the points of the part they get wrong, with or w
 
 import nbformat
 import pytest
-from labtools import course_copy, grade_lab, solution_notebook, with_cells
+from labtools import course_copy, grade_lab, solution_notebook, with_cells, with_course_patched
 
 LAB = "lab07_precision"
 
@@ -137,6 +137,9 @@ def test_lab07_round_trip(tmp_path):
         "fp64_literal+by_epsilon": with_cells(solution, {"ex1_solution": FP64_LITERAL, "ex4_solution": BY_EPSILON}),
         "fp64_accumulator+relative_to_result": with_cells(solution, {
             "ex1_solution": FP64_ACCUMULATOR, "ex3_solution": RELATIVE_TO_RESULT}),
+        # known-wrong answers behind a patch of the course's checks (labtools.COURSE_PATCH): 0
+        "patched_course": with_course_patched(with_cells(solution, {
+            "ex1_solution": FP64_LITERAL, "ex4_solution": BY_EPSILON})),
     }, tmp_path / "grade")
     everything = {"ex1_test": 3, "ex2_test": 3, "ex3_test": 2, "ex4_test": 2}
     assert scores["solution"].cells == everything

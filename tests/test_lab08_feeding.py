@@ -8,7 +8,7 @@ exercise) to keep the round trip short."""
 
 import nbformat
 import pytest
-from labtools import course_copy, grade_lab, solution_notebook, with_cells
+from labtools import course_copy, grade_lab, solution_notebook, with_cells, with_course_patched
 
 LAB = "lab08_feeding"
 
@@ -88,6 +88,8 @@ def test_lab08_round_trip(tmp_path):
         "unfused_hostdata": with_cells(solution, {"ex2_solution": HAND_WRITTEN, "ex3_solution": HOST_DATA}),
         "width_purebf16": with_cells(solution, {"ex2_solution": WIDTH_1020, "ex3_solution": PURE_BF16}),
         "findings_fp32": with_cells(solution, {"ex1_solution": FINDINGS_NO_SYNC, "ex3_solution": NO_AUTOCAST}),
+        # known-wrong answers behind a patch of the course's checks (labtools.COURSE_PATCH): 0
+        "patched_course": with_course_patched(with_cells(solution, {"ex2_solution": RELU, "ex3_solution": PRINT_LOSS})),
     }, tmp_path / "grade")
     everything = {"ex1_test": 5, "ex2_test": 3, "ex3_test": 4}
     assert scores["solution"].cells == everything

@@ -5,7 +5,8 @@
 with gpucourse.tooling (and ``python -m gpucourse``) on top. A module may import its own layer and the
 layers below it, never a layer above. Inside a lesson package the parts are layered too:
 kernels -> model -> experiments -> figures -> __init__ (a part imports only the parts before it;
-the lesson's whole-file helpers, e.g. races/weakmemory.py, sit below all four)."""
+the lesson's whole-file helpers, e.g. races/weakmemory.py, sit below all four). The grading package's
+rooms are layered the same way (GRADING_ROOMS): no room imports one after it, nor the package's face."""
 
 from __future__ import annotations
 
@@ -24,6 +25,10 @@ LAYERS = (
     ("tooling", ("tooling", "__main__")),
 )
 LESSON_PARTS = ("kernels", "model", "experiments", "figures", "__init__")
+GRADING = "gpucourse.tooling.grading"
+# lowest first: the learner's kernel imports the first two (with the face, __init__); nbgrader's side next
+GRADING_ROOMS = ("snapshot", "hidden", "rewrite", "scan", "notes", "header", "locked", "execute", "preprocessors",
+                 "report", "workers", "batch", "__init__")
 
 
 def module_name(path: Path) -> str:
@@ -88,10 +93,21 @@ def _lesson_part(name: str) -> tuple[str, int] | None:
     return parts[2], LESSON_PARTS.index(last) + 1 if last in LESSON_PARTS else 0
 
 
+def _grading_room(name: str) -> int | None:
+    """The rank of a module of the grading package (its face, the package itself, ranks last)."""
+    if name == GRADING or name == f"{GRADING}.__init__":
+        return GRADING_ROOMS.index("__init__")
+    if name.startswith(f"{GRADING}."):
+        room = name.split(".")[3]
+        return GRADING_ROOMS.index(room) if room in GRADING_ROOMS else None
+    return None
+
+
 def violations(source: str, module: str) -> list[str]:
     """The imports of ``module`` (given as source text) that break the layer rule, in words."""
     mine = layer_of(module)
     part = _lesson_part(module)
+    room = _grading_room(module)
     found = []
     for line, target in imported(source, module):
         theirs = layer_of(target)
@@ -102,7 +118,16 @@ def violations(source: str, module: str) -> list[str]:
         if part and other and part[0] == other[0] and other[1] > part[1]:
             found.append(f"{module}:{line} imports {target}: a lesson's part imports only the parts before it "
                          f"({' -> '.join(LESSON_PARTS)})")
+        other_room = _grading_room(target)
+        if room is not None and other_room is not None and other_room >= room and target != module:
+            found.append(f"{module}:{line} imports {target}: a grading room imports only the rooms before it "
+                         f"({' -> '.join(GRADING_ROOMS)})")
     return found
+
+
+def test_every_grading_module_is_a_room_in_its_place():
+    rooms = sorted(p.stem for p in (PACKAGE / "tooling" / "grading").glob("*.py"))
+    assert rooms == sorted(GRADING_ROOMS), "name each grading module in GRADING_ROOMS, in its place"
 
 
 def test_every_module_is_in_a_layer():
@@ -135,6 +160,9 @@ def test_the_lessons_are_packages_with_their_parts():
     ("gpucourse.lessons.tiling.kernels", "from gpucourse.lessons.tiling.figures import gflops_figure\n",
      "parts before it"),
     ("gpucourse.lessons.tiling.model", "from .experiments import measure_matmul\n", "parts before it"),
+    ("gpucourse.tooling.grading.snapshot", "from gpucourse.tooling.grading.hidden import check\n", "rooms before it"),
+    ("gpucourse.tooling.grading.hidden", "from gpucourse.tooling.grading import check\n", "rooms before it"),
+    ("gpucourse.tooling.grading.report", "def f():\n    from .batch import grade_all\n", "rooms before it"),
 ])
 def test_a_planted_upward_import_is_caught(module, source, words):
     found = violations(source, module)
@@ -147,6 +175,8 @@ def test_a_planted_upward_import_is_caught(module, source, words):
     ("gpucourse.tooling.gpureport", "from gpucourse.lessons import warps\n"),
     ("gpucourse.viz.charts", "from gpucourse.measure import rehearsal\nimport gpucourse\n"),
     ("gpucourse.lessons.tiling.experiments", "from .kernels import copy_kernel\nfrom . import model\n"),
+    ("gpucourse.tooling.grading.batch", "from gpucourse.tooling.grading.workers import WorkerPool\n"),
+    ("gpucourse.tooling.grading.__init__", "from gpucourse.tooling.grading.hidden import check\n"),
 ])
 def test_downward_and_sideways_imports_pass(module, source):
     assert violations(source, module) == []

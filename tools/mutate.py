@@ -39,6 +39,7 @@ FORMATS = ["tests/test_formats.py"]
 WEAK = ["tests/test_weakmemory.py", "-k", "not sample and not figure"]
 SCAN = ["tests/test_grading.py", "-k", "tampering or redefining"]
 SNAPSHOT = ["tests/test_grading.py", "-k", "snapshot or check or comparison"]
+HOLES = ["tests/test_grading.py", "-k", "course_itself or displayed_value or put_back"]
 WARP = ["tests/test_microscope_warp.py"]
 
 
@@ -191,33 +192,47 @@ MUTATIONS: list[Mutation] = [
              "            self._next_block = len(self.blocks)",
              "only resident_blocks blocks run at once; the next starts when one ends", WEAK),
     # --- the grading tamper scan ------------------------------------------------------------------------
-    Mutation("scan-misses-setattr", "gpucourse/tooling/grading.py",
+    Mutation("scan-misses-setattr", "gpucourse/tooling/grading/scan.py",
              'elif node.func.id in {"setattr", "delattr"} and', 'elif node.func.id in {"delattr"} and',
              "setattr(module, name, value) on an imported module is tampering", SCAN),
-    Mutation("check-accepts-any-truthy", "gpucourse/tooling/grading.py",
+    Mutation("check-accepts-any-truthy", "gpucourse/tooling/grading/hidden.py",
              "if type(ok) not in _BOOLS or not ok:", "if not ok:",
              "check() passes only a real bool (or NumPy bool_) that is True", SNAPSHOT),
-    Mutation("custom-comparisons-ignored", "gpucourse/tooling/grading.py",
+    Mutation("custom-comparisons-ignored", "gpucourse/tooling/grading/hidden.py",
              "failed = bool(custom_comparisons())", "failed = False",
              "a hidden block fails when the notebook made a class that decides its own comparisons", SNAPSHOT),
-    Mutation("snapshot-skips-closure-cells", "gpucourse/tooling/grading.py",
+    Mutation("snapshot-skips-closure-cells", "gpucourse/tooling/grading/snapshot.py",
              "            cell.cell_contents = value\n", "            pass\n",
              "the snapshot puts back the closure cells of library functions", SNAPSHOT),
-    Mutation("snapshot-skips-defaults", "gpucourse/tooling/grading.py",
+    Mutation("snapshot-skips-defaults", "gpucourse/tooling/grading/snapshot.py",
              "function.__code__, function.__defaults__, function.__kwdefaults__ = code, defaults, kwdefaults",
              "function.__code__ = code",
              "the snapshot puts back library functions' default argument values", SNAPSHOT),
-    Mutation("snapshot-skips-module-attributes", "gpucourse/tooling/grading.py",
+    Mutation("snapshot-skips-module-attributes", "gpucourse/tooling/grading/snapshot.py",
              "            module.__dict__[key] = value\n", "            pass\n",
              "the snapshot puts back modules' functions (np.allclose replaced through an alias, vars(), a list, "
              "a default argument or a starred setattr)", SNAPSHOT),
-    Mutation("snapshot-skips-builtins", "gpucourse/tooling/grading.py",
+    Mutation("snapshot-skips-builtins", "gpucourse/tooling/grading/snapshot.py",
              "            builtins_dict[key] = value\n", "            pass\n",
              "the snapshot puts back the builtins (all, len, ...)", SNAPSHOT),
-    Mutation("scan-misses-eval", "gpucourse/tooling/grading.py",
+    Mutation("scan-misses-eval", "gpucourse/tooling/grading/scan.py",
              '_FORBIDDEN_CALLS = {"exec", "eval", "compile", "__import__"}',
              '_FORBIDDEN_CALLS = {"exec", "compile", "__import__"}',
              "eval() runs code the grader cannot read", SCAN),
+    # --- grading holes of issue 32 ---------------------------------------------------------------------
+    Mutation("course-changes-ignored", "gpucourse/tooling/grading/snapshot.py",
+             'owner == "gpucourse" or owner.startswith("gpucourse.")', "False",
+             "a change to the course's own modules, found when a hidden block runs, is tampering", HOLES),
+    Mutation("hidden-tests-reached-through-the-package", "gpucourse/tooling/grading/rewrite.py",
+             "__import__('importlib').import_module('gpucourse.tooling.grading.hidden').run_hidden_tests",
+             "__import__('gpucourse.tooling.grading').tooling.grading.run_hidden_tests",
+             "hidden blocks reach run_hidden_tests through sys.modules, not attributes a notebook can swap", HOLES),
+    Mutation("displayed-value-is-a-score", "gpucourse/tooling/grading/preprocessors.py",
+             'if o.output_type == "execute_result" else o', 'if False else o',
+             "a graded cell scores all or nothing: a displayed value is not nbgrader's partial credit", HOLES),
+    Mutation("deleted-locked-cell-left-out", "gpucourse/tooling/grading/locked.py",
+             "        if not locked:\n", "        if not locked or cell_type == \"markdown\":\n",
+             "every deleted locked cell is put back, explanations too, so the next one finds its place", HOLES),
 ]
 
 

@@ -1,0 +1,185 @@
+"""``GuardedExecute``: nbgrader's Execute, hardened. The kernel runs in a sandbox (``tooling/sandbox.py``)
+with a private home (holding the grader's header: ``header.py``) and a scrubbed environment; a cell over its
+time limit is interrupted and, if it does not stop, the kernel is killed; a kernel that dies is a note, not
+a grader failure; output is capped. Imported only by the grader (it needs nbgrader)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from queue import Empty
+
+from jupyter_client.kernelspec import KernelSpec
+from jupyter_core.utils import ensure_async, run_sync
+from nbclient.exceptions import DeadKernelError
+from nbgrader.preprocessors import Execute
+from traitlets import Enum, Integer, List, Unicode
+
+from gpucourse.tooling.grading.header import header_note, write_header
+from gpucourse.tooling.grading.notes import NOTE_KEY, add_note
+from gpucourse.tooling.sandbox import kernel_environment, sandbox_command, sandbox_note, sandbox_paths
+
+
+class GuardedExecute(Execute):
+    """nbgrader's Execute, hardened: sandboxed kernel, time limits that always end, a dead
+    kernel recorded as a note, output capped."""
+
+    notebook_timeout = Integer(600, help="seconds for the whole notebook; later cells are not run").tag(
+        config=True)
+    interrupt_grace = Integer(10, help="seconds an interrupted cell may take to stop before the kernel "
+                                       "is killed").tag(config=True)
+    max_output_chars = Integer(100_000, help="characters of output kept per cell").tag(config=True)
+    stop_output_chars = Integer(20_000_000, help="characters of output after which a cell is "
+                                                 "interrupted").tag(config=True)
+    sandbox = Enum(["auto", "required", "off"], "auto", help="Landlock sandbox for the kernel").tag(
+        config=True)
+    extra_read_paths = List(Unicode(), help="more folders the kernel may read").tag(config=True)
+    kernel_log = Unicode("", help="a file that collects the kernels' own stdout/stderr (debugging)").tag(
+        config=True)
+
+    def preprocess(self, nb, resources=None, km=None):
+        self._stopped, self._kernel_checked, self._kernel_notes = None, False, []
+        self._started = time.monotonic()
+        self._private = Path(tempfile.mkdtemp(prefix="gpucourse-kernel-"))
+        self._notebook_dir = (resources or {}).get("metadata", {}).get("path") or os.getcwd()
+        write_header(self._private, nb.metadata.get(NOTE_KEY, {}).get("trusted_imports", []))
+        try:
+            nb, resources = super().preprocess(nb, resources, km)
+            # e.g. the batch reports the Landlock ABI, but this kernel ran without it
+            nb.metadata.setdefault(NOTE_KEY, {}).setdefault("notes", []).extend(self._kernel_notes)
+            return nb, resources
+        finally:
+            shutil.rmtree(self._private, ignore_errors=True)
+
+    # -- kernel launch: sandbox, private home, scrubbed environment, ipc transport -------
+    def create_kernel_manager(self):
+        km = super().create_kernel_manager()
+        spec = km.kernel_spec
+        argv = [sys.executable if a in ("python", "python3", f"python3.{sys.version_info[1]}") else a
+                for a in spec.argv]
+        if self.sandbox != "off":
+            argv = sandbox_command(argv, self._sandbox_spec())
+        km._kernel_spec = KernelSpec(argv=argv, display_name=spec.display_name, language=spec.language,
+                                     env={}, metadata=spec.metadata, interrupt_mode=spec.interrupt_mode)
+        km.transport = "ipc"
+        km.ip = str(self._private / "kernel")
+        return km
+
+    def _sandbox_spec(self) -> dict:
+        spec = sandbox_paths(self._notebook_dir, self._private, extra_read=list(self.extra_read_paths),
+                             protected=[self._course_root()], mode=self.sandbox)
+        return {**spec, "status_file": str(self._private / "sandbox.json")}
+
+    def _course_root(self) -> str:
+        # autograded/<student>/<lab>/ → the course root is three levels up
+        folder = Path(self._notebook_dir).resolve()
+        return str(folder.parents[2] if len(folder.parents) > 3 else folder.parent)
+
+    async def async_start_new_kernel(self, **kwargs):
+        kwargs.setdefault("env", kernel_environment(self._private))
+        log = open(self.kernel_log, "a") if self.kernel_log else subprocess.DEVNULL  # noqa: SIM115
+        kwargs.setdefault("stdout", log)
+        kwargs.setdefault("stderr", log)
+        try:
+            await super().async_start_new_kernel(**kwargs)
+        finally:
+            if log is not subprocess.DEVNULL:
+                log.close()
+
+    start_new_kernel = run_sync(async_start_new_kernel)  # nbclient binds the sync one to its own
+
+    # -- time limits ------------------------------------------------------------------
+    def _get_timeout(self, cell):
+        timeout = super()._get_timeout(cell)
+        left = self.notebook_timeout - (time.monotonic() - self._started)
+        if timeout is None:
+            return max(1, int(left))
+        return max(1, int(min(timeout, left)))
+
+    async def _async_handle_timeout(self, timeout, cell=None):
+        self.log.warning("cell over its time limit (%s s): interrupting", timeout)
+        with contextlib.suppress(Exception):
+            await ensure_async(self.km.interrupt_kernel())
+        stopped = False
+        deadline = time.monotonic() + self.interrupt_grace
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                msg = await ensure_async(self.kc.shell_channel.get_msg(timeout=left))
+            except Empty:
+                break
+            if msg.get("msg_type") == "execute_reply":
+                stopped = True
+                break
+        evalue = f"this cell ran longer than its {timeout} s limit (an endless loop?) and was stopped"
+        if not stopped:
+            evalue = (f"this cell ran longer than its {timeout} s limit and did not stop when "
+                      "interrupted (a loop inside a compiled function or GPU kernel?); grading of this "
+                      "notebook ended here, so this cell and the cells after it score 0")
+            self._stopped = "the time limit of an earlier cell"
+            self.iopub_timeout = 1  # no more output will come from a killed kernel
+            with contextlib.suppress(Exception):
+                await ensure_async(self.km.shutdown_kernel(now=True))
+        if cell is not None:
+            cell.metadata.setdefault(NOTE_KEY, {}).setdefault("notes", []).append(
+                f"TimeLimitExceeded: {evalue}")
+        return {"content": {"status": "error", "ename": "TimeLimitExceeded", "evalue": evalue,
+                            "traceback": [f"TimeLimitExceeded: {evalue}"]}}
+
+    # -- cells: stop after a dead kernel, cap output ----------------------------------------
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type != "code" or not cell.source.strip():
+            return cell, resources
+        if not self._kernel_checked:  # the kernel is up, no learner code ran yet: read its start
+            self._kernel_checked = True
+            notes = [header_note(self._private)]
+            if self.sandbox != "off":
+                notes.append(sandbox_note(self._private / "sandbox.json"))
+            self._kernel_notes = [note for note in notes if note]
+        if self._stopped is None and time.monotonic() - self._started > self.notebook_timeout:
+            self._stopped = f"the notebook's {self.notebook_timeout} s time limit"
+        if self._stopped is not None:
+            cell.outputs = []
+            add_note(cell, "NotRun", f"not run because of {self._stopped}; it scores 0")
+            return cell, resources
+        self._cell_chars, self._dropped_chars, self._interrupted = 0, 0, False
+        try:
+            cell, resources = super().preprocess_cell(cell, resources, index)
+        except DeadKernelError:
+            self._stopped = "an earlier cell that stopped the kernel"
+            add_note(cell, "KernelDied", "the Python process running this notebook stopped while "
+                                          "this cell ran (os._exit, a crash, a segmentation fault or "
+                                          "running out of memory); this cell and the cells after it "
+                                          "score 0")
+        if self._dropped_chars:
+            from nbformat.notebooknode import NotebookNode
+
+            text = (f"\n[grader: {self._dropped_chars:,} more characters of output were dropped; "
+                    f"the limit is {self.max_output_chars:,} per cell]\n")
+            cell.outputs.append(NotebookNode(output_type="stream", name="stdout", text=text))
+            add_note(cell, "OutputLimit", f"{self._dropped_chars:,} characters of output were dropped",
+                      as_error=False)
+        return cell, resources
+
+    def output(self, outs, msg, display_id, cell_index):
+        content = msg.get("content", {})
+        size = len(content.get("text", "")) + sum(len(str(v)) for v in content.get("data", {}).values())
+        size += sum(len(line) for line in content.get("traceback", []))
+        room = self.max_output_chars - self._cell_chars
+        self._cell_chars += size
+        if size <= room or msg["msg_type"] == "error":
+            return super().output(outs, msg, display_id, cell_index)
+        self._dropped_chars += size - max(room, 0)
+        if msg["msg_type"] == "stream" and room > 0:
+            msg = {**msg, "content": {**content, "text": content["text"][:room]}}
+            super().output(outs, msg, display_id, cell_index)
+        if self._cell_chars > self.stop_output_chars and not self._interrupted:
+            self._interrupted = True
+            asyncio.ensure_future(ensure_async(self.km.interrupt_kernel()))
+        return None

@@ -1,0 +1,175 @@
+"""The hidden tests' side of grading, in the learner's kernel (every lab imports ``check`` from here).
+
+``check()`` fails a hidden test with one generic line; ``run_hidden_tests()`` runs a test cell's hidden
+part (the autograder rewrites each hidden block into one call of it: ``rewrite.py``) with the snapshot
+put back (``snapshot.py``), its output muted, the grader's own ``check`` bound, and any failure turned
+into that same generic line. A notebook that changed the course's own code fails with ``GraderIntegrity``
+instead, and the grader then scores every graded cell of it 0.
+
+Runs in the learner's kernel: standard library only (and NumPy where it is there).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+
+from gpucourse.tooling.grading.snapshot import custom_comparisons, of_the_course, restore_snapshot
+
+GENERIC_FAILURE = "a hidden test failed: re-read the specification"
+
+
+class HiddenTestFailed(AssertionError):
+    """A hidden test failed; the message is generic by design."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"HiddenTestFailed: {self}"]
+
+
+def check(condition, message: str = GENERIC_FAILURE) -> None:
+    """Fail a hidden test with a generic message (``condition`` may be a bool or a callable).
+
+    Only a real ``bool`` or NumPy ``bool_`` passes: a comparison that returns anything else (an
+    object whose ``__eq__`` returns itself, a string, an array) fails, whatever its truth value."""
+    try:
+        ok = condition() if callable(condition) else condition
+    except Exception:
+        ok = False
+    if type(ok) not in _BOOLS or not ok:
+        raise HiddenTestFailed(message) from None
+
+
+def _bool_types() -> tuple:
+    try:
+        import numpy
+
+        return (bool, numpy.bool_)
+    except ImportError:  # pragma: no cover - numpy is in the course's environment
+        return (bool,)
+
+
+_BOOLS = _bool_types()
+
+
+def reaches_package(fn, package: str = "gpucourse", seen=None) -> bool:
+    """For hidden tests: True when ``fn``, or a function of the notebook that it calls, uses code of
+    ``package`` (or reaches for imports, ``eval``/``exec`` or ``globals`` to hide such a use).
+
+    Follows the names each function's code (nested code included) reads from its globals; a
+    module, class or function whose home is ``package`` counts, and so does any name containing it."""
+    import types
+
+    seen = set() if seen is None else seen
+    if id(fn) in seen or not isinstance(fn, types.FunctionType):
+        return False
+    seen.add(id(fn))
+    codes, names = [fn.__code__], set()
+    while codes:
+        code = codes.pop()
+        names |= set(code.co_names)
+        codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    if any(package in n or n in ("__import__", "importlib", "sys", "eval", "exec", "globals") for n in names):
+        return True
+    for name in names:
+        obj = fn.__globals__.get(name)
+        home = obj.__name__ if isinstance(obj, types.ModuleType) else getattr(obj, "__module__", None) or ""
+        if home.startswith(package) or reaches_package(obj, package, seen):
+            return True
+    return False
+
+
+_CHECK = check  # the grader's own check, bound for hidden tests even if a learner redefines `check`
+
+
+class GraderIntegrity(HiddenTestFailed):
+    """The notebook changed the course's own code (the grader, the microscope, a lesson) while it ran;
+    the grader then scores every graded cell 0 (``preprocessors.FinalizeGrades``)."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{INTEGRITY}: {self}"]
+
+
+INTEGRITY = GraderIntegrity.__name__  # the error's name in a cell's output and in the kernel's reply
+
+
+def integrity_message(changes: list[str]) -> str:
+    return "the course's own code was changed: " + ", ".join(changes[:3]) + (", …" if len(changes) > 3 else "")
+
+
+def run_hidden_tests(code: str, namespace: dict, local_namespace: dict | None = None) -> None:
+    """Run the hidden part of a test cell (the autograder rewrites hidden blocks into this call).
+
+    First everything the grader's header snapshotted before any learner code ran is put back
+    (``snapshot_environment``): hidden tests see the real NumPy, builtins and imported names
+    whatever the submission changed. Output is muted while it runs (so a learner's function cannot
+    print the hidden inputs), the grader's ``check`` is bound, and any failure — an assertion, an
+    exception raised by the learner's code, an interrupt — becomes one generic ``HiddenTestFailed``
+    line. A change to the course's own modules, found before or after the block ran, raises
+    ``GraderIntegrity`` (nothing of the course rebinds them: only the notebook can have).
+    """
+    changes = of_the_course(restore_snapshot(namespace))
+    if changes:
+        raise GraderIntegrity(integrity_message(changes)) from None
+    missing = object()
+    saved_check = namespace.get("check", missing)
+    namespace["check"] = _CHECK
+    failed = False
+    try:
+        try:
+            with _muted():
+                exec(compile(code, "<hidden tests>", "exec"), namespace, local_namespace)  # noqa: S102
+            failed = bool(custom_comparisons())  # results that decide their own comparisons prove nothing
+        except BaseException:  # noqa: B036  (an interrupt or sys.exit inside hidden tests also fails them)
+            failed = True
+        changes = of_the_course(restore_snapshot(namespace))  # what the learner's code did meanwhile
+    finally:
+        if saved_check is missing:
+            namespace.pop("check", None)
+        else:
+            namespace["check"] = saved_check
+    if changes:
+        raise GraderIntegrity(integrity_message(changes)) from None
+    if failed:
+        raise HiddenTestFailed(GENERIC_FAILURE) from None
+
+
+@contextlib.contextmanager
+def _muted():
+    """Silence Python-level and file-descriptor-level output and IPython displays."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    saved_streams = sys.stdout, sys.stderr
+    devnull = open(os.devnull, "w")  # noqa: SIM115
+    saved_fds = []
+    for fd in (1, 2):
+        with contextlib.suppress(OSError):
+            saved_fds.append((fd, os.dup(fd)))
+            os.dup2(devnull.fileno(), fd)
+    publisher, saved_methods = None, {}
+    with contextlib.suppress(Exception):
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        publisher = shell.display_pub if shell is not None else None
+    if publisher is not None:
+        for name in ("publish", "clear_output"):
+            saved_methods[name] = publisher.__dict__.get(name)
+            setattr(publisher, name, lambda *args, **kwargs: None)
+    sys.stdout = sys.stderr = devnull
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved_streams
+        for fd, copy in saved_fds:
+            with contextlib.suppress(OSError):
+                os.dup2(copy, fd)
+                os.close(copy)
+        for name, method in saved_methods.items():
+            if method is None:
+                with contextlib.suppress(AttributeError):
+                    delattr(publisher, name)
+            else:
+                setattr(publisher, name, method)
+        devnull.close()
