@@ -362,7 +362,7 @@ def device() -> DeviceInfo:
         l2_bytes=int(dev.L2_CACHE_SIZE),
         datasheet_bandwidth_gbps=datasheet_bandwidth_gbps(name),
         driver_version=_version_text(driver.driver.get_version()),
-        cuda_version=_version_text(cudart.runtime.get_version()),
+        cuda_version=_version_text(cudart.runtime.get_version()),  # NVRTC's, in numba-cuda 0.30 (see banner)
     )
 
 
@@ -395,7 +395,8 @@ class Banner:
                 facts.append(f"datasheet {info.datasheet_bandwidth_gbps:.0f} GB/s")
             return [
                 f"GPU mode · {info.name}",
-                " · ".join(facts) + f" · driver {info.driver_version}, CUDA {info.cuda_version}",
+                # numba-cuda 0.30's runtime.get_version() is NVRTC's version: say so (gpu-path review, C16)
+                " · ".join(facts) + f" · driver API {info.driver_version}, NVRTC {info.cuda_version}",
                 "Timings on the charts are measured live on this device.",
             ]
         return [

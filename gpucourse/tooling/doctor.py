@@ -174,7 +174,7 @@ def run_doctor(out=print, headless: bool = False) -> int:
     info = runtime.device()
     if runtime.is_gpu():
         out(f"mode: GPU · {info.name} · cc {info.compute_capability[0]}.{info.compute_capability[1]} · "
-            f"driver {info.driver_version} · CUDA {info.cuda_version}")
+            f"driver API {info.driver_version} · NVRTC {info.cuda_version}")
         checks += check_gpu_libraries()
         if all(c.ok or not c.required for c in checks):  # a warning stops nothing
             try:
