@@ -287,6 +287,42 @@ first_kernels.sources_side_by_side()
 first_kernels.ptx_counts_side_by_side()
 
 # %% [markdown]
+# ## Reading a profiler report
+#
+# On a GPU, the tool that tells you what a kernel did is a profiler: **Nsight Compute** (`ncu`). The
+# microscope gives the same report for a simulated launch, under ncu's own metric names. Here is your
+# SAXPY (256 elements, 64 threads per block), counted by the microscope on this machine:
+
+# %%
+saxpy_profile = first_kernels.trace_saxpy(n=256, threads_per_block=64).profile()
+saxpy_profile
+
+# %% [markdown]
+# Three rows to read first:
+# * **Sectors per request** (`l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_ld.ratio`): how
+#   many 32-byte pieces of memory one warp's load fetched. 4 is ideal for 32 neighbouring `float32` values
+#   (lesson 03 is about the rest).
+# * **Threads per instruction** (`smsp__thread_inst_executed_per_inst_executed.ratio`): how many of a
+#   warp's 32 lanes were doing work, on average. Below 32, lanes sat idle (lesson 02).
+# * **Theoretical occupancy** (`sm__maximum_warps_per_active_cycle_pct`): the share of an SM's warp slots
+#   your blocks can fill (lesson 05). Registers are chosen by the compiler, so without them this is an
+#   upper bound; the table's notes (`saxpy_profile.notes()`) say how exact each row is.
+
+# %%
+saxpy_profile.table("first look")[["metric", "label", "microscope", "unit", "exactness"]]
+
+# %% [markdown]
+# On a machine with a GPU and the CUDA toolkit, the same names work on the command line (`my_saxpy.py`:
+# a script that launches your kernel):
+#
+# ```
+# ncu --metrics l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,smsp__thread_inst_executed_per_inst_executed.ratio,sm__maximum_warps_per_active_cycle_pct python my_saxpy.py
+# ```
+#
+# and `gpucourse.measure.ncu.side_by_side(kernel, grid, block, *args)` runs it for you and puts ncu's
+# numbers beside the microscope's (without a GPU it says so in one line).
+
+# %% [markdown]
 # ## Explain
 #
 # * **Coordinates.** The CUDA C++ Programming Guide (§ "Thread Hierarchy"): threads are grouped into

@@ -253,6 +253,19 @@ predictions.read_back(
 divergence.lanes_chart()
 
 # %% [markdown]
+# A profiler names the same things *threads per executed instruction* (32 when no warp splits) and
+# *divergent branches*. Here is the interleaved half-and-half launch (16 FMAs per path) under those
+# names, beside what Nsight Compute measured for the same kernel on the course's recordings (recorded
+# on that GPU, not on this machine). ncu counts SASS instructions where the microscope counts source
+# lines, so these two rows agree in pattern (below 32, one divergent branch per warp), not in total.
+
+# %%
+from gpucourse.measure import ncu
+
+ncu.beside_recorded(divergence.trace_two_paths(0.5, "interleaved", body_a=16, body_b=16).profile(),
+                    "two_paths alternating lanes", rows="control")
+
+# %% [markdown]
 # ## The folklore, tested
 #
 # Two claims from the course's source texts:

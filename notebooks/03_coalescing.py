@@ -207,6 +207,18 @@ predictions.read_back(
            "column traversal": f"one sector per lane: {coalescing.useful_fraction(32):.3g} of the ceiling"})
 
 # %% [markdown]
+# ### The same count in a profiler's words
+# Nsight Compute calls a warp's load a *request* and counts its *sectors*. Here is the microscope's
+# count of the column-wise copy under those names, beside what Nsight Compute measured for the same
+# kernel on the course's own recordings (a bigger launch, so counts are per warp). Those columns
+# were recorded on that GPU on that date, not on this machine.
+
+# %%
+from gpucourse.measure import ncu
+
+ncu.beside_recorded(coalescing.trace_layout("column traversal").profile(), "copy_columns", rows="global")
+
+# %% [markdown]
 # Each access of the array-of-structs kernel costs 32 sectors, where 4 would do. Whether the
 # *time* grows 8× depends on the caches: the six loads touch the same 32 sectors (each particle
 # is one sector), so if those sectors stay in L1 or L2 between the loads, DRAM serves each

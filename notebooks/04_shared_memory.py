@@ -309,6 +309,18 @@ tiling.transpose_explorer()
 tiling.transpose_counts(tile=32, pad=1)
 
 # %% [markdown]
+# In Nsight Compute's words, a shared-memory access is an *instruction* served in *wavefronts*; each
+# wavefront beyond the first is a *bank conflict*. The unpadded tile's column read under those names,
+# beside the course's recordings of the same kernel (a bigger launch: counts per warp; recorded on
+# that GPU, not on this machine). For the padded tile, change the call to
+# `tiling.trace_transpose("shared+pad", pad=1)` and `"shared_transpose pad=1"`: 1 wavefront per instruction.
+
+# %%
+from gpucourse.measure import ncu
+
+ncu.beside_recorded(tiling.trace_transpose("shared", pad=0).profile(), "shared_transpose pad=0", rows="shared")
+
+# %% [markdown]
 # ### A claim to test: "two transposes with equal arithmetic can differ ~20× in bandwidth"
 #
 # One of the source texts says so, without a GPU, a size or a kernel. The sector model (lesson

@@ -119,6 +119,18 @@ counts[["variant", "blocks", "warp instructions", "add issues", "active lanes pe
 reductions.counts_figure(n=1000, block=256)
 
 # %% [markdown]
+# The strided-index rung in Nsight Compute's words: shared-memory wavefronts per instruction is the
+# average bank-conflict degree, and the microscope's count sits beside what Nsight Compute measured
+# for the same kernel on the course's recordings (256 blocks there, 2 here: counts per warp;
+# recorded on that GPU, not on this machine).
+
+# %%
+from gpucourse.measure import ncu
+
+ncu.beside_recorded(reductions.trace_reduction("strided index", n=512)[0].profile(), "reduce_strided_index B=256",
+                    rows="shared")
+
+# %% [markdown]
 # ### What happened
 # * **Interleaved** (47 add issues per block of 256, 4 blocks here: 188). For s = 1 … 16 every warp
 #   holds at least one adder, so all 8 warps issue the add while most of their lanes sit idle

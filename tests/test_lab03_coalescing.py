@@ -1,6 +1,7 @@
 """Lab 03 through real nbgrader: the solution scores full marks, the untouched lab 0, and
 known-wrong versions lose exactly the points of the part they get wrong — in particular a
-kernel whose results are right but whose accesses are not coalesced loses the coalescing points."""
+kernel whose results are right but whose accesses are not coalesced loses the coalescing points, and a
+profile read by the store metrics' names (or the folklore's prediction) loses exercise 4's."""
 
 import pytest
 from labtools import grade_lab, release_notebook, solution_notebook, with_cells, with_course_patched
@@ -60,6 +61,19 @@ def count_sectors(byte_addresses):
 '''
 
 
+# The folklore's "32×" as a prediction for a stride-4 copy (the sector model says 16 sectors).
+FOLKLORE_PREDICTION = '''
+predicted_sectors_per_request = 32
+'''
+
+# Reads the store twins: right for strided_copy (loads and stores alike), wrong for a gather.
+STORES_NOT_LOADS = '''
+def load_sectors_per_request(p):
+    return (p.value("l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum")
+            / p.value("l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"))
+'''
+
+
 def test_lab03_round_trip(tmp_path):
     solution = solution_notebook(LAB)
     scores = grade_lab(LAB, {
@@ -69,15 +83,20 @@ def test_lab03_round_trip(tmp_path):
         "uncoalesced": with_cells(solution, {"ex2_solution": SOA_AS_TRANSPOSED_VIEW,
                                              "ex3_solution": STILL_COLUMN_WISE}),
         "wrong": with_cells(solution, {"ex1_solution": BYTES_OVER_32, "ex3_solution": GRID_NOT_SWAPPED}),
+        # a wrong prediction, and the profile read by the store metrics' names
+        "misread": with_cells(solution, {"ex4_predict": FOLKLORE_PREDICTION, "ex4_solution": STORES_NOT_LOADS}),
         # known-wrong answers behind a patch of the course's checks (labtools.COURSE_PATCH): 0
         "patched_course": with_course_patched(with_cells(solution, {
             "ex1_solution": BYTES_OVER_32, "ex3_solution": GRID_NOT_SWAPPED})),
     }, tmp_path)
-    everything = {"ex1_test": 2, "ex2_result": 3, "ex2_coalesced": 2, "ex3_result": 3, "ex3_coalesced": 2}
-    assert scores["solution"].max_score == 12
-    assert scores["solution"].cells == everything and scores["solution"].total == 12
+    everything = {"ex1_test": 2, "ex2_result": 3, "ex2_coalesced": 2, "ex3_result": 3, "ex3_coalesced": 2,
+                  "ex4_prediction": 1, "ex4_read": 2}
+    assert scores["solution"].max_score == 15
+    assert scores["solution"].cells == everything and scores["solution"].total == 15
     assert scores["untouched"].total == 0
     # right results with uncoalesced accesses: exactly the coalescing points are lost
     assert scores["uncoalesced"].cells == {**everything, "ex2_coalesced": 0, "ex3_coalesced": 0}
     # wrong results: the result points go, and the coalescing test (which also checks the result) too
     assert scores["wrong"].cells == {**everything, "ex1_test": 0, "ex3_result": 0, "ex3_coalesced": 0}
+    # a wrong prediction loses its point; reading the stores' metrics loses the reading's 2
+    assert scores["misread"].cells == {**everything, "ex4_prediction": 0, "ex4_read": 0}

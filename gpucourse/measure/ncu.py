@@ -412,3 +412,188 @@ def side_by_side(kernel, griddim, blockdim, *args, registers_per_thread=None, fa
 
 def _int_or_none(value) -> int | None:
     return int(value) if isinstance(value, (int, float)) else None
+
+
+# -- the course's own recordings: ncu on a real GPU, read back -----------------------------------------
+
+REFERENCE_ROOT = Path(__file__).resolve().parents[2] / "data" / "reference"
+RECORDED_METRICS = "catalogue-metrics.csv"
+RECORDED_LAUNCHES = "catalogue-launches.json"
+
+@dataclass(frozen=True)
+class Recording:
+    """One course kernel as Nsight Compute measured it on a real GPU (data/reference/<gpu>/ncu/), with the
+    device, date and file it came from. It is a recording: never the learner's GPU."""
+
+    label: str
+    gpu: str  # the folder under data/reference/
+    device: str
+    date: str  # YYYY-MM-DD
+    ncu_version: str | None
+    file: str  # relative to the course's root
+    grid: object
+    block: object
+    metrics: dict
+
+    @property
+    def warps(self) -> int | None:
+        threads = self.metrics.get("launch__thread_count")
+        return int(threads) // 32 if isinstance(threads, (int, float)) else None
+
+    def value(self, metric: str):
+        """ncu's recorded value of one of the report's metrics (by ncu's name); None where not recorded."""
+        from gpucourse.microscope.ncu_metrics import BY_NAME
+
+        if metric not in BY_NAME:
+            raise CourseError(f"no metric {metric!r} in the report; its metrics are: {', '.join(BY_NAME)}")
+        return BY_NAME[metric].ncu_value(self.metrics)
+
+    def per_warp(self, metric: str):
+        """A count divided by the recorded launch's warps (ratios and launch properties as they are)."""
+        value = self.value(metric)
+        if value is None or not _is_count(metric) or not self.warps:
+            return value
+        return value / self.warps
+
+    @property
+    def heading(self) -> str:
+        return f"Nsight Compute on {self.device}, recorded {self.date}"
+
+    def caption(self) -> str:
+        version = (self.ncu_version or "?").removeprefix("Nsight Compute ").split(" (")[0]
+        return (f"{self.heading}: {self.label}, grid {self.grid}, block {self.block} "
+                f"({self.file}; ncu {version}). A recording made on that GPU, not this machine.")
+
+
+def _is_count(metric: str) -> bool:
+    from gpucourse.microscope.ncu_agreement import is_count
+    from gpucourse.microscope.ncu_metrics import BY_NAME
+
+    return is_count(BY_NAME[metric])
+
+
+def _recorded_folders(root: Path) -> list[Path]:
+    return sorted(p.parent for p in Path(root).glob(f"*/ncu/{RECORDED_METRICS}"))
+
+
+def _read_folder(folder: Path) -> dict[str, Recording]:
+    provenance = json.loads((folder / "provenance.json").read_text())
+    stack = provenance.get("device", {})
+    date = str(provenance.get("date") or stack.get("date") or "")[:10]
+    by_id = {k.id: k for k in parse_csv((folder / RECORDED_METRICS).read_text())}
+    try:
+        relative = str((folder / RECORDED_METRICS).relative_to(REFERENCE_ROOT.parents[1]))
+    except ValueError:
+        relative = str(folder / RECORDED_METRICS)
+    out = {}
+    for launch in json.loads((folder / RECORDED_LAUNCHES).read_text()):
+        kernel = by_id.get(launch["launch"])
+        if kernel is None:
+            continue
+        out[launch["label"]] = Recording(
+            label=launch["label"], gpu=folder.parent.name, device=stack.get("device", folder.parent.name),
+            date=date, ncu_version=(provenance.get("ncu_version") or None), file=relative,
+            grid=launch.get("grid"), block=launch.get("block"), metrics=kernel.metrics)
+    return out
+
+
+_FOLDERS: dict = {}
+
+
+def _folder(folder: Path) -> dict[str, Recording]:
+    key = str(folder)
+    if key not in _FOLDERS:
+        _FOLDERS[key] = _read_folder(folder)
+    return _FOLDERS[key]
+
+
+def recordings(label: str, root: Path | None = None) -> list[Recording]:
+    """Every recording of the course kernel ``label`` (a catalogue label, e.g. "copy_columns"), one per GPU
+    that has one, in folder order; [] where none exists."""
+    found = []
+    for folder in _recorded_folders(root or REFERENCE_ROOT):
+        recording = _folder(folder).get(label)
+        if recording is not None:
+            found.append(recording)
+    return found
+
+
+def recorded(label: str, gpu: str | None = None, root: Path | None = None) -> Recording | None:
+    """The recording of ``label`` on ``gpu`` (a folder name under data/reference/; None: the first GPU that has
+    one), or None where none exists."""
+    for recording in recordings(label, root):
+        if gpu is None or recording.gpu == gpu:
+            return recording
+    return None
+
+
+class Beside:
+    """A lesson's few rows of a profile under ncu's names, with the course's recordings of the same kernel
+    beside them (counts per warp, so that launches of different sizes compare)."""
+
+    def __init__(self, profile, label: str, rows, recordings_: list[Recording]):
+        from gpucourse.microscope.profile import chosen_rows
+
+        self.profile, self.label, self.recordings = profile, label, recordings_
+        self.rows = chosen_rows(rows)
+
+    def table(self):
+        import pandas as pd
+
+        full = self.profile.table(self.rows).set_index("metric")
+        data = []
+        for metric in self.rows:
+            row = {"metric": metric, "label": full.at[metric, "label"], "unit": full.at[metric, "unit"],
+                   "scale": "per warp" if _is_count(metric) else "as is",
+                   "microscope (this launch)": self.profile.per_warp(metric)}
+            for recording in self.recordings:
+                row[recording.heading] = recording.per_warp(metric)
+            row["exactness"] = full.at[metric, "exactness"]
+            data.append(row)
+        table = pd.DataFrame(data, dtype=object)  # None stays None: "not recorded", not NaN
+        table.attrs["source"] = self.source()
+        return table
+
+    def value(self, metric: str, column: str = "microscope (this launch)"):
+        """One cell of the table (the microscope's value, or a recording's heading)."""
+        table = self.table().set_index("metric")
+        return table.at[metric, column]
+
+    def source(self) -> str:
+        mine = (f"Microscope: {self.profile.kernel_name}, counted in the simulator on this machine "
+                f"({self.profile.warps} warps).")
+        if not self.recordings:
+            return mine + f" No Nsight Compute recording of {self.label} exists in data/reference/ yet."
+        return " ".join([mine, *(r.caption() for r in self.recordings)])
+
+    def __repr__(self) -> str:
+        from gpucourse.microscope.profile import format_value
+
+        table = self.table()
+        columns = [c for c in table.columns if c not in ("label", "unit", "scale", "exactness", "metric")]
+        lines = [f"{'metric':<70} " + " ".join(f"{f'[{i + 1}]':>12}" for i in range(len(columns)))]
+        for row in table.to_dict("records"):
+            cells = " ".join(f"{format_value(row[c]):>12}" for c in columns)
+            lines.append(f"{row['metric'][:70]:<70} {cells}  {row['unit']} {row['scale']}")
+        lines += [f"[{i + 1}] {c}" for i, c in enumerate(columns)]
+        return "\n".join([*lines, self.source()])
+
+    def _repr_html_(self) -> str:
+        import html
+
+        from gpucourse.microscope.profile import format_value
+
+        table = self.table()
+        shown = table.copy()
+        for column in shown.columns:
+            if column.startswith(("microscope", "Nsight")):
+                shown[column] = [format_value(v) for v in shown[column]]
+        shown["metric"] = [f"<code>{html.escape(m)}</code>" for m in shown["metric"]]
+        return (shown.to_html(index=False, escape=False) +
+                f"<p><small>{html.escape(self.source())}</small></p>")
+
+
+def beside_recorded(profile, label: str, rows="global", root: Path | None = None) -> Beside:
+    """``profile``'s ``rows`` (a topic of ``ncu_metrics.TOPICS`` or metric names) beside every recording of the course
+    kernel ``label``, each headed "Nsight Compute on <GPU>, recorded <date>" and captioned with its file."""
+    return Beside(profile, label, rows, recordings(label, root))

@@ -257,6 +257,25 @@ METRICS: tuple[Metric, ...] = (
 BY_NAME = {metric.name: metric for metric in METRICS}
 
 
+# A few rows by topic, for lessons (``Profile.table(rows)``, ``measure.ncu.beside_recorded``).
+TOPICS = {
+    "global": ("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+               "l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_ld.ratio",
+               "l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_st.ratio"),
+    "shared": ("smsp__sass_inst_executed_op_shared_ld.sum", "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+               "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+               "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum / smsp__sass_inst_executed_op_shared_ld.sum",
+               "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum / smsp__sass_inst_executed_op_shared_st.sum"),
+    "control": ("smsp__thread_inst_executed_per_inst_executed.ratio",
+                "smsp__sass_average_branch_targets_threads_uniform.pct",
+                "smsp__sass_branch_targets_threads_divergent.sum"),
+    "first look": ("l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_ld.ratio",
+                   "smsp__thread_inst_executed_per_inst_executed.ratio", "sm__maximum_warps_per_active_cycle_pct"),
+    "occupancy": ("launch__thread_count", "launch__registers_per_thread", "sm__maximum_warps_per_active_cycle_pct",
+                  "(smallest launch__occupancy_limit_*)"),
+}
+
+
 def ncu_metric_names() -> list[str]:
     """Every ncu metric the report needs, in report order, each once: the --metrics list for ncu. The
     launch__* attributes are left out: ncu's raw page prints all of them anyway."""

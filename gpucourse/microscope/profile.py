@@ -23,7 +23,7 @@ import pandas as pd
 from gpucourse.errors import CourseError
 from gpucourse.microscope import analysis
 from gpucourse.microscope.errors import MicroscopeError
-from gpucourse.microscope.ncu_metrics import BY_NAME, EXACTNESS, METRICS, Metric
+from gpucourse.microscope.ncu_metrics import BY_NAME, EXACTNESS, METRICS, TOPICS, Metric
 
 # The lessons' occupancy calculator, named as a string (a lower layer imports no lesson; see measure/rehearsal).
 OCCUPANCY_CALCULATOR = "gpucourse.lessons.occupancy.calculator.occupancy"
@@ -97,7 +97,10 @@ class Profile:
 
     # -- tables ---------------------------------------------------------------------------------------
 
-    def table(self) -> pd.DataFrame:
+    def table(self, rows=None) -> pd.DataFrame:
+        """Every metric, or only ``rows``: a topic of ``ncu_metrics.TOPICS`` ("global", "shared", "control",
+        "first look", "occupancy") or ncu metric names, in that order."""
+        chosen = METRICS if rows is None else [BY_NAME[name] for name in chosen_rows(rows)]
         rows = [
             {
                 "section": m.section,
@@ -108,7 +111,7 @@ class Profile:
                 "exactness": m.exactness,
                 "note": self._why.get(m.name, m.note),
             }
-            for m in METRICS
+            for m in chosen
         ]
         return pd.DataFrame(rows, columns=["section", "metric", "label", "microscope", "unit", "exactness", "note"])
 
@@ -171,8 +174,21 @@ class Profile:
         )
 
 
+def chosen_rows(rows) -> tuple[str, ...]:
+    """A topic of ``TOPICS`` or a list of the report's metric names (or labels), as ncu's names."""
+    if isinstance(rows, str):
+        if rows not in TOPICS:
+            raise MicroscopeError(f"rows must be one of {', '.join(map(repr, TOPICS))} or a list of metric names; "
+                                  f"got {rows!r}")
+        return TOPICS[rows]
+    names = tuple(_metric(name).name for name in rows)
+    if not names:
+        raise MicroscopeError("rows is empty: name a topic or at least one metric")
+    return names
+
+
 def format_value(value) -> str:
-    if value is None:
+    if value is None or (isinstance(value, float) and value != value):  # None or NaN: not there
         return "n/a"
     if isinstance(value, str):
         return value

@@ -14,7 +14,7 @@
 # %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # # Lab 03 · Coalescing: count sectors, fix layouts
 #
-# *About 30 minutes. Goes with lesson 03 "Memory coalescing".*
+# *About 40 minutes. Goes with lesson 03 "Memory coalescing".*
 #
 # How to work: fill in every cell that says `YOUR CODE HERE` (delete the `raise
 # NotImplementedError()` line). Don't edit the test cells: they are locked and are graded
@@ -35,9 +35,10 @@
 import numpy as np
 
 from gpucourse.measure import runtime
-from gpucourse.lessons.coalescing import drift_aos, drift_reference, make_particles, warp_figure
+from gpucourse.lessons.coalescing import drift_aos, drift_reference, make_particles, strided_copy, warp_figure
 from gpucourse.tooling.grading import check
 from gpucourse.microscope import trace
+from gpucourse.microscope.profile import profile
 
 cuda = runtime.cuda
 runtime.banner()
@@ -278,4 +279,79 @@ check(np.allclose(out, a * w[:, None], rtol=1e-6))
 check(report.sectors_per_request(array="a") == 4)
 check(report.sectors_per_request(array="out") == 4)
 check((report.memory().sectors_per_request <= 4).all())
+### END HIDDEN TESTS
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "ex4_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ## Exercise 4 · Predict, then read a profiler's metric (3 points)
+#
+# On a GPU, Nsight Compute (`ncu`) reports what this lab counts under its own names: a warp's global
+# load is a *request* (`l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum`), and the 32-byte pieces it
+# fetched are *sectors* (`l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum`). The microscope's
+# `profile(kernel, grid, block, *args)` reports a simulated launch under the same names, and
+# `p.value(name)` reads one of them.
+#
+# **Predict first.** Lesson 03's `strided_copy` copies `float32` element `i · stride + offset` for
+# thread `i`. With **stride 4** and offset 0, how many sectors does one warp's load request fetch?
+# Write your number below before you run the next cell.
+
+# %% nbgrader={"grade": false, "grade_id": "ex4_predict", "locked": false, "schema_version": 3, "solution": true, "task": false}
+### BEGIN SOLUTION
+predicted_sectors_per_request = 16
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "ex4_prediction", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""Check that the prediction is a number of sectors per request for the stride-4 float32 copy."""
+assert isinstance(predicted_sectors_per_request, (int, float)) and 1 <= predicted_sectors_per_request <= 32, (
+    "predict a number of sectors between 1 and 32")
+### BEGIN HIDDEN TESTS
+check(predicted_sectors_per_request == 16)
+### END HIDDEN TESTS
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "ex4_show_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# Now the report of that launch (2 blocks of 64 threads), the global-memory rows under ncu's names:
+
+# %% nbgrader={"grade": false, "grade_id": "ex4_show", "locked": true, "schema_version": 3, "solution": false, "task": false}
+stride4 = profile(strided_copy, 2, 64, np.arange(512, dtype=np.float32), np.zeros(512, dtype=np.float32), 128, 4, 0)
+stride4.table("global")[["metric", "label", "microscope", "unit"]]
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "ex4_read_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# Write `load_sectors_per_request(p)`: for any profile `p`, the sectors per request of its **global
+# loads** (not its stores), read from `p` by ncu's metric names. This is the number to look for when
+# you profile your own kernel with `ncu --metrics l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,...`.
+
+# %% nbgrader={"grade": false, "grade_id": "ex4_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def load_sectors_per_request(p):
+    ### BEGIN SOLUTION
+    return (p.value("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum")
+            / p.value("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"))
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex4_read", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""Check that load_sectors_per_request reads global-load sectors per request from a profile."""
+stride1 = profile(strided_copy, 2, 64, np.arange(128, dtype=np.float32), np.zeros(128, dtype=np.float32), 128, 1, 0)
+assert load_sectors_per_request(stride1) == 4, "a stride-1 float32 copy loads 4 sectors per request"
+### BEGIN HIDDEN TESTS
+check(load_sectors_per_request(stride4) == 16)
+
+
+def _copy_profile(stride, offset):
+    span = 128 * stride + offset
+    return profile(strided_copy, 2, 64, np.arange(span, dtype=np.float32), np.zeros(span, dtype=np.float32),
+                   128, stride, offset)
+
+
+check(load_sectors_per_request(_copy_profile(1, 1)) == 5)
+check(load_sectors_per_request(_copy_profile(32, 0)) == 32)
+
+
+@cuda.jit
+def _gather(src, dst, stride):  # strided loads, coalesced stores
+    i = cuda.grid(1)
+    if i < dst.shape[0]:
+        dst[i] = src[i * stride]
+
+
+gathered = profile(_gather, 2, 64, np.arange(128 * 8, dtype=np.float32), np.zeros(128, dtype=np.float32), 8)
+check(load_sectors_per_request(gathered) == 32)
 ### END HIDDEN TESTS

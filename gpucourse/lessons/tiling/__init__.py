@@ -97,6 +97,7 @@ from gpucourse.lessons.tiling.model import (
     matmul_flops,
     matmul_traffic_bytes,
     rung,
+    trace_transpose,
     traffic_table,
     transpose_bank_ways,
     transpose_counts,

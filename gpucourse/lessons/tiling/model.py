@@ -430,16 +430,28 @@ def transpose_counts(tile: int = 32, pad: int = 1, n: int | None = None) -> pd.D
     return copy
 
 
+def trace_transpose(variant: str = "shared", pad: int = 0, tile: int = 32, n: int = 32):
+    """The microscope's report of one transpose rung on an n×n float32 matrix (default: one 32×32 tile)."""
+    tile, _, pad = check_transpose_shape(tile, default_block_rows(tile), pad)
+    n = check_size("n", n)
+    return _traced_transpose(variant, tile, pad, np.arange(n * n, dtype=np.float32).reshape(n, n))[0]
+
+
+def _traced_transpose(variant: str, tile: int, pad: int, a: np.ndarray):
+    block_rows = default_block_rows(tile)
+    n = a.shape[0]
+    out = np.zeros((n, n), dtype=np.float32)
+    grid, block = transpose_launch(n, n, tile, block_rows)
+    return _trace(transpose_kernel(variant, tile, block_rows, pad), grid, block, a, out), out
+
+
 @functools.lru_cache(maxsize=64)
 def _transpose_counts(tile: int, pad: int, n: int) -> pd.DataFrame:
-    block_rows = default_block_rows(tile)
     a = np.arange(n * n, dtype=np.float32).reshape(n, n)
     variants = ["copy", "naive", "shared"] + (["shared+pad"] if pad else [])
     rows = []
     for variant in variants:
-        out = np.zeros((n, n), dtype=np.float32)
-        grid, block = transpose_launch(n, n, tile, block_rows)
-        report = _trace(transpose_kernel(variant, tile, block_rows, pad), grid, block, a, out)
+        report, out = _traced_transpose(variant, tile, pad, a)
         mem, banks = report.memory(), report.banks()
         rows.append({
             "variant": variant if variant != "shared+pad" else f"shared+pad {pad}",
