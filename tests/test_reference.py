@@ -112,8 +112,8 @@ def test_a_folder_without_provenance_is_refused(tmp_path):
 
 
 def _recording_folders(root: Path) -> list[Path]:
-    """Every committed folder of timings: a GPU's own folder and any below it (quick/, ncu/, …)."""
-    return sorted({p.parent for p in root.glob("*/**/*") if p.is_file()} - {root})
+    """Every committed folder of timings: each GPU's own folder and any below it (quick/, ncu/, …)."""
+    return sorted({p.parent for p in root.glob("*/**/*") if p.is_file()} | {p for p in root.iterdir() if p.is_dir()})
 
 
 COMMITTED = _recording_folders(reference.REFERENCE_ROOT)
@@ -132,7 +132,12 @@ def test_committed_recordings_carry_complete_provenance(folder):
     if "sweeps" in meta:
         assert reference.missing_provenance(folder) == []
         return
+    below = {p.name for p in folder.iterdir() if p.is_dir()}
+    assert below == set(meta.get("folders", {})), f"folders without a line in provenance.json: {below}"
     held = {p.name for p in folder.iterdir() if p.is_file()} - {reference.PROVENANCE_FILE}
+    if not held:  # a GPU's folder that only holds folders: its provenance names the device and them
+        assert below and meta.get("device", {}).get("mode") == "gpu"
+        return
     assert held and held <= set(meta.get("files", {})), f"files without provenance: {held - set(meta.get('files', {}))}"
     assert meta.get("device", {}).get("mode") == "gpu" and meta["device"].get("driver_release")
 
