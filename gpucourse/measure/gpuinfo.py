@@ -20,6 +20,7 @@ takes its source as an argument so that tests can hand it a stand-in.
 from __future__ import annotations
 
 import ctypes
+import functools
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -34,7 +35,9 @@ def _api_text(version: int) -> str:
     return f"{version // 1000}.{version % 1000 // 10}"
 
 
+@functools.cache
 def _load_nvml():
+    """NVML, loaded and initialised once per process (provenance asks for it at every measurement)."""
     try:
         nvml = ctypes.CDLL("libnvidia-ml.so.1")
     except OSError:
@@ -116,6 +119,7 @@ class _ProcessInfo(ctypes.Structure):
                 ("gpuInstanceId", ctypes.c_uint), ("computeInstanceId", ctypes.c_uint)]
 
 
+@functools.cache
 def cuda_pci_bus_id() -> str | None:
     """The PCI bus id of the GPU numba-cuda runs on, as NVML writes it ("00000000:1B:00.0")."""
     try:
