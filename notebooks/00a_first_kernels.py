@@ -15,7 +15,9 @@
 #
 # **In 35 minutes you will write a kernel as a function of its thread's coordinates, launch it with
 # enough threads and a bounds check, and see — with the microscope — which thread touches which
-# element; then the same kernel in CuPy and in CUDA C++.**
+# element; then the same kernel in CuPy and in CUDA C++.** (*The microscope* is the course's tracing
+# simulator: it runs a kernel in Numba's CUDA simulator and records every memory access of every
+# thread, so it can count what a GPU would do, with or without a GPU.)
 #
 # *Teaching 25 min · predictions and explorers 10 min · then lab 00a (30 min, eight short puzzles) ·
 # prerequisites: Python and NumPy; lesson 00 helps but is not needed.*
@@ -29,10 +31,11 @@
 # 3. write a 2-D kernel and a grid-stride loop, and predict how many elements each thread handles;
 # 4. say when Numba copies arrays between host and device, and avoid the copies you do not need;
 # 5. read the same kernel as Numba, as a CuPy `ElementwiseKernel` and as CUDA C++, and find its two
-#    loads, one fused multiply-add and one store in the PTX.
+#    loads, one fused multiply-add and one store in the PTX of the Numba and CUDA C++ versions.
 #
-# This lesson runs with or without a GPU: without one, kernels run in Numba's CUDA simulator (exact
-# results, no timings), and the CuPy kernels are shown compiled rather than run.
+# This lesson runs with or without a GPU: without one, kernels run in Numba's CUDA simulator (results
+# correct to rounding, no timings: the PTX section shows why a GPU's last bit can differ), and the CuPy
+# kernels are shown compiled rather than run.
 
 # %%
 from gpucourse.measure import runtime
@@ -221,8 +224,9 @@ strided.picture_threads("x")
 # switches its performance warnings off, so count the copies yourself.
 #
 # ### Predict
-# 20 launches of SAXPY (x and y in, out out): how many copies with NumPy arguments? With device arrays,
-# copied in once and out once?
+# 20 launches of SAXPY (x and y in, out out): how many copies with NumPy arguments? With device arrays
+# (x and y copied in once with `to_device`, out made on the device with `device_array`, the result copied
+# back once)?
 
 # %%
 predict_copies_numpy, predict_copies_device = ..., ...
@@ -231,7 +235,7 @@ predict_copies_numpy, predict_copies_device = ..., ...
 # <details><summary>Description of the picture</summary>
 #
 # A grouped bar chart, copies (count) for two ways of passing the arrays. NumPy
-# arrays: 60 copies to the device and 60 to the host. Device arrays: 3 to the device and 1 to the host.
+# arrays: 60 copies to the device and 60 to the host. Device arrays: 2 to the device and 1 to the host.
 # The launches slider changes the NumPy bars only.
 #
 # </details>
@@ -240,8 +244,9 @@ predict_copies_numpy, predict_copies_device = ..., ...
 first_kernels.copies_explorer()
 
 # %% [markdown]
-# On a GPU the table below times both loops now (the harness: events, warm-up, median of samples);
-# without one it lists the copy counts only and times nothing.
+# On a GPU the table below times both loops now (the harness: events, warm-up, median of samples),
+# each with every copy it makes — the device-array loop's time includes copying x and y in and the result
+# out; without a GPU it lists the copy counts only and times nothing.
 
 # %%
 first_kernels.transfer_timings()
@@ -252,7 +257,9 @@ first_kernels.transfer_timings()
 # Numba is one way to write a kernel. **CuPy** offers two more, for the same GPU:
 #
 # * an `ElementwiseKernel`: you write the body for one element in C++ syntax, with typed parameters;
-#   CuPy writes the index, the bounds check and the launch;
+#   CuPy writes the index, the bounds check and the launch. It wraps your body in a **grid-stride loop**
+#   (its `CUPY_FOR` macro, with 64-bit `ptrdiff_t` indices: `cupy/_core/include/cupy/carray.cuh`), the loop
+#   of the section above;
 # * a `RawKernel`: plain CUDA C++, everything written out — `blockIdx.x * blockDim.x + threadIdx.x` is
 #   exactly `cuda.grid(1)`, and the bounds check is yours again.
 
@@ -335,11 +342,18 @@ saxpy_profile.table("first look")[["metric", "label", "microscope", "unit", "exa
 # * **The same PTX.** Both listings have two `ld.global.f32`, one `fma.rn.f32` and one `st.global.f32`.
 #   Numba's is longer around them: each array arrives as several parameters (data pointer, shape,
 #   strides…), and Python's negative-index wraparound adds a few integer instructions per access. The
-#   memory traffic — what lessons 03 and 04 are about — is identical.
-# * **Copies.** Numba's documentation ("Device management" and "Memory management"): NumPy arguments are
-#   transferred automatically, in and out, at every launch; `cuda.to_device`, `device_array` and
+#   memory traffic — what lessons 03 and 04 are about — is identical. (A CuPy `ElementwiseKernel` is not
+#   compiled here: its body sits inside CuPy's grid-stride loop, so its PTX has the loop's extra
+#   instructions around the same loads, FMA and store.)
+# * **Correct to rounding.** `fma.rn.f32` computes `a*x + y` with **one** rounding; NumPy, and so the
+#   simulator, round the product and then the sum. The GPU's result can therefore differ from the
+#   simulator's in the last bit — both are right to float32 rounding, and neither is "exact". The labs'
+#   test data are small integers, whose sums and products are exact in float32, so there they agree bit
+#   for bit.
+# * **Copies.** Numba's documentation ("Memory management", its "Data transfer" section): NumPy arguments
+#   are transferred automatically, in and out, at every launch; `cuda.to_device`, `device_array` and
 #   `copy_to_host` make the transfers explicit. Over PCIe a copy moves tens of GB/s, a GPU's memory
-#   several TB/s: an implicit copy can cost far more than the kernel.
+#   hundreds of GB/s to several TB/s: an implicit copy can cost far more than the kernel.
 #
 # ### From the field
 # The classic first port: a loop of 1,000 small kernel launches on NumPy arrays, "the GPU is slower than
@@ -353,7 +367,8 @@ saxpy_profile.table("first look")[["metric", "label", "microscope", "unit", "exa
 # * Launch `⌈n / threads⌉` blocks and guard with `if i < n`; or use a grid-stride loop, which covers any n.
 # * NumPy arguments are copied in and out at every launch: keep data on the device
 #   (`cuda.to_device`, `device_array`, `copy_to_host`).
-# * Numba, a CuPy `ElementwiseKernel` and CUDA C++ compile to the same loads, FMA and store.
+# * Numba and CUDA C++ compile SAXPY to the same loads, FMA and store; a CuPy `ElementwiseKernel` puts the
+#   same body in a grid-stride loop. One FMA rounds once: results are correct to rounding, not bit for bit.
 #
 # **Next:** [lab 00a](../labs/lab00a_first_kernels/lab00a_first_kernels.ipynb) — eight short kernel
 # puzzles graded by their results and by the microscope's per-thread counts; then lesson 01, warps.

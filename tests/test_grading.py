@@ -23,6 +23,7 @@ from gpucourse.tooling.grading import (
     guard_hidden_tests,
     imported_names,
     kernel_environment,
+    lab_helpers,
     landlock_abi,
     sandbox_command,
     sandbox_paths,
@@ -89,8 +90,9 @@ def test_every_lab_can_be_hardened(lab):
     """Each lab's hidden blocks still compile once rewritten, and no solution cell trips the tamper scan."""
     nb = to_notebook(ROOT / "solutions" / lab / f"{lab}.py")
     imported = imported_names(c.source for c in nb.cells if c.cell_type == "code")
-    locked = imported_names(c.source for c in nb.cells if c.cell_type == "code"
-                            and c.metadata.get("nbgrader", {}).get("locked"))
+    trusted = [c.source for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("locked")]
+    locked = imported_names(trusted)
+    helpers = lab_helpers(trusted, [c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")])
     hidden = 0
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
@@ -100,7 +102,7 @@ def test_every_lab_can_be_hardened(lab):
             compile(guard_hidden_tests(cell.source), f"{lab}:{meta['grade_id']}", "exec")
             hidden += "BEGIN HIDDEN TESTS" in cell.source
         if not meta.get("locked"):
-            assert scan_learner_code(cell.source, imported, locked) == ([], []), meta.get("grade_id")
+            assert scan_learner_code(cell.source, imported, locked, helpers) == ([], []), meta.get("grade_id")
     assert hidden > 0, f"{lab} has no hidden tests"
 
 
@@ -398,6 +400,19 @@ def test_a_header_that_failed_or_never_ran_is_reported(tmp_path):
     assert "did not run" in header_room.header_note(tmp_path)
     (tmp_path / header_room.HEADER_STATUS).write_text("CudaSupportError: no driver")
     assert "CudaSupportError" in header_room.header_note(tmp_path)
+
+
+def test_redefining_a_lab_helper_the_tests_use_is_tampering():
+    """Lab 00a's hole: `floats` redefined to return zeros made a kernel that writes 10 pass `out == a + 10`."""
+    setup = "def floats(*shape):\n    return 1\n\ndef show(kernel):\n    pass\n\nclass Data:\n    pass\n"
+    graded = ["out = floats(4)\nassert (out == Data()).all()"]
+    helpers = lab_helpers([setup], graded)
+    assert helpers == {"floats", "Data"}  # `show` is never used by a graded cell: a learner may reuse the name
+    for code in ("def floats(*shape):\n    return 0", "floats = lambda *s: 0", "globals()['floats'] = print",
+                 "def f():\n    global floats\n    floats = print"):
+        tampering, _ = scan_learner_code(code, {"np"}, {}, helpers)
+        assert tampering and "floats" in tampering[0], code
+    assert scan_learner_code("def show(x):\n    pass\nresult = floats(3)", {"np"}, {}, helpers) == ([], [])
 
 
 def test_redefining_check_is_only_noted():

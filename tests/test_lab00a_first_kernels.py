@@ -90,6 +90,22 @@ def dot(a, b, out):
         cuda.atomic.add(out, 0, a[i] * b[i])
 '''
 
+# A wrong kernel behind redefined lab helpers: zeros as test data make `out = 10` look right, and a
+# `counts` that answers what the test expects hides that `a` is never read. Tampering: 0 in every cell.
+HELPERS_REDEFINED = """@cuda.jit
+def map_add_ten(a, out):
+    i = cuda.threadIdx.x
+    out[i] = 10
+
+
+def floats(*shape, seed=0):
+    return np.zeros(shape, dtype=np.float32)
+
+
+def counts(report):
+    return {("a", "load"): 1, ("out", "store"): 1}
+"""
+
 
 def test_lab00a_round_trip(tmp_path):
     solution = solution_notebook(LAB)
@@ -109,6 +125,7 @@ def test_lab00a_round_trip(tmp_path):
         "patched_course_seen": with_course_patched(wrong, COURSE_PATCH.replace('getattr(sys, "modules")',
                                                                                  "sys.modules")),
         "no_barrier": with_cells(solution, {"ex7_solution": WINDOW_WITHOUT_BARRIER}),
+        "helpers_redefined": with_cells(solution, {"ex1_solution": HELPERS_REDEFINED}),
     }, tmp_path)
     full = scores["solution"].max_score
     assert full == 16
@@ -130,5 +147,7 @@ def test_lab00a_round_trip(tmp_path):
     assert swapped["ex7_test"] == 1 and swapped["ex7_counts"] == 0, swapped  # three global reads per thread
     assert scores["swapped"].total == full - 3, swapped
     assert scores["patched_course_seen"].total == 0, scores["patched_course_seen"].cells
+    # redefining the lab's own helpers (floats, counts) is tampering: nothing is earned
+    assert scores["helpers_redefined"].total == 0, scores["helpers_redefined"].cells
     no_barrier = scores["no_barrier"].cells
     assert no_barrier["ex7_counts"] == 0 and scores["no_barrier"].total <= full - 1, no_barrier

@@ -29,7 +29,14 @@
 # still loses its efficiency point. `show(...)` draws what your kernel did: a table of per-thread
 # counts and the picture of which thread touched which element.
 #
-# Without a GPU the kernels run in Numba's CUDA simulator: results are exact, nothing is timed.
+# Without a GPU the kernels run in Numba's CUDA simulator: nothing is timed. Results are correct to
+# rounding (a GPU fuses `a*x + y` into one FMA, the simulator rounds twice), and the test data here are
+# small integers, exact in float32, so every check compares exactly.
+#
+# *Credit:* these puzzles follow **Sasha Rush's GPU Puzzles** (<https://github.com/srush/GPU-Puzzles>,
+# MIT licence): the names (Map, Zip, Guard, Broadcast, Blocks, Shared, Dot), "add 10", the window sum
+# (its "Pooling") and the idea of grading a kernel by counting each thread's reads. The wording, tests
+# and microscope checks are this course's.
 
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -362,6 +369,14 @@ check(report.thread_accesses().thread.nunique() == 100)
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex7_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## Puzzle 7 · Shared memory (2 points)
+#
+# *Puzzles 7 and 8 are a preview of lesson 04 (shared memory) and lesson 06 (races): do them now with
+# this primer, or come back after lesson 04.* **Primer:** `cuda.shared.array(32, float32)`, written inside
+# a kernel, is one array per **block**, in fast on-chip memory that every thread of the block can read
+# and write (global arrays like `a` are seen by all blocks). A thread that reads a slot another thread
+# writes must wait until it is written: `cuda.syncthreads()` is a **barrier** — no thread of the block
+# goes past it until every thread of the block has reached it. Without it, a thread can read a slot
+# before its neighbour has filled it: a **race**, which the microscope reports.
 #
 # Write `window_sum(a, out)`: `out[i] = a[i - 2] + a[i - 1] + a[i]`, where a neighbour before the start
 # counts as 0 (`out[0] = a[0]`, `out[1] = a[0] + a[1]`). The launch is one block of 32 threads

@@ -49,15 +49,15 @@ def transfers(launches: int, input_arrays: int, output_arrays: int, *, device_re
     """Host↔device copies of a loop of ``launches`` launches.
 
     Passing NumPy arrays to a Numba kernel copies every array to the device before each launch and
-    back after it (Numba cannot know which ones the kernel wrote). Copying once with
-    ``cuda.to_device`` and back once with ``copy_to_host`` moves the inputs in once and the outputs
-    out once, whatever the number of launches."""
+    back after it (Numba cannot know which ones the kernel wrote). With device arrays the inputs are
+    copied in once (``cuda.to_device``), the outputs are allocated on the device without a copy
+    (``cuda.device_array``) and copied out once (``copy_to_host``), whatever the number of launches."""
     launches = validate.integer("launches", launches, minimum=1, maximum=10**6)
     inputs = validate.integer("input arrays", input_arrays, minimum=0, maximum=64)
     outputs = validate.integer("output arrays", output_arrays, minimum=1, maximum=64)
     arrays = inputs + outputs
     if device_resident:
-        to_device, to_host = arrays, outputs
+        to_device, to_host = inputs, outputs
     else:
         to_device, to_host = launches * arrays, launches * arrays
     return pd.DataFrame([{"launches": launches, "arrays passed": "device arrays" if device_resident else "NumPy arrays",

@@ -39,7 +39,7 @@ from gpucourse.tooling.grading.snapshot import custom_comparisons, snapshot_envi
 # name -> the module that holds it, imported on first use
 _LATER = {
     **dict.fromkeys(["BEGIN_HIDDEN", "END_HIDDEN", "guard_hidden_tests", "strip_hidden_tests"], "rewrite"),
-    **dict.fromkeys(["PROTECTED_NAMES", "imported_names", "scan_learner_code"], "scan"),
+    **dict.fromkeys(["PROTECTED_NAMES", "imported_names", "lab_helpers", "scan_learner_code"], "scan"),
     **dict.fromkeys(["NOTE_KEY"], "notes"),
     **dict.fromkeys(["HEADER_STATUS", "header_note"], "header"),
     **dict.fromkeys(["RestoreLockedCells"], "locked"),

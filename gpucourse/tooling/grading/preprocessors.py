@@ -19,7 +19,7 @@ from traitlets import Integer
 from gpucourse.tooling.grading.hidden import GENERIC_FAILURE, INTEGRITY
 from gpucourse.tooling.grading.notes import NOTE_KEY, add_note, is_grade, is_locked, md_escape, note_output, unique
 from gpucourse.tooling.grading.rewrite import BEGIN_HIDDEN, guard_hidden_tests, strip_hidden_tests
-from gpucourse.tooling.grading.scan import imported_names, scan_learner_code
+from gpucourse.tooling.grading.scan import imported_names, lab_helpers, scan_learner_code
 
 
 class GuardSubmission(NbGraderPreprocessor):
@@ -31,8 +31,10 @@ class GuardSubmission(NbGraderPreprocessor):
         nb.metadata.pop("widgets", None)
         tampering, notes = [], set()
         imported = imported_names(c.source for c in nb.cells if c.cell_type == "code")
-        locked = imported_names(c.source for c in nb.cells if c.cell_type == "code" and is_locked(c)
-                                and c.metadata.get("nbgrader", {}).get("grade_id"))
+        trusted = [c for c in nb.cells if c.cell_type == "code" and is_locked(c)
+                   and c.metadata.get("nbgrader", {}).get("grade_id")]
+        locked = imported_names(c.source for c in trusted)
+        helpers = lab_helpers((c.source for c in trusted), (c.source for c in trusted if is_grade(c)))
         for index, cell in enumerate(nb.cells):
             cell.metadata.pop(NOTE_KEY, None)
             tags = cell.metadata.get("tags")
@@ -47,7 +49,7 @@ class GuardSubmission(NbGraderPreprocessor):
                     cell.source = guard_hidden_tests(cell.source)
                 continue
             name = cell.metadata.get("nbgrader", {}).get("grade_id") or f"cell {index + 1}"
-            found, cell_notes = scan_learner_code(cell.source, imported, locked)
+            found, cell_notes = scan_learner_code(cell.source, imported, locked, helpers)
             tampering += [f"{name}, {item}" for item in found]
             notes.update(cell_notes)
         restored = resources.get(NOTE_KEY, {}).get("restored", [])  # by RestoreLockedCells

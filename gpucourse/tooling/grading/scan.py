@@ -39,8 +39,27 @@ def imported_names(sources) -> dict[str, str]:
     return names
 
 
-def scan_learner_code(source: str, imported=None, locked: dict[str, str] | None = None
-                      ) -> tuple[list[str], list[str]]:
+def lab_helpers(locked_sources, graded_sources) -> set[str]:
+    """Functions and classes that the lab's locked cells define (``floats``, ``poisoned``, ``counts``) and
+    its graded cells use: a learner who redefines one changes what the tests feed and compare."""
+    defined: set[str] = set()
+    for source in locked_sources:
+        try:
+            tree = ast.parse(_as_python(source))
+        except SyntaxError:
+            continue
+        defined |= {node.name for node in tree.body if isinstance(node, ast.FunctionDef | ast.ClassDef)}
+    used: set[str] = set()
+    for source in graded_sources:
+        try:
+            used |= {n.id for n in ast.walk(ast.parse(_as_python(source))) if isinstance(n, ast.Name)}
+        except SyntaxError:
+            continue
+    return defined & used
+
+
+def scan_learner_code(source: str, imported=None, locked: dict[str, str] | None = None,
+                      helpers=()) -> tuple[list[str], list[str]]:
     """(tampering, notes) for one cell written by a learner.
 
     Tampering makes every graded cell of the notebook score 0: modifying an imported module or
@@ -51,7 +70,8 @@ def scan_learner_code(source: str, imported=None, locked: dict[str, str] | None 
     ``sys.modules``. Redefining ``check`` is only noted: hidden tests use the grader's own.
 
     ``imported``: names imported by any cell (``imported_names``); ``locked``: those imported by
-    the notebook's locked cells, with what they were imported as.
+    the notebook's locked cells, with what they were imported as; ``helpers``: the lab's own test
+    helpers (``lab_helpers``): redefining one is tampering too.
     """
     try:
         tree = ast.parse(_as_python(source))
@@ -105,6 +125,8 @@ def scan_learner_code(source: str, imported=None, locked: dict[str, str] | None 
         if isinstance(node, ast.Global):
             tampering += [f"line {line} rebinds `{name}`, imported by the lab" for name in node.names
                           if name in locked and name not in PROTECTED_NAMES]
+            tampering += [f"line {line} rebinds `{name}`, a helper the lab's tests use" for name in node.names
+                          if name in helpers]
         if isinstance(node, ast.Import | ast.ImportFrom):
             modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             for module in modules:
@@ -115,6 +137,8 @@ def scan_learner_code(source: str, imported=None, locked: dict[str, str] | None 
             notes.append(f"your notebook defines `{name}`, a name the hidden tests use; the grader used its own")
         elif name in locked and how != locked[name]:
             tampering.append(f"rebinds `{name}`, which the lab imported")
+        elif name in helpers:
+            tampering.append(f"redefines `{name}`, a helper that the lab's locked cells define and its tests use")
     return sorted(set(tampering)), sorted(set(notes))
 
 
