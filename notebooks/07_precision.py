@@ -195,9 +195,11 @@ predictions.read_back(
 # outright (choose "up to n = 16384" to watch the fp16 sum stall near 2048, where fp16's spacing
 # is 2). An fp32 total keeps the error near 10^-7. Kahan's error bound is about 2u·Σ|x|,
 # **independent of n**: in fp16 it brings the sum to the best an fp16 result can be (one rounding,
-# ≈ u), in fp32 to ≈ 10^-8 here. That is why tensor cores accumulate fp16 and bf16 products at
-# about fp32 width, why PyTorch asks cuBLAS for fp32 accumulation in its fp16/bf16 matmuls
-# (although by default it still allows reduced-precision reductions inside fp16 GEMMs:
+# ≈ u), in fp32 to ≈ 10^-8 here. That is why tensor-core matmuls are normally run with an
+# accumulator of about fp32 width (fp16 and fp8 inputs may also be given an fp16 accumulator, and
+# the fp32-wide one is not sequential IEEE fp32: see the Explain), why PyTorch asks cuBLAS for fp32
+# accumulation in its fp16/bf16 matmuls (although by default it still allows reduced-precision
+# reductions inside fp16 GEMMs:
 # `torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction`), and why the cheat
 # sheet among the sources says "reductions should accumulate in FP32 even when inputs are BF16".
 

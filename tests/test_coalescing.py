@@ -369,3 +369,17 @@ def test_kernel_source_is_shown():
     assert "dst[j] = src[j]" in coalescing.kernel_source(coalescing.strided_copy)
     with pytest.raises(InvalidConfig):
         coalescing.kernel_source(len)
+
+
+def test_strided_copy_sizes_by_hand():
+    """The arrays of a strided copy are exactly as long as the last element a thread touches: element
+    (n − 1)·stride + offset, so (n − 1)·stride + offset + 1 elements (the review tried one stride more and
+    every other test passed). Hand-worked: 32 threads, stride 2 → elements 0, 2, …, 62 → 63 elements."""
+    from gpucourse.lessons.coalescing import model as cm
+
+    assert cm.span_elements(1, 1, 0) == 1 and cm.span_elements(32, 1, 0) == 32
+    assert cm.span_elements(32, 2, 0) == 63 and cm.span_elements(32, 8, 3) == 252
+    assert cm.copy_bytes_allocated(32, 2, 0) == 2 * 63 * 4 and cm.copy_bytes_allocated(256, 1, 1, "float64") == 2 * 257 * 8
+    src, dst = cm.copy_arrays(32, stride=8, offset=3)
+    assert src.size == dst.size == 252 and src[-1] == cm.pattern(252)[251]
+    assert cm.useful_bytes(32) == 256  # 32 float32 read once and written once

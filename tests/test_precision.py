@@ -286,3 +286,18 @@ def test_sweeps_are_registered():
 def test_bad_matmul_input(call):
     with pytest.raises(InvalidConfig):
         call()
+
+
+def test_tensor_core_accumulation_is_never_stated_as_plain_fp32():
+    """Lesson 07's Explain: fp16/fp8 inputs may accumulate in fp16, and the fp32-wide accumulator is not
+    sequential IEEE fp32 (Fasi et al. 2021). No lesson or lab text may say tensor cores simply "accumulate in
+    fp32" (the review found it at lesson 07:198 and in lab 07's intro and exercise 3)."""
+    import re
+
+    from gpucourse.tooling.build import ROOT
+
+    for path in (ROOT / "notebooks" / "07_precision.py", ROOT / "solutions" / "lab07_precision" / "lab07_precision.py"):
+        text = re.sub(r"\s*\n#\s*", " ", path.read_text(encoding="utf-8"))  # comment lines joined into prose
+        for claim in re.finditer(r"tensor cores?[^.]{0,80}?accumulate[^.]{0,20}?\bin fp32", text, re.I):
+            raise AssertionError(f"{path.name}: {claim.group(0)!r}")
+        assert re.search(r"accumulate fp16 and bf16 products at about fp32 width", text) is None, path.name

@@ -16,7 +16,9 @@
 #
 # *About 30 minutes. Goes with lesson 07 "Mixed precision and tensor cores".*
 #
-# Tensor cores read fp16 (or bf16, fp8) inputs and **accumulate in fp32**. You will write that
+# Tensor cores read fp16 (or bf16, fp8) inputs and usually **accumulate at about fp32 width** (fp16
+# and fp8 inputs may also be given an fp16 accumulator, and the hardware's fp32-wide sum is not a
+# sequence of IEEE fp32 additions: lesson 07's Explain). You will write the fp32-accumulation
 # contract yourself as a Numba kernel, then make the accumulation exact enough for an adversarial
 # input with Kahan's compensated summation, and finally choose the cheapest number format that
 # meets an error budget.
@@ -230,8 +232,8 @@ for rows, n, seed in [(1, 1, 5), (37, 300, 6)]:
 # ## Exercise 3 · The error of a format (2 points)
 #
 # On tensor cores the inputs of a dot product are **stored** in a low-precision format and the
-# products are accumulated in fp32. Here we treat that accumulation as exact, so the only error
-# is the rounding of the inputs. Write `format_error(x, y, fmt)` for float64 vectors `x`, `y`:
+# products are usually accumulated at about fp32 width (not always: lesson 07's Explain). Here we
+# treat that accumulation as exact, so the only error is the rounding of the inputs. Write `format_error(x, y, fmt)` for float64 vectors `x`, `y`:
 #
 # 1. store both in `fmt` with `quantize(x, fmt)` (from `gpucourse.lessons.precision.formats`: the exact value
 #    each format keeps, including overflow to `inf` and fp8 E4M3's saturation at ±448);
