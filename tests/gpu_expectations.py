@@ -272,7 +272,8 @@ EXPECTATIONS: dict[str, Expectation] = {
         "20 SAXPY launches on NumPy arrays (implicit copies) take ≥ 2× the time of the same launches on device "
         "arrays",
         "counted copies (every copy inside both timings): 20 launches × 3 arrays × (in + back) × 16 MiB = 120 "
-        "transfers over PCIe/NVLink-C2C against 2 in + 1 out; a 16 MiB SAXPY reads and writes 48 MiB in HBM/GDDR (≥ 300 GB/s on every family's parts) while "
+        "transfers over PCIe/NVLink-C2C against 2 in + 1 out; a 16 MiB SAXPY reads and writes 48 MiB in "
+        "HBM/GDDR (≥ 300 GB/s on every family's parts) while "
         "the host link moves ≤ 64 GB/s (PCIe 5 x16), so each implicit copy costs more than the kernel itself",
         everywhere(2.0)),
     # --- lesson 08: feeding the GPU -------------------------------------------------------------------------

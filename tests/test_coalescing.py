@@ -379,7 +379,8 @@ def test_strided_copy_sizes_by_hand():
 
     assert cm.span_elements(1, 1, 0) == 1 and cm.span_elements(32, 1, 0) == 32
     assert cm.span_elements(32, 2, 0) == 63 and cm.span_elements(32, 8, 3) == 252
-    assert cm.copy_bytes_allocated(32, 2, 0) == 2 * 63 * 4 and cm.copy_bytes_allocated(256, 1, 1, "float64") == 2 * 257 * 8
+    assert cm.copy_bytes_allocated(32, 2, 0) == 2 * 63 * 4
+    assert cm.copy_bytes_allocated(256, 1, 1, "float64") == 2 * 257 * 8
     src, dst = cm.copy_arrays(32, stride=8, offset=3)
     assert src.size == dst.size == 252 and src[-1] == cm.pattern(252)[251]
     assert cm.useful_bytes(32) == 256  # 32 float32 read once and written once
