@@ -192,6 +192,24 @@ JS_PLOTS = """(root) => [...(root || document).querySelectorAll('.js-plotly-plot
     (layout.shapes || []).map(s => [s.x0, s.x1, s.y0, s.y1]), (layout.annotations || []).map(a => a.text)]);
 })"""
 
+# The text a reader must be able to read on one chart: its title, axis titles, legend, annotations
+# (the source caption is one) — each as its box on the page. Tick labels are Plotly's to place.
+JS_CHART_TEXT = """(gd) => {
+  const box = (el, what) => {
+    const r = el.getBoundingClientRect();
+    return {what, text: (el.textContent || '').trim().slice(0, 50),
+            left: r.left, top: r.top, right: r.right, bottom: r.bottom, w: r.width, h: r.height};
+  };
+  const items = [];
+  gd.querySelectorAll('.infolayer text.gtitle').forEach(e => items.push(box(e, 'title')));
+  gd.querySelectorAll('.infolayer text[class$="title"]:not(.gtitle)').forEach(e => items.push(box(e, 'axis title')));
+  gd.querySelectorAll('.infolayer g.legend').forEach(e => items.push(box(e, 'legend')));
+  gd.querySelectorAll('g.annotation-text-g').forEach(e => items.push(box(e, 'annotation')));
+  // an arrow drawn as an annotation without text has nothing to read
+  return {figure: box(gd.querySelector('.main-svg'), 'figure'),
+          items: items.filter(i => i.w > 0 && i.h > 0 && (i.what !== 'annotation' || i.text))};
+}"""
+
 # A LiveChart's own signals (gpucourse/viz/widgets.py): its chart's layout.datarevision is the number
 # of the run it shows; its status line carries data-runs/data-errors once a run has ended (no
 # data attributes while one is running).
@@ -321,6 +339,34 @@ def wait_until_painted(page) -> None:
 def plots(page, root=None) -> list[str]:
     """The charts' data (in ``root``, an element handle or locator, or the whole page)."""
     return root.evaluate(JS_PLOTS) if root is not None else page.evaluate(JS_PLOTS)
+
+
+def chart_text_clashes(page, slack_px: float = 1.0) -> list[str]:
+    """Every chart on the page, scrolled into view: the texts of it (``JS_CHART_TEXT``) that leave the
+    figure or overlap one another, one line each; empty when every text can be read."""
+    clashes = []
+    charts = page.locator(".js-plotly-plot")
+    for index in range(charts.count()):
+        chart = charts.nth(index)
+        chart.scroll_into_view_if_needed()
+        wait_until_painted(page)
+        seen = chart.evaluate(JS_CHART_TEXT)
+        figure, items = seen["figure"], seen["items"]
+        if figure["w"] == 0:
+            continue
+        name = f"chart {index + 1} ({next((i['text'] for i in items if i['what'] == 'title'), 'untitled')!r})"
+        for item in items:
+            if (item["left"] < figure["left"] - slack_px or item["top"] < figure["top"] - slack_px
+                    or item["right"] > figure["right"] + slack_px or item["bottom"] > figure["bottom"] + slack_px):
+                clashes.append(f"{name}: the {item['what']} {item['text']!r} leaves the figure")
+        for a, first in enumerate(items):
+            for second in items[a + 1:]:
+                across = min(first["right"], second["right"]) - max(first["left"], second["left"])
+                down = min(first["bottom"], second["bottom"]) - max(first["top"], second["top"])
+                if across > slack_px and down > slack_px:
+                    clashes.append(f"{name}: the {first['what']} {first['text']!r} overlaps the "
+                                   f"{second['what']} {second['text']!r}")
+    return clashes
 
 
 def chart_state(chart) -> dict:

@@ -16,6 +16,7 @@ since the move, and the chart shows it. Nothing here waits a fixed time or races
 
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -26,6 +27,7 @@ from browser import (
     RUN_CEILING_S,
     SCREENSHOTS,
     browser_page,
+    chart_text_clashes,
     chromium_missing_reason,
     close_notebook,
     lab_server,
@@ -108,6 +110,7 @@ class Controls:
         self.page, self.chart, self.name = page, chart, name
         self.unchanged: list[str] = []
         self.moved = 0
+        self.run_s: list[float] = []  # the kernel's own time per move ("✓ updated in 0.42 s"), recorded
 
     def _changed(self, what: str, act, *args) -> None:
         """Do ``act(*args)``, wait until a run of the chart has ended since, and note it when that
@@ -120,6 +123,9 @@ class Controls:
             after = wait_until_settled(self.page, self.chart, after=before_state)
         except TimeoutError as exc:  # the move started no run at all
             raise AssertionError(f"{self.name}: {what}: {exc}") from None
+        took = re.search(r"updated in ([0-9.]+) s", after["said"])
+        if took:
+            self.run_s.append(float(took.group(1)))
         if after["errors"] > before_state["errors"]:
             self.unchanged.append(f"{self.name}: {what} (widget says: {after['said']})")
         elif plots(self.page, self.chart) == before:
@@ -220,9 +226,10 @@ class Controls:
             self.page.keyboard.press("Space")  # hide it again
 
 
-def exercise_widgets(page) -> tuple[list[str], int]:
-    """Move every control of every LiveChart; return the moves whose chart did not change, and the count."""
-    unchanged, moved = [], 0
+def exercise_widgets(page) -> tuple[list[str], int, list[float]]:
+    """Move every control of every LiveChart; return the moves whose chart did not change, the count, and
+    each move's run time as the widget reported it."""
+    unchanged, moved, run_s = [], 0, []
     charts = page.locator(CHARTS)
     for index in range(charts.count()):
         chart = charts.nth(index)
@@ -238,7 +245,8 @@ def exercise_widgets(page) -> tuple[list[str], int]:
         wait_until_settled(page, chart)  # quiet before the next chart (a typed value may have started a run)
         unchanged += controls.unchanged
         moved += controls.moved
-    return unchanged, moved
+        run_s += controls.run_s
+    return unchanged, moved, run_s
 
 
 @pytest.mark.parametrize("source", lesson_sources(), ids=lambda p: p.stem)
@@ -259,7 +267,8 @@ def test_lesson_in_the_browser(lab, source):
         wait_for_widgets(page, state["widgets"])
         page.wait_for_selector(".js-plotly-plot .main-svg")
         assert page.locator(CHARTS).count() == state["widgets"], "every widget output should be a LiveChart"
-        unchanged, moved = exercise_widgets(page)
+        clashes = chart_text_clashes(page)  # every chart of the lesson, as drawn by its first run
+        unchanged, moved, run_s = exercise_widgets(page)
         shown = page.locator(CHARTS)
         (shown.first if shown.count() else page.locator(".jp-Notebook .jp-Cell").first).scroll_into_view_if_needed()
         wait_until_painted(page)  # the notebook paints cells that scroll into view in the next frames
@@ -267,8 +276,11 @@ def test_lesson_in_the_browser(lab, source):
         # wall-clock times are recorded, never asserted: they measure the machine's load
         TIMINGS[source.stem] = {"open_s": round(opened - started, 1), "run_all_s": round(ran - opened, 1),
                                 "widgets_s": round(time.monotonic() - ran, 1), "controls_moved": moved,
+                                "slowest_move_s": max(run_s, default=0.0),
+                                "moves_over_1_s": sum(t > 1.0 for t in run_s),
                                 "total_s": round(time.monotonic() - started, 1)}
         assert unchanged == [], f"these moves did not change their chart: {unchanged}"
+        assert clashes == [], "texts of a chart that cannot be read:\n" + "\n".join(clashes)
         saved = nbformat.read(save_notebook(page), as_version=4)
         assert not errors(saved), errors(saved)
         assert opens_with_the_banner_of_this_machine(saved), "the first output must be this machine's banner"
@@ -299,3 +311,42 @@ def test_lab01_runs_and_validates_in_the_browser(lab):
     finally:
         close_notebook(page)
         TIMINGS["lab01_validate"] = {"total_s": round(time.monotonic() - started, 1)}
+
+
+CLASHING_CHARTS = '''import plotly.graph_objects as go
+from gpucourse.viz import charts
+
+clean = charts.figure("A clean chart", "x (units)", "y (units)", charts.source_caption("model", "nothing clashes"))
+clean.add_scatter(x=[1, 2], y=[3, 4], name="a series")
+clean.show()
+clashing = go.Figure(go.Scatter(x=[1, 2], y=[3, 4], name="a series"))
+clashing.update_layout(title={"text": "A title under the legend", "x": 0, "y": 0.97}, height=300, width=500,
+                       margin={"t": 40, "b": 40}, legend={"x": 0, "y": 1.15, "orientation": "h"})
+clashing.add_annotation(text="a caption pushed off the figure", xref="paper", yref="paper", x=1.6, y=0,
+                        showarrow=False)
+clashing.show()
+'''
+
+
+def test_the_chart_text_check_can_fail(lab):
+    """The readability check on two charts drawn by JupyterLab: the course's layout passes; a legend over
+    the title and a caption off the figure are both found."""
+    page, base, token = lab
+    scratch = ROOT / "build" / "browser" / "clashing_charts.ipynb"
+    scratch.parent.mkdir(parents=True, exist_ok=True)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(CLASHING_CHARTS)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, scratch)
+    open_notebook(page, base, token, scratch.relative_to(ROOT).as_posix())
+    try:
+        state = run_all(page)
+        assert state["errors"] == [], state["errors"]
+        page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot .main-svg').length >= 2",
+                               polling=250)
+        clashes = chart_text_clashes(page)
+        assert not [c for c in clashes if c.startswith("chart 1 ")], clashes
+        assert any("overlaps" in c and "title" in c and "legend" in c for c in clashes), clashes
+        assert any("caption pushed off" in c and "leaves the figure" in c for c in clashes), clashes
+    finally:
+        close_notebook(page)
