@@ -108,7 +108,8 @@ def atomics_as_compiled(arch: int = 90) -> pd.DataFrame:
     if have_sass:
         table.attrs["source"] = (f"compiled on this machine, no GPU: {ptx_tool}; ptxas "
                                  f"{_tool_version(ptxinfo.find_ptxas())} -arch=sm_{arch}; cuobjdump "
-                                 f"{_tool_version(find_cuobjdump())} -sass. Static counts (in the code), not executions")
+                                 f"{_tool_version(find_cuobjdump())} -sass. Static counts (in the code), "
+                                 "not executions")
     else:
         table.attrs["source"] = (f"compiled on this machine, no GPU: {ptx_tool}. No SASS here (ptxas or cuobjdump "
                                  "is not installed): see the Nsight Compute recording below for what the GPU ran")

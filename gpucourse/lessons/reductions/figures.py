@@ -263,8 +263,9 @@ def ladder_figure(n: int = 1 << 24) -> go.Figure:
         "No GPU here: the microscope's counts instead of timings", "kernel",
         "warp line issues per element (first pass)",
         charts.source_caption("counted", f"{table.attrs['source']}. Executed source lines, not a speed ranking: "
-                                         f"a large sum is limited by DRAM bandwidth. {source or 'No GPU and no recording'}: "
-                                         "CuPy's ReductionKernel, cupy.sum and torch.sum are measured only on a GPU"),
+                                         "a large sum is limited by DRAM bandwidth. "
+                                         f"{source or 'No GPU and no recording'}: CuPy's ReductionKernel, "
+                                         "cupy.sum and torch.sum are measured only on a GPU"),
         height=560)
     fig.add_bar(x=list(table.variant), y=list(per_element), name="warp line issues per element (counted)",
                 marker={"color": charts.PALETTE[5], "pattern": {"shape": "."}},
