@@ -14,13 +14,15 @@
 # # 04a · Reductions, scans and warp primitives
 #
 # **Sum a million numbers the way a GPU wants it: you will count, for five versions of the same tree
-# reduction, how many warp instructions and idle lanes each one costs and why, replace the last
+# reduction, how many warp line issues and idle lanes each one costs and why, replace the last
 # steps with warp shuffles, make a branch warp-uniform with a vote, and weigh the two classic block
 # scans by work against steps.**
 #
-# *40 minutes (teaching 28 · predictions and explorers 12), then lab 04a (30 min: a warp-shuffle
-# reduction and a block scan) · prerequisites: lessons 01–04 (warps and active lanes, divergence,
-# sectors, shared memory, barriers and banks).*
+# *40 minutes: a core of 27 (teaching 19 · predictions and explorers 8) — the tree ladder 15, warp
+# shuffles and atomics 7, the library ceiling 5 — and two **optional** sections, marked in their
+# headings: ballot and any 6 min, block scans 7 min. Then lab 04a (30 min: a butterfly all-reduce
+# with `shfl_xor_sync` and a warp-shuffle block scan) · prerequisites: lessons 01–04 (warps and
+# active lanes, divergence, sectors, shared memory, barriers and banks).*
 
 # %%
 from gpucourse.measure import runtime
@@ -34,9 +36,11 @@ runtime.banner()
 #    sequential addressing (47 against 12 for a 256-thread block), and say which version has bank
 #    conflicts;
 # 2. write a warp sum with `shfl_down_sync` and say why it needs no barrier and no shared memory;
-# 3. use `ballot_sync`/`any_sync` to turn 32 per-lane decisions into one warp-uniform branch and one
-#    atomic;
-# 4. count the adds and steps of the Hillis–Steele and Blelloch scans and say when each wins;
+# 3. *(optional section)* use `ballot_sync`/`any_sync` to turn 32 per-lane decisions into one
+#    warp-uniform branch and one atomic, and read in the SASS that the compiler already does the
+#    atomic half for a same-address add;
+# 4. *(optional section)* count the adds and steps of the Hillis–Steele and Blelloch scans and say when
+#    each wins;
 # 5. read a library's sum (`cupy.sum`, `torch.sum`, CuPy's `ReductionKernel`) as the ceiling of your
 #    own kernels, measured in the same run.
 
@@ -79,8 +83,12 @@ print(inspect.getsource(kernels.interleaved_kernel))
 # The sequential version changes two lines: the stride starts at B/2 and shrinks, and the first `s`
 # threads add (`if tid < s: sdata[tid] += sdata[tid + s]`). Between them sits Harris's second
 # version, **strided index**: it keeps the interleaved pairs but lets the first threads do the work
-# (`index = 2 * s * tid`), so a warp's lanes touch words 0, 2s, 4s, …
-#
+# (`index = 2 * s * tid`), so a warp's lanes touch words 0, 2s, 4s, … Read it before you predict:
+
+# %%
+print(inspect.getsource(kernels.strided_index_kernel))
+
+# %% [markdown]
 # ### Predict
 # For one block of 256 threads (8 warps): how many **warp issues** does the add line cost in the
 # interleaved kernel, and in the sequential one? (A warp issues the add at a step if at least one
@@ -95,12 +103,14 @@ predict_strided_index_max_ways = ...
 # The microscope runs each version on 1,000 numbers (a ragged size: the last block is partly
 # empty, its missing elements load as 0) and counts, per version: the warp issues of the add and
 # the lanes that ride along idle, the worst bank conflict, the 32-byte sectors its loads fetch,
-# the barriers each warp crosses, and the warp instructions of the whole kernel (every executed
-# line of every warp). These are counts, exact in both modes, not timings.
+# the barriers each warp crosses, and the **warp line issues** of the whole kernel: every executed
+# source line of every warp, counted once per warp that runs it. A line is not a machine instruction
+# (Nsight Compute's *Instructions Executed* counts SASS, several per line), so compare the rungs with
+# each other, not with a profiler. These are counts, exact in both modes, not timings.
 
 # %%
 counts = reductions.counts_table(n=1000, block=256)
-counts[["variant", "blocks", "warp instructions", "add issues", "active lanes per add issue",
+counts[["variant", "blocks", "warp line issues", "add issues", "active lanes per add issue",
         "idle lanes in adds", "max bank ways", "load sectors", "barriers per warp", "launches to finish",
         "correct"]]
 
@@ -110,8 +120,8 @@ counts[["variant", "blocks", "warp instructions", "add issues", "active lanes pe
 # Three bar charts side by side, one bar per version (interleaved, strided index,
 # sequential, first add, warp shuffle, atomic). Left: lanes in the add's warp issues, stacked as
 # active and idle — interleaved has a tall idle part, the shuffle versions none. Middle: the worst
-# bank-conflict ways — 8 for strided index, 1 for every other version. Right: warp instructions of
-# the whole first pass, falling from left to right.
+# bank-conflict ways — 8 for strided index, 1 for every other version. Right: warp line issues of
+# the whole first pass, highest for strided index and lowest for the two shuffle versions.
 #
 # </details>
 
@@ -189,7 +199,7 @@ print(inspect.getsource(kernels.warp_shuffle_kernel))
 
 # %% [markdown]
 # In the table above: 90 shuffle issues for 2 blocks, all 32 lanes busy in every one, one barrier
-# per warp instead of nine, and the fewest warp instructions of the ladder. (A warp sum written with
+# per warp instead of nine, and the fewest warp line issues of the ladder. (A warp sum written with
 # shared memory instead would need `syncwarp()` between its steps since Volta: the lanes of a warp
 # are no longer guaranteed to run in lockstep — lab 04a makes a missing one fail.)
 #
@@ -201,34 +211,91 @@ print(inspect.getsource(kernels.warp_shuffle_kernel))
 # atomics of different blocks land in an unknown order, so the float32 result can differ in its last
 # bits from run to run; for sums that must be bit-reproducible, keep the second pass.
 #
-# ## One decision per warp: ballot and any
+# ## One decision per warp: ballot and any *(optional, 6 min)*
 #
 # Counting the elements above a threshold, the obvious kernel lets every passing lane do its own
-# `atomic.add(count, 0, 1)`: up to 32 atomics per warp, all on one address, inside a divergent
-# branch. A **vote** gathers the warp's 32 predicates into one 32-bit mask: `ballot_sync(mask, p)`;
-# lane 0 adds its popcount, one atomic per warp. `any_sync` makes the branch **warp-uniform**: a warp
-# whose lanes have nothing to count skips the whole block as one, so no warp diverges on it.
+# `atomic.add(count, 0, 1)`: up to 32 atomics per warp **in the source**, all on one address, inside
+# a divergent branch. A **vote** gathers the warp's 32 predicates into one 32-bit mask:
+# `ballot_sync(mask, p)`; lane 0 adds its popcount, one atomic per warp. `any_sync` makes the branch
+# **warp-uniform**: a warp whose lanes have nothing to count skips the whole block as one, so no warp
+# diverges on it.
 
 # %%
+print(inspect.getsource(kernels.count_above_per_lane))
 print(inspect.getsource(kernels.count_above_ballot))
 
 # %% [markdown]
 # ### Predict
-# 512 random numbers in [0, 1), threshold 0.9: about how many atomic operations does each version
-# perform?
+# 512 random numbers in [0, 1), threshold 0.9: about how many atomic updates does each **source**
+# ask for (count the lanes that run the atomic)? And on a GPU, how many atomic instructions reach
+# the L2 for the per-lane kernel?
 
 # %%
 predict_atomics_per_lane = ...
 predict_atomics_ballot = ...
+predict_atomics_per_lane_on_a_gpu = ...
 
 # %%
 reductions.ballot_counts(n=512, threshold=0.9)
 
 # %% [markdown]
-# About 10 % of 512 lanes pass: ~50 atomics on one word, which the L2 performs one after another,
-# against one per warp that has a passing lane (at most 16). The count is the same.
+# The microscope counts what the **source** asks for: about 10 % of 512 lanes pass, so about 50
+# lane updates on one word in the per-lane kernel, against one per warp that has a passing lane (at
+# most 16) with the ballot. The count is the same.
 #
-# ## Block scans: work against steps
+# That is not what a GPU runs. The compiler sees a same-address add and aggregates it itself. Below,
+# this machine compiles the kernels with numba-cuda to PTX and, where the CUDA wheels' `ptxas` and a
+# `cuobjdump` are installed, assembles them for sm_90 (Hopper) and counts the SASS instructions that
+# matter (in the code, not executions); no GPU is needed. Two more kernels show where the compiler
+# stops: `compact_above_per_lane` (each lane needs the slot `atomic.add` returns) and
+# `histogram_per_lane` (each lane adds to its own bin).
+
+# %%
+from gpucourse.lessons.reductions import compiled
+
+print(inspect.getsource(kernels.compact_above_per_lane))
+print(inspect.getsource(kernels.histogram_per_lane))
+as_compiled = compiled.atomics_as_compiled()
+print(as_compiled.attrs["source"])
+for name, lines in as_compiled.attrs["sass"].items():
+    print(f"{name}: " + " | ".join(lines))
+as_compiled
+
+# %% [markdown]
+# Read the per-lane kernel's SASS: `VOTEU.ANY` (which lanes are here), `UFLO` (the lowest of them
+# leads), `POPC` (how many), then one `@P0 REDG` issued by the leader alone with that count. That is
+# the ballot kernel, written by `ptxas`: one atomic per warp. (Without the tools, the table shows only
+# the PTX, one `atom.global.add` in each kernel, which says nothing about lanes.) Nsight Compute agrees
+# on the course's recordings: with half of the lanes passing, both kernels executed 8 global atomic
+# instructions per block of 256 threads, one per warp (2,048 for 256 blocks), on an H100 and an H200.
+# The microscope's 16 lane updates per warp have no ncu counter:
+
+# %%
+import numpy as np
+
+from gpucourse.microscope import trace
+
+half = (np.arange(512) % 4).astype(np.float32)  # the recording's input: values 0–3, threshold 1.5
+ncu.beside_recorded(trace(kernels.count_above_per_lane, 2, 256, half, np.float32(1.5), np.zeros(1, np.int32)).profile(),
+                    "count_above_per_lane", rows=["smsp__sass_inst_executed_op_global_atom.sum + "
+                                                  "smsp__sass_inst_executed_op_global_red.sum",
+                                                  "(no ncu counter) global atomic updates by lanes"])
+
+# %% [markdown]
+# So why write the vote yourself?
+# * **Warp-uniform control flow.** `any_sync`/`all_sync` let a whole warp take or skip a block of
+#   work as one; the compiler does not turn a data-dependent `if` into that.
+# * **Different addresses.** The histogram's SASS has no vote: one `REDG` whose lanes each update
+#   their own bin, up to 32 updates for the L2. Group equal bins with `match_any_sync`, or privatise
+#   the histogram in shared memory (lesson 06).
+# * **A guarantee.** Aggregation is an optimisation the compiler makes "in many cases" (NVIDIA, *CUDA
+#   Pro Tip: Optimized Filtering with Warp-Aggregated Atomics*, 2017), not a language rule; a ballot
+#   says it in the source, where the microscope and a reader can see it. Even the compaction above,
+#   where every lane needs its own slot, was aggregated by this `ptxas`: a vote, one `ATOMG`, then a
+#   `SHFL` broadcasts the base and a `POPC` of the lower lanes gives each lane its offset — the
+#   ballot-and-popcount pattern you would write by hand.
+#
+# ## Block scans: work against steps *(optional, 7 min)*
 #
 # A **prefix sum** (scan) writes, for every position, the sum of everything up to it. Two classic
 # block scans:
@@ -260,17 +327,20 @@ reductions.scan_figure(block=64)
 reductions.scan_counts(block=64)
 
 # %% [markdown]
-# Hillis–Steele does 2.5× the adds in about half the steps. When a block has more threads than
-# values to spare (a warp, or a small block on a big GPU), steps dominate and Hillis–Steele wins;
-# when the work fills the machine, Blelloch's smaller work wins. The microscope also finds a 2-way
-# bank conflict in Blelloch's up-sweep (its strides grow like the strided-index reduction's); GPU
+# Hillis–Steele does 2.5× the adds in about half the steps. It wins when there are about as many
+# threads as values: each thread's extra adds then cost nothing (the thread would idle otherwise), and
+# the number of steps — the latency — decides, as in a warp scan (32 values, 32 lanes, 5 shuffles).
+# Blelloch wins when the values far outnumber the threads, so the total work decides. The microscope
+# also finds a bank conflict in Blelloch's up-sweep: 2-way at B = 64, and it grows with the block
+# (4-way at 128, 8-way at 256: its strides keep doubling, like the strided-index reduction's); GPU
 # Gems 3, ch. 39, pads the array by one word every 32 to remove it.
 #
 # ## The ceiling: the libraries
 #
 # Reductions are a solved problem in libraries: CUB (behind `cupy.sum`), `torch.sum`, and CuPy's
-# `ReductionKernel`, where you write only the map and combine expressions and CuPy generates and
-# tunes the kernel:
+# `ReductionKernel`, where you write only the map and combine expressions and CuPy generates the
+# kernel, with launch parameters from a fixed heuristic (it does not autotune; autotuning in CuPy is
+# opt-in, through `cupyx.optimizing`):
 
 # %%
 print(kernels.REDUCTION_KERNEL_SOURCE)
@@ -279,14 +349,14 @@ print(kernels.REDUCTION_KERNEL_SOURCE)
 # On a GPU, the chart below times every version of the ladder and the three library sums **in the
 # same run** on 2²⁴ float32 numbers (results checked against a float64 sum first, then events,
 # warm-up, median of ≥ 10 samples); the best library is the ceiling line. Without a GPU it shows a
-# recording made on a real GPU if one exists, and otherwise the microscope's warp instructions per
-# element, saying so: CuPy and torch do not run their GPU sums here.
+# recording made on a real GPU if one exists, and otherwise the microscope's warp line issues per
+# element, saying so (source lines, not a speed ranking): CuPy and torch do not run their GPU sums here.
 #
 # <details><summary>Description of the picture</summary>
 #
 # With a GPU or a recording, a bar chart of bandwidth in GB/s per version and
-# per library, with a dashed line at the best library. Without either, a bar chart of warp
-# instructions per element for each version, titled "No GPU here".
+# per library, with a dashed line at the best library. Without either, a bar chart of warp line
+# issues per element for each version, titled "No GPU here".
 #
 # </details>
 
@@ -324,8 +394,11 @@ for bad in (lambda: reductions.reduce_sum(np.ones((4, 4), dtype=np.float32)),
 #   lanes of a warp are scheduled independently, which is why the `_sync` variants with a mask
 #   replaced the old ones, and why a warp-level step that goes through shared memory needs
 #   `__syncwarp()`.
-# * **Atomics.** `atomicAdd` on global memory is performed at the L2; many atomics on one address are
-#   serialised there, which is why one atomic per warp or per block beats one per lane.
+# * **Atomics.** `atomicAdd` on global memory is performed at the L2; many updates of one address are
+#   serialised there, which is why one update per warp or per block beats one per lane. For a
+#   same-address add the compiler already issues one per warp (the SASS above; NVIDIA's *CUDA Pro Tip:
+#   Optimized Filtering with Warp-Aggregated Atomics*, 2017); lanes with different addresses it cannot
+#   merge.
 # * **Scans.** Hillis and Steele, *Data parallel algorithms* (CACM, 1986); Blelloch, *Prefix sums and
 #   their applications* (1990); Harris, Sengupta and Owens, *Parallel Prefix Sum (Scan) with CUDA*,
 #   GPU Gems 3, ch. 39 (2007), which also gives the bank-conflict padding.
@@ -334,7 +407,7 @@ for bad in (lambda: reductions.reduce_sum(np.ones((4, 4), dtype=np.float32)),
 # One of the course's source texts gives the warp-shuffle sum and a cooperative-groups block sum
 # ending in `atomicAdd` — the `atomic` rung above — and says the shuffle is "faster than a
 # shared-memory reduction and simpler to write". Simpler, yes. Faster depends on where the kernel
-# is limited: the microscope shows far fewer warp instructions, and a sum over a large array is
+# is limited: the microscope shows far fewer warp line issues, and a sum over a large array is
 # limited by DRAM bandwidth, so the time difference can be small; the ladder chart measures it
 # beside the libraries instead of asserting it. How a profiler shows it: Nsight Compute's
 # *Warp State Statistics* count stalls at barriers (`stall_barrier`), its *Source* page shows
@@ -347,10 +420,11 @@ for bad in (lambda: reductions.reduce_sum(np.ones((4, 4), dtype=np.float32)),
 # * A tree reduction does B − 1 adds whatever its indexing; sequential addressing keeps the adders
 #   packed in few warps and the words in distinct banks (12 warp issues against 47 per 256 threads).
 # * Inside a warp, shuffles replace shared memory and barriers; votes (`ballot_sync`, `any_sync`)
-#   turn 32 decisions into one warp-uniform branch and one atomic.
+#   turn 32 decisions into one warp-uniform branch and one atomic. The compiler already aggregates a
+#   same-address atomic add (read the SASS); the microscope counts the source's atomics.
 # * Scans trade work for steps: Hillis–Steele B·log₂B adds in log₂B steps, Blelloch 2(B − 1) adds in
 #   2·log₂B steps; and the library's sum, measured in the same run, is the ceiling to compare with.
 #
-# **Next:** [lab 04a](../labs/lab04a_reductions/lab04a_reductions.ipynb) — write a warp-shuffle
-# reduction and a block scan, graded on ragged sizes and by the microscope's counts; then lesson
-# 05, occupancy.
+# **Next:** [lab 04a](../labs/lab04a_reductions/lab04a_reductions.ipynb) — a warp sum through shared
+# memory, a butterfly all-reduce with `shfl_xor_sync` and a warp-shuffle block scan, graded on ragged
+# sizes and by the microscope; then lesson 05, occupancy.

@@ -1,8 +1,9 @@
 """Lab 04a through real nbgrader: the solution scores full marks, the untouched lab 0, and known-wrong
 versions lose the points of the part they get wrong: a warp step through shared memory without
-``syncwarp``, a block sum without its ``syncthreads``, a shared-memory tree instead of shuffles (right
-answers, idle lanes), a scan with an off-by-one and a scan without its barrier. One of them also deletes
-every locked test cell (the grader puts them back and grades them); one patches the course and earns 0."""
+``syncwarp``, a block scan without its ``syncthreads``, the lesson's printed kernels copied (0 on
+exercises 2 and 3), and shared memory instead of shuffles (right answers, no warp-level points). One of
+them also deletes every locked test cell (the grader puts them back and grades them); one patches the
+course and earns 0."""
 
 import pytest
 from labtools import (
@@ -39,75 +40,48 @@ def warp_sum_shared(x, out):
 '''
 
 
-def block_sum(*, barrier=True) -> str:
-    sync = "\n    cuda.syncthreads()" if barrier else ""
-    return f'''@cuda.jit
-def block_sum(x, out):
-    warp_sums = cuda.shared.array(WARPS, float32)
-    tid = cuda.threadIdx.x
-    lane = tid % WARP
-    warp = tid // WARP
-    i = cuda.blockIdx.x * 2 * BLOCK + tid
+# Lesson 04a's warp sum (shfl_down_sync) adapted minimally: only lane 0 ends with the whole sum.
+COPIED_SHARE = """@cuda.jit
+def warp_share(x, out):
+    i = cuda.grid(1)
     v = float32(0.0)
     if i < x.size:
         v = x[i]
-    if i + BLOCK < x.size:
-        v += x[i + BLOCK]
-    offset = WARP // 2
-    while offset > 0:
-        v += cuda.shfl_down_sync(FULL_MASK, v, offset)
+    total = v
+    offset = 16
+    while offset > 0:  # the lesson's loop
+        total += cuda.shfl_down_sync(FULL_MASK, total, offset)
         offset //= 2
-    if lane == 0:
-        warp_sums[warp] = v{sync}
-    if warp == 0:
-        v = float32(0.0)
-        if lane < WARPS:
-            v = warp_sums[lane]
-        offset = WARP // 2
-        while offset > 0:
-            v += cuda.shfl_down_sync(FULL_MASK, v, offset)
-            offset //= 2
-        if lane == 0:
-            out[cuda.blockIdx.x] = v
-'''
+    if i < x.size:
+        out[i] = v / total
+"""
 
-
-# Lesson 04a's sequential tree with the first add during load: right sums, no shuffles; its later
-# steps run with idle lanes.
-SHARED_TREE = '''@cuda.jit
-def block_sum(x, out):
-    sdata = cuda.shared.array(BLOCK, float32)
+# Right shares through shared memory and a barrier: no butterfly.
+SHARED_SHARE = """@cuda.jit
+def warp_share(x, out):
+    buf = cuda.shared.array(BLOCK, float32)
     tid = cuda.threadIdx.x
-    i = cuda.blockIdx.x * 2 * BLOCK + tid
+    i = cuda.grid(1)
     v = float32(0.0)
     if i < x.size:
         v = x[i]
-    if i + BLOCK < x.size:
-        v += x[i + BLOCK]
-    sdata[tid] = v
+    buf[tid] = v
     cuda.syncthreads()
-    s = BLOCK // 2
-    while s > 0:
-        if tid < s:
-            sdata[tid] += sdata[tid + s]
-        cuda.syncthreads()
-        s //= 2
-    if tid == 0:
-        out[cuda.blockIdx.x] = sdata[0]
-'''
+    base = tid - tid % WARP
+    total = float32(0.0)
+    for k in range(WARP):
+        total += buf[base + k]
+    if i < x.size:
+        out[i] = v / total
+"""
 
-
-def scan(*, shift=True, barrier=True) -> str:
-    sync = "\n        cuda.syncthreads()" if barrier else ""
-    load = "if tid > 0 and i - 1 < x.size:\n        v = x[i - 1]" if shift else "if i < x.size:\n        v = x[i]"
-    return f'''@cuda.jit
+# Lesson 04a's hillis_steele_kernel with B = BLOCK: an inclusive scan through shared memory.
+COPIED_SCAN = """@cuda.jit
 def block_scan(x, out):
     buf = cuda.shared.array((2, BLOCK), float32)
     tid = cuda.threadIdx.x
     i = cuda.blockIdx.x * BLOCK + tid
-    v = float32(0.0)
-    {load}
-    buf[0, tid] = v
+    buf[0, tid] = x[i] if i < x.size else float32(0.0)
     cuda.syncthreads()
     src = 0
     offset = 1
@@ -115,12 +89,48 @@ def block_scan(x, out):
         if tid >= offset:
             buf[1 - src, tid] = buf[src, tid] + buf[src, tid - offset]
         else:
-            buf[1 - src, tid] = buf[src, tid]{sync}
+            buf[1 - src, tid] = buf[src, tid]
+        cuda.syncthreads()
         src = 1 - src
         offset *= 2
     if i < x.size:
         out[i] = buf[src, tid]
-'''
+"""
+
+# The same, shifted by one element: the right exclusive scan, but 8 barriers and no warp shuffle.
+SHIFTED_TREE_SCAN = COPIED_SCAN.replace(
+    "    buf[0, tid] = x[i] if i < x.size else float32(0.0)\n",
+    "    buf[0, tid] = x[i - 1] if tid > 0 and i - 1 < x.size else float32(0.0)\n")
+
+
+def warp_scan(*, barrier=True) -> str:
+    sync = "\n    cuda.syncthreads()" if barrier else ""
+    return f"""@cuda.jit
+def block_scan(x, out):
+    totals = cuda.shared.array(WARPS, float32)
+    tid = cuda.threadIdx.x
+    lane = tid % WARP
+    warp = tid // WARP
+    i = cuda.blockIdx.x * BLOCK + tid
+    mine = float32(0.0)
+    if i < x.size:
+        mine = x[i]
+    v = mine
+    d = 1
+    while d < WARP:
+        below = cuda.shfl_up_sync(FULL_MASK, v, d)
+        if lane >= d:
+            v += below
+        d *= 2
+    if lane == WARP - 1:
+        totals[warp] = v{sync}
+    w = 0
+    while w < warp:
+        v += totals[w]
+        w += 1
+    if i < x.size:
+        out[i] = v - mine
+"""
 
 
 def test_lab04a_round_trip(tmp_path):
@@ -128,31 +138,34 @@ def test_lab04a_round_trip(tmp_path):
     scores = grade_lab(LAB, {
         "solution": solution,
         "untouched": release_notebook(LAB),
-        # three independent defects in one notebook: each costs its own cells
+        # two barriers missing: a syncwarp in exercise 1, the syncthreads before the warp totals are read
         "missing_barriers": with_cells(solution, {"ex1_solution": NO_SYNCWARP,
-                                                  "ex2_solution": block_sum(barrier=False),
-                                                  "ex3_solution": scan(shift=False)}),
-        # its test cells deleted too (a locked cell precedes each): they are put back and graded
-        "tree_and_racy_scan": without_graded_cells(with_cells(solution, {"ex2_solution": SHARED_TREE,
-                                                                         "ex3_solution": scan(barrier=False)})),
+                                                  "ex3_solution": warp_scan(barrier=False)}),
+        # the lesson's printed kernels, adapted as little as possible: 0 on both exercises
+        "copied_from_lesson": with_cells(solution, {"ex2_solution": COPIED_SHARE, "ex3_solution": COPIED_SCAN}),
+        # right answers through shared memory instead of shuffles; its test cells deleted too (a locked
+        # cell precedes each): they are put back and graded
+        "shared_memory_instead": without_graded_cells(with_cells(solution, {"ex2_solution": SHARED_SHARE,
+                                                                            "ex3_solution": SHIFTED_TREE_SCAN})),
         # known-wrong answers behind a patch of the course's checks (labtools.COURSE_PATCH): 0
         "patched_course": with_course_patched(with_cells(solution, {
-            "ex2_solution": SHARED_TREE, "ex3_solution": scan(barrier=False)})),
+            "ex2_solution": SHARED_SHARE, "ex3_solution": warp_scan(barrier=False)})),
     }, tmp_path)
     full = scores["solution"].max_score
     assert full == 10
     assert scores["solution"].total == full, scores["solution"].cells
     assert scores["untouched"].cells == {"ex1_test": 0, "ex2_test": 0, "ex2_microscope": 0, "ex3_test": 0,
-                                         "ex3_barriers": 0}
+                                         "ex3_microscope": 0}
     missing = scores["missing_barriers"].cells
     # No syncwarp: the lanes of one warp race on buf, whatever the sums come out as.
     assert missing["ex1_test"] == 0, missing
-    # No syncthreads between the warps' sums and warp 0's read: a race the microscope reports.
-    assert missing["ex2_microscope"] == 0, missing
-    # The lesson's inclusive scan copied unshifted: every element is off by one (its own value added).
-    assert missing["ex3_test"] == 0 and missing["ex3_barriers"] == 0, missing
-    tree = scores["tree_and_racy_scan"].cells
-    # Right sums through a shared-memory tree: full marks for the result, none for the warp-level part.
-    assert tree["ex1_test"] == 2 and tree["ex2_test"] == 2 and tree["ex2_microscope"] == 0, tree
-    # A scan without its barrier races, even where the sequential launch happens to give the right answer.
-    assert tree["ex3_barriers"] == 0, tree
+    # No syncthreads between lane 31's write of its warp's total and the other warps' reads: a race.
+    assert missing["ex3_microscope"] == 0 and missing["ex2_test"] == 2, missing
+    copied = scores["copied_from_lesson"].cells
+    # Copying the lesson earns nothing in exercises 2 and 3 (lane 0 alone holds the sum; the scan is inclusive).
+    assert copied["ex2_test"] == copied["ex2_microscope"] == copied["ex3_test"] == copied["ex3_microscope"] == 0, copied
+    assert copied["ex1_test"] == 2, copied
+    shared = scores["shared_memory_instead"].cells
+    # Right results through shared memory: the result points, none for the warp-level part.
+    assert shared["ex2_test"] == 2 and shared["ex2_microscope"] == 0, shared
+    assert shared["ex3_test"] == 2 and shared["ex3_microscope"] == 0, shared

@@ -85,9 +85,19 @@ def test_lesson_04_shows_the_unpadded_tiles_32_way_conflict():
 
 
 def test_lesson_04a_shows_the_strided_index_rungs_conflicts_as_ncu_measured_them():
-    shown = lesson_cell("04a_reductions", "beside_recorded")
+    shown = lesson_cell("04a_reductions", "reduce_strided_index B=256")
     assert shown.value(LDS_WAYS) == pytest.approx(3.8) == shown.value(LDS_WAYS, H100)
     assert shown.value(LDS_WAYS) > 1  # the lesson's point: a conflicted rung
+
+
+def test_lesson_04a_shows_one_atomic_instruction_per_warp_where_the_source_asks_for_16():
+    shown = lesson_cell("04a_reductions", "from gpucourse.lessons.reductions import kernels",
+                        "from gpucourse.measure import ncu", '"count_above_per_lane", rows=')
+    atomics = "smsp__sass_inst_executed_op_global_atom.sum + smsp__sass_inst_executed_op_global_red.sum"
+    assert shown.value(atomics) == 1 == shown.value(atomics, H100) == shown.value(atomics, H200)
+    # the source's lane updates (half the lanes pass): no ncu counter, n/a in the recordings
+    assert shown.value("(no ncu counter) global atomic updates by lanes") == 16
+    assert shown.value("(no ncu counter) global atomic updates by lanes", H100) is None
 
 
 def test_lesson_02_shows_one_divergent_branch_per_warp_and_idle_lanes():

@@ -1,6 +1,9 @@
 """Lesson 04a: the reduction ladder and the scans give the right answers on ragged sizes (in the
 simulator), the model's counts match numbers worked by hand, and the microscope counts the same."""
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -147,7 +150,7 @@ def test_counts_of_the_shuffle_variants(counts):
     assert counts.loc["sequential", "barriers per warp"] == 7.0  # after the load, then one per step
     assert counts.loc["atomic", "launches to finish"] == 1
     assert counts.loc["warp shuffle", "launches to finish"] == 1  # n = 128 fits one block's 2 × 64
-    assert counts.loc["warp shuffle", "warp instructions"] < counts.loc["sequential", "warp instructions"]
+    assert counts.loc["warp shuffle", "warp line issues"] < counts.loc["sequential", "warp line issues"]
 
 
 def test_scan_counts_match_the_hand_worked_model():
@@ -208,3 +211,109 @@ def test_measuring_needs_a_gpu():
 
     with pytest.raises(NoGPU):
         reductions.measure_reductions(1024)
+
+
+# --- the explorer: one simulator launch per new setting, none for one it has seen ----------------------------
+
+
+@sim_only
+def test_an_explorer_move_traces_one_launch_and_a_repeated_one_none():
+    from gpucourse.lessons.reductions import experiments, figures
+
+    experiments._traced.cache_clear()
+    experiments._counts.cache_clear()
+    before = experiments.TRACED_LAUNCHES["count"]
+    figures.variant_figure("interleaved", 200, 64)  # the chart and its title's counts: one launch
+    assert experiments.TRACED_LAUNCHES["count"] == before + 1
+    figures.variant_figure("interleaved", 200, 64)
+    experiments.reduction_counts("interleaved", 200, 64)
+    assert experiments.TRACED_LAUNCHES["count"] == before + 1
+    figures.variant_figure("sequential", 200, 64)
+    assert experiments.TRACED_LAUNCHES["count"] == before + 2
+    # what the explorer shows is still the exact count: 200 elements, 64-thread blocks = 4 blocks of 11 add issues
+    assert experiments.reduction_counts("interleaved", 200, 64)["add issues"] == 4 * 11
+
+
+# --- atomics: what the source asks for, and what the compiler makes of it -------------------------------------
+
+
+def test_the_compiler_aggregates_the_per_lane_atomic_but_not_the_histogram():
+    from gpucourse.lessons.reductions import compiled
+
+    table = compiled.atomics_as_compiled().set_index("kernel")
+    assert (table["PTX atomics (atom/red)"] == 1).all()  # the PTX keeps the source's one atomic per lane
+    if "SASS global atomics (REDG, ATOMG)" not in table:
+        pytest.skip(f"no SASS here: {table.attrs['source']}")
+    assert "ptxas" in table.attrs["source"] and "sm_90" in table.attrs["source"]
+    per_lane, ballot = table.loc["count_above_per_lane"], table.loc["count_above_ballot"]
+    # ptxas wrote the vote itself: a vote, a leader, a popcount, one atomic (issued by the leader only)
+    assert per_lane["SASS votes (VOTE, VOTEU)"] >= 1 and per_lane["SASS leader (UFLO, FLO)"] >= 1
+    assert per_lane["SASS popcounts (POPC)"] >= 1 and per_lane["SASS global atomics (REDG, ATOMG)"] == 1
+    assert any(line.startswith("@P") and "REDG" in line for line in table.attrs["sass"]["count_above_per_lane"])
+    assert ballot["SASS global atomics (REDG, ATOMG)"] == 1 and ballot["SASS votes (VOTE, VOTEU)"] >= 1
+    # compaction, the returned slot used: aggregated too, the slot broadcast with a shuffle
+    compact = table.loc["compact_above_per_lane"]
+    assert compact["SASS votes (VOTE, VOTEU)"] >= 1 and compact["SASS shuffles (SHFL)"] >= 1
+    # different addresses: no vote, every lane's update goes out
+    assert table.loc["histogram_per_lane", "SASS votes (VOTE, VOTEU)"] == 0
+
+
+def test_the_recordings_show_one_atomic_instruction_per_warp_for_the_per_lane_kernel():
+    from gpucourse.measure import ncu
+
+    metric = "smsp__sass_inst_executed_op_global_atom.sum + smsp__sass_inst_executed_op_global_red.sum"
+    found = ncu.recordings("count_above_per_lane")
+    assert {r.gpu for r in found} >= {"nvidia-h100-80gb-hbm3", "nvidia-h200"}
+    for recording in found:
+        assert recording.per_warp(metric) == 1.0, recording.caption()
+
+
+LESSON = Path(__file__).resolve().parents[1] / "notebooks" / "04a_reductions.py"
+INSTRUCTOR = Path(__file__).resolve().parents[1] / "instructor" / "04a_reductions.md"
+LAB = Path(__file__).resolve().parents[1] / "solutions" / "lab04a_reductions" / "lab04a_reductions.py"
+
+
+def _prose(path: Path) -> str:
+    """The text with comment marks and line breaks gone: a phrase split over two lines is found whole."""
+    return " ".join(re.sub(r"^# ?", "", path.read_text(), flags=re.MULTILINE).split())
+
+
+@pytest.mark.parametrize("path", [LESSON, INSTRUCTOR, LAB], ids=lambda p: p.name)
+def test_no_text_says_the_per_lane_atomics_reach_the_l2_one_per_lane(path):
+    text = _prose(path)
+    for wrong in ("which the L2 performs one after another", "counts what a GPU would do",
+                  "up to 32 atomics per warp, all on one address"):
+        assert wrong not in text, f"{path.name}: {wrong!r}"
+    assert not re.search(r"~\s*50 atomics", text), path.name
+
+
+def test_the_lesson_says_the_microscope_counts_source_atomics_and_shows_the_sass():
+    text = _prose(LESSON)
+    assert "counts what the **source** asks for" in text
+    assert "compiled.atomics_as_compiled()" in text and "VOTEU.ANY" in text and "REDG" in text
+    assert 'ncu.beside_recorded(trace(kernels.count_above_per_lane' in text
+
+
+def test_the_lesson_words_fixed_by_the_review_stay_fixed():
+    text = _prose(LESSON)
+    assert "warp instructions" not in text  # source lines are "warp line issues" (not SASS instructions)
+    assert "generates and tunes" not in text and "does not autotune" in text
+    assert "about as many threads as values" in text and "2-way at B = 64" in text
+    # the strided-index kernel is printed before its prediction
+    assert text.index("getsource(kernels.strided_index_kernel)") < text.index("predict_strided_index_max_ways")
+    assert "optional, 6 min" in text and "optional, 7 min" in text
+
+
+def test_blelloch_bank_conflict_grows_with_the_block():
+    ways = {b: reductions.scan_counts(b).set_index("scan").loc["Blelloch", "max bank ways"] for b in (64, 128)}
+    assert ways == {64: 2, 128: 4}
+
+
+def test_counts_chart_stacks_legend_plots_ticks_and_caption():
+    fig = reductions.counts_figure(128, 64)
+    assert fig.layout.legend.yref == "container" and fig.layout.legend.y > 0.85  # above the plots
+    caption = next(a for a in fig.layout.annotations if a.name == "source")
+    assert caption.y == 0 and caption.yshift <= -80  # below the rotated tick labels
+    lines = caption.text.count("<br>") + 1
+    assert fig.layout.margin.b >= -caption.yshift + 16 * lines  # and inside the figure
+    assert "warp line issues" in fig.layout.annotations[2].text

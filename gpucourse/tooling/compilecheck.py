@@ -90,6 +90,9 @@ KERNELS = (
                   f"void({F1}, {F1})"),
     CheckedKernel("04a", "gpucourse.lessons.reductions.kernels", "count_above_per_lane", f"void({F1}, float32, {I1})"),
     CheckedKernel("04a", "gpucourse.lessons.reductions.kernels", "count_above_ballot", f"void({F1}, float32, {I1})"),
+    CheckedKernel("04a", "gpucourse.lessons.reductions.kernels", "compact_above_per_lane",
+                  f"void({F1}, float32, {I1}, {F1})"),
+    CheckedKernel("04a", "gpucourse.lessons.reductions.kernels", "histogram_per_lane", f"void({F1}, {I1})"),
     CheckedKernel("04a", "gpucourse.lessons.reductions.kernels", "hillis_steele_kernel(256)", f"void({F1}, {F1})"),
     CheckedKernel("04a", "gpucourse.lessons.reductions.kernels", "blelloch_kernel(256)", f"void({F1}, {F1})"),
     CheckedKernel("05", "gpucourse.lessons.occupancy.kernels", "copy_kernel", f"void({F1}, {F1})"),
@@ -155,7 +158,7 @@ LAB_KERNELS = (
     _lab("04", "lab04_shared_memory", "transpose_naive", f"void({F2}, {F2})"),
     _lab("04", "lab04_shared_memory", "transpose_tiled", f"void({F2}, {F2})"),
     *(_lab("04a", "lab04a_reductions", name, f"void({F1}, {F1})")
-      for name in ("warp_sum_shared", "block_sum", "block_scan")),
+      for name in ("warp_sum_shared", "warp_share", "block_scan")),
     _lab("06", "lab06_races", "histogram_atomic", f"void({F1}, {I1})"),
     _lab("06", "lab06_races", "histogram_weighted", f"void({F1}, {I1}, {I1})"),
     _lab("06", "lab06_races", "handoff", f"void({I1}, {I1}, {I1}, int64, int64)"),

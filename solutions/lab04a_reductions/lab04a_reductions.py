@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
-# # Lab 04a · A warp-shuffle reduction and a block scan
+# # Lab 04a · Warp sums, a butterfly all-reduce and a warp-shuffle block scan
 #
 # *About 30 minutes. Goes with lesson 04a "Reductions, scans and warp primitives".*
 #
@@ -23,9 +23,11 @@
 # **Kernel → Restart Kernel and Run All Cells** before you submit, then use **Validate**.
 #
 # Without a GPU the kernels run under the **microscope** (`gpucourse.microscope.trace`), which
-# gives the simulator warps: shuffles and votes behave as on the hardware, it counts what a GPU
-# would do, and its random schedule interleaves the threads to find races. Results are exact;
-# timings are not measured here. Every size in this lab is small, and every size is *ragged*:
+# gives the simulator warps: shuffles and votes behave as on the hardware, it counts what your
+# *source* does (lines each warp runs, lanes active in each, shared-memory banks, barriers; the
+# compiler may still merge or reorder machine instructions, as lesson 04a shows for atomics), and
+# its random schedule interleaves the threads to find races. Results are exact; timings are not
+# measured here. Every size in this lab is small, and every size is *ragged*:
 # your kernels must work for any number of elements.
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -56,8 +58,20 @@ def random_values(n, seed):
 
 
 def reference_sum(x):
-    """The specification of exercises 1 and 2: the sum, in float64."""
+    """The specification of exercise 1: the sum, in float64."""
     return float(np.sum(x, dtype=np.float64))
+
+
+def positive_values(n, seed):
+    """n float32 values in [0.5, 1.5): every warp's sum is well away from 0."""
+    return (random_values(n, seed) + np.float32(0.5)).astype(np.float32)
+
+
+def reference_warp_share(x):
+    """The specification of exercise 2: each element divided by the sum of its warp's 32 elements
+    (elements 32·w … 32·w + 31 that exist), in float64."""
+    x = np.asarray(x, dtype=np.float64)
+    return np.concatenate([x[s:s + WARP] / x[s:s + WARP].sum() for s in range(0, x.size, WARP)])
 
 
 def reference_block_scan(x, block=BLOCK):
@@ -130,174 +144,162 @@ for n, seed in [(1, 2), (33, 3), (64, 4), (129, 5)]:
 ### END HIDDEN TESTS
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex2_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
-# ## Exercise 2 · A block sum with warp shuffles (4 points)
+# ## Exercise 2 · Every lane needs the sum: a butterfly all-reduce (4 points)
 #
-# Write `block_sum(x, out)`, launched with blocks of `BLOCK` = 128 threads (4 warps): block b sums
-# the 256 elements from `x[256·b]` (those that exist) and writes the sum to `out[b]`.
+# The lesson's warp sum leaves the total in lane 0 only (`shfl_down_sync`: lane l reads lane
+# l + offset, and the upper lanes keep their own values). Normalising needs it in **every** lane.
 #
-# * thread `t` adds **two** elements while loading: `x[256·b + t] + x[256·b + t + 128]` (0 past the
-#   end);
-# * each warp sums its 32 values with `cuda.shfl_down_sync(FULL_MASK, v, offset)` for offsets 16,
-#   8, 4, 2, 1 (every lane calls every shuffle: no `if` around it);
-# * lane 0 of each warp writes its warp's sum to `warp_sums[w]` of a
-#   `cuda.shared.array(WARPS, float32)`; after a barrier, warp 0 loads `warp_sums[lane]` (0 for
-#   lanes ≥ WARPS), shuffles again, and its lane 0 writes `out[b]`.
+# Write `warp_share(x, out)`, launched with blocks of `BLOCK` = 128 threads: thread `i`
+# (`cuda.grid(1)`) writes `out[i] = x[i] / s`, where `s` is the sum of the 32 elements of its warp,
+# `x[32·w]` … `x[32·w + 31]` (an element past the end of `x` counts as 0, and a thread past the end
+# writes nothing; see `reference_warp_share`).
 #
-# The microscope then checks: no race (with its random schedule), no bank conflict, and that **no
-# add runs with idle lanes**: every warp issue of a line with an add has all 32 lanes active on
-# a full-size input — a shared-memory tree, whose first step already leaves half-warps idle, does
-# not pass. `launch_sum` (given) launches pass after pass until one value is left.
+# * Use `cuda.shfl_xor_sync(FULL_MASK, v, m)` for m = 16, 8, 4, 2, 1: lane l exchanges with lane
+#   l XOR m, so after five steps **every** lane holds the whole sum (a *butterfly*).
+# * Every lane calls every shuffle (no `if` around it, no early `return`): all 32 are in the mask.
+# * No shared memory and no barrier: the warp's registers are enough.
+#
+# The microscope then checks that `shfl_xor_sync` is what sums, that no shared memory is touched,
+# and that every lane of every warp took part in every shuffle.
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 @cuda.jit
-def block_sum(x, out):
+def warp_share(x, out):
     ### BEGIN SOLUTION
-    warp_sums = cuda.shared.array(WARPS, float32)
-    tid = cuda.threadIdx.x
-    lane = tid % WARP
-    warp = tid // WARP
-    i = cuda.blockIdx.x * 2 * BLOCK + tid
+    i = cuda.grid(1)
     v = float32(0.0)
     if i < x.size:
         v = x[i]
-    if i + BLOCK < x.size:
-        v += x[i + BLOCK]
-    offset = WARP // 2
-    while offset > 0:
-        v += cuda.shfl_down_sync(FULL_MASK, v, offset)
-        offset //= 2
-    if lane == 0:
-        warp_sums[warp] = v
-    cuda.syncthreads()
-    if warp == 0:
-        v = float32(0.0)
-        if lane < WARPS:
-            v = warp_sums[lane]
-        offset = WARP // 2
-        while offset > 0:
-            v += cuda.shfl_down_sync(FULL_MASK, v, offset)
-            offset //= 2
-        if lane == 0:
-            out[cuda.blockIdx.x] = v
+    total = v
+    m = WARP // 2
+    while m > 0:
+        total += cuda.shfl_xor_sync(FULL_MASK, total, m)
+        m //= 2
+    if i < x.size:
+        out[i] = v / total
     ### END SOLUTION
 
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_given", "locked": true, "schema_version": 3, "solution": false, "task": false}
-def launch_sum(x):
-    """The sum of x: block_sum pass after pass until one value is left."""
-    current = x
-    while True:
-        blocks = (current.size + 2 * BLOCK - 1) // (2 * BLOCK)
-        out = np.zeros(blocks, dtype=np.float32)
-        launch(block_sum, blocks, BLOCK, current, out)
-        if blocks == 1:
-            return float(out[0])
-        current = out
+def launch_share(x):
+    """warp_share over x (NaN where nothing was written)."""
+    out = np.full(x.size, np.nan, dtype=np.float32)
+    launch(warp_share, (x.size + BLOCK - 1) // BLOCK, BLOCK, x, out)
+    return out
 
 
-def add_lines(report):
-    """The microscope's rows for the kernel's executed lines that add (their source has a '+')."""
+def trace_share(x, seed=0):
+    """(out, the microscope's report) of warp_share over x, threads interleaved at random."""
+    out = np.full(x.size, np.nan, dtype=np.float32)
+    return out, trace(warp_share, (x.size + BLOCK - 1) // BLOCK, BLOCK, x, out, schedule="random", seed=seed)
+
+
+def shuffle_lines(report, name):
+    """The microscope's rows for the executed lines that call ``cuda.<name>``."""
     lines = report.branches()
-    return lines[lines.source.str.contains("+", regex=False) & ~lines.source.str.contains("blockIdx")]
+    return lines[lines.source.str.contains(name, regex=False)]
 
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex2_show_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
-# **Look at it under the microscope.** `show_sum()` runs your kernel on 512 elements with the
-# random interleaving of threads and shows the active lanes of every line that adds (32 is what
-# you want), the shared-memory bank ways and the races it saw.
+# **Look at it under the microscope.** `show_share()` runs your kernel on 80 elements (two full
+# warps and a ragged one) and shows the lines that shuffle, with their active lanes (32 is what you
+# want), and any shared-memory access (none is what you want).
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_show", "locked": true, "schema_version": 3, "solution": false, "task": false}
 from IPython.display import display
 
 
-def show_sum(n=512, seed=0):
-    x = random_values(n, 7)
-    blocks = (n + 2 * BLOCK - 1) // (2 * BLOCK)
-    out = np.zeros(blocks, dtype=np.float32)
-    report = trace(block_sum, blocks, BLOCK, x, out, schedule="random", seed=seed)
-    display(add_lines(report)[["line", "source", "issues", "active_lanes_mean"]])
-    display(report.banks()[["line", "source", "op", "requests", "max_ways"]])
-    display(report.races()[["line_a", "source_a", "line_b", "source_b", "array", "kind", "count"]])
-    print(f"correct: {np.isclose(out.sum(dtype=np.float64), reference_sum(x), rtol=1e-5)}; "
-          f"racing access pairs: {report.race_count()}")
+def show_share(n=80, seed=0):
+    x = positive_values(n, 7)
+    out, report = trace_share(x, seed)
+    display(report.branches()[["line", "source", "issues", "active_lanes_mean"]])
+    print(f"shared-memory requests: {len(report.requests('shared'))}; right shares: "
+          f"{np.allclose(out, reference_warp_share(x), rtol=1e-5)}")
     return report
 
 
-report = show_sum()
+report = show_share()
 
 # %% nbgrader={"grade": true, "grade_id": "ex2_test", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-"""Check that block_sum (through launch_sum) sums ragged sizes."""
-for n, seed in [(300, 1), (1000, 2)]:
-    x = random_values(n, seed)
-    total = launch_sum(x)
-    assert np.isclose(total, reference_sum(x), rtol=1e-5), f"n = {n}: got {total}, expected {reference_sum(x)}"
+"""Check that warp_share writes every element's share of its warp's sum, for ragged sizes."""
+for n, seed in [(64, 1), (100, 2)]:
+    x = positive_values(n, seed)
+    np.testing.assert_allclose(launch_share(x), reference_warp_share(x), rtol=1e-5,
+                               err_msg=f"n = {n}: does every lane hold its warp's whole sum?")
 ### BEGIN HIDDEN TESTS
-for n, seed in [(1, 3), (255, 4), (257, 5), (513, 6), (2049, 7)]:
-    x = random_values(n, seed)
-    check(lambda: np.isclose(launch_sum(x), reference_sum(x), rtol=1e-5))
+for n, seed in [(1, 3), (31, 4), (33, 5), (129, 6), (300, 7)]:
+    x = positive_values(n, seed)
+    check(lambda: np.allclose(launch_share(x), reference_warp_share(x), rtol=1e-5))
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "ex2_microscope", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-"""Check with the microscope: no race, no bank conflict, shuffles used, and no add with idle lanes."""
-x = random_values(512, 8)
-out = np.zeros(2, dtype=np.float32)
-report = trace(block_sum, 2, BLOCK, x, out, schedule="random", seed=1)
-assert report.race_count() == 0, "the microscope found racing accesses: look at report.races() (a missing barrier?)"
-assert np.allclose(out, [reference_sum(x[:256]), reference_sum(x[256:])], rtol=1e-5), "wrong partial sums"
-assert report.max_bank_ways() <= 1, f"a {report.max_bank_ways()}-way bank conflict: see report.banks()"
-lines = report.branches()
-assert lines.source.str.contains("shfl_down_sync").any(), "the warps should sum with cuda.shfl_down_sync"
-adds = add_lines(report)
-idle = adds[adds.active_lanes_mean < WARP]
-assert idle.empty, f"adds with idle lanes: {idle[['line', 'source', 'active_lanes_mean']].to_dict('records')}"
+"""Check with the microscope: shfl_xor_sync does the sum, all 32 lanes in every shuffle, no shared memory."""
+x = positive_values(96, 8)
+out, report = trace_share(x, seed=1)
+assert np.allclose(out, reference_warp_share(x), rtol=1e-5), "wrong shares: run the test cell above first"
+xor = shuffle_lines(report, "shfl_xor_sync")
+assert len(xor), "the warp should sum with cuda.shfl_xor_sync (a butterfly: every lane ends with the sum)"
+assert xor.active_lanes_mean.min() == WARP, "every lane must call every shuffle: keep it outside any if"
+assert len(report.requests("shared")) == 0, "no shared memory is needed: the shuffles exchange registers"
 ### BEGIN HIDDEN TESTS
-x = random_values(1024, 9)
-out = np.zeros(4, dtype=np.float32)
-report = trace(block_sum, 4, BLOCK, x, out, schedule="random", seed=5)
-check(report.race_count() == 0)
-check(np.allclose(out, [reference_sum(x[256 * b:256 * b + 256]) for b in range(4)], rtol=1e-5))
-check(lambda: add_lines(report).active_lanes_mean.min() == WARP)
-check(lambda: len(report.banks()) > 0 and report.max_bank_ways() == 1)
+x = positive_values(257, 9)
+out, report = trace_share(x, seed=5)
+check(np.allclose(out, reference_warp_share(x), rtol=1e-5))
+check(lambda: shuffle_lines(report, "shfl_xor_sync").issues.sum() >= 5 * 9)  # five per warp, 9 warps
+check(lambda: shuffle_lines(report, "shfl_xor_sync").active_lanes_mean.min() == WARP)
+check(lambda: len(report.requests("shared")) == 0)
 ### END HIDDEN TESTS
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex3_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
-# ## Exercise 3 · A block scan (4 points)
+# ## Exercise 3 · A block scan from warp scans (4 points)
 #
-# Write `block_scan(x, out)`, launched with blocks of `BLOCK` threads: thread t of block b writes
-# to `out[128·b + t]` the **exclusive** prefix sum of its block's segment,
+# Write `block_scan(x, out)`, launched with blocks of `BLOCK` = 128 threads: thread t of block b
+# writes to `out[128·b + t]` the **exclusive** prefix sum of its block's segment,
 # `x[128·b] + … + x[128·b + t − 1]`, and 0 for t = 0 (segments are independent; see
-# `reference_block_scan`). The lesson's scan is inclusive: shift by one element.
+# `reference_block_scan`). The lesson's block scans go through shared memory at every step; this one
+# does not:
 #
-# Use Hillis–Steele with a double buffer `buf = cuda.shared.array((2, BLOCK), float32)`: thread t
-# loads the element before its own (0 for t = 0 and past the end) into `buf[0, t]`; then for offset d = 1, 2, 4, …, 64 every
-# thread writes into the other buffer its own value plus, if it has one, the value d places
-# back; threads past the end of `x` take part but write nothing to `out`. Barriers: wherever a
-# thread reads what another wrote.
+# 1. **Warp scan.** Each thread loads its element (0 past the end). With
+#    `cuda.shfl_up_sync(FULL_MASK, v, d)` for d = 1, 2, 4, 8, 16, lane l adds the value d lanes
+#    below it *if* `l >= d` (every lane calls the shuffle; only the add is conditional): an
+#    inclusive scan of the warp's 32 values, 5 steps (Hillis–Steele, in registers).
+# 2. **Block pass over the warp totals.** Lane 31 of each warp writes its warp's total to
+#    `totals[w]` of a `cuda.shared.array(WARPS, float32)`; one barrier; then each thread adds the
+#    totals of the warps before its own.
+# 3. Exclusive = inclusive − the thread's own element. Threads past the end take part but write
+#    nothing.
+#
+# The microscope then checks: no race with its random schedule, `shfl_up_sync` used, at most **two**
+# barriers per warp (a shared-memory tree needs one per step: 8 for 128 threads) and no bank conflict.
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 @cuda.jit
 def block_scan(x, out):
     ### BEGIN SOLUTION
-    buf = cuda.shared.array((2, BLOCK), float32)
+    totals = cuda.shared.array(WARPS, float32)
     tid = cuda.threadIdx.x
+    lane = tid % WARP
+    warp = tid // WARP
     i = cuda.blockIdx.x * BLOCK + tid
-    v = float32(0.0)
-    if tid > 0 and i - 1 < x.size:
-        v = x[i - 1]
-    buf[0, tid] = v
-    cuda.syncthreads()
-    src = 0
-    offset = 1
-    while offset < BLOCK:
-        if tid >= offset:
-            buf[1 - src, tid] = buf[src, tid] + buf[src, tid - offset]
-        else:
-            buf[1 - src, tid] = buf[src, tid]
-        cuda.syncthreads()
-        src = 1 - src
-        offset *= 2
+    mine = float32(0.0)
     if i < x.size:
-        out[i] = buf[src, tid]
+        mine = x[i]
+    v = mine
+    d = 1
+    while d < WARP:
+        below = cuda.shfl_up_sync(FULL_MASK, v, d)
+        if lane >= d:
+            v += below
+        d *= 2
+    if lane == WARP - 1:
+        totals[warp] = v
+    cuda.syncthreads()
+    w = 0
+    while w < warp:
+        v += totals[w]
+        w += 1
+    if i < x.size:
+        out[i] = v - mine
     ### END SOLUTION
 
 
@@ -308,35 +310,63 @@ def launch_scan(x):
     return out
 
 
+def barriers_per_warp(report):
+    lines = report.branches()
+    return float(lines[lines.source.str.contains("syncthreads", regex=False)].issues.sum()) / len(report.warps())
+
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "ex3_show_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# **Look at it under the microscope.** `show_scan()` runs your kernel on one block with the random
+# interleaving of threads and shows its lines (look for the shuffles and the barriers), the
+# shared-memory bank ways and the races it saw.
+
+# %% nbgrader={"grade": false, "grade_id": "ex3_show", "locked": true, "schema_version": 3, "solution": false, "task": false}
+def show_scan(n=100, seed=0):
+    x = random_values(n, 3)
+    out = np.full(n, np.nan, dtype=np.float32)
+    report = trace(block_scan, 1, BLOCK, x, out, schedule="random", seed=seed)
+    display(report.branches()[["line", "source", "issues", "active_lanes_mean"]])
+    print(f"barriers per warp: {barriers_per_warp(report):.0f}; max bank ways: {report.max_bank_ways()}; "
+          f"racing access pairs: {report.race_count()}; right scan: "
+          f"{np.allclose(out, reference_block_scan(x), rtol=1e-5, atol=1e-5)}")
+    return report
+
+
+report = show_scan()
+
 # %% nbgrader={"grade": true, "grade_id": "ex3_test", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 """Check that block_scan writes the exclusive scan of every segment, for ragged sizes."""
 x = random_values(200, 1)
 np.testing.assert_allclose(launch_scan(x), reference_block_scan(x), rtol=1e-5, atol=1e-5,
                            err_msg="wrong scan for n = 200 (one full block and a partial one)")
 ### BEGIN HIDDEN TESTS
-for n, seed in [(1, 2), (127, 3), (129, 4), (300, 5)]:
+for n, seed in [(1, 2), (31, 8), (127, 3), (129, 4), (300, 5)]:
     x = random_values(n, seed)
     check(lambda: np.allclose(launch_scan(x), reference_block_scan(x), rtol=1e-5, atol=1e-5))
 ### END HIDDEN TESTS
 
-# %% nbgrader={"grade": true, "grade_id": "ex3_barriers", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-"""Check, with the microscope's random schedule, that no thread reads a value before it is written."""
+# %% nbgrader={"grade": true, "grade_id": "ex3_microscope", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""Check with the microscope: no race, warp scans with shfl_up_sync, at most two barriers per warp, no bank conflict."""
 x = random_values(128, 6)
 out = np.zeros(128, dtype=np.float32)
 report = trace(block_scan, 1, BLOCK, x, out, schedule="random", seed=0)
 assert report.race_count() == 0, "the microscope found racing accesses: look at report.races() for the lines"
 assert np.allclose(out, reference_block_scan(x), rtol=1e-5, atol=1e-5), "wrong scan when threads interleave at random"
+assert len(shuffle_lines(report, "shfl_up_sync")), "each warp should scan its values with cuda.shfl_up_sync"
+assert barriers_per_warp(report) <= 2, f"{barriers_per_warp(report):.0f} barriers per warp: a shared-memory tree?"
 assert report.max_bank_ways() <= 1, f"a {report.max_bank_ways()}-way bank conflict: see report.banks()"
 ### BEGIN HIDDEN TESTS
-x = random_values(256, 7)
-out = np.zeros(256, dtype=np.float32)
-report = trace(block_scan, 2, BLOCK, x, out, schedule="random", seed=4)
+x = random_values(300, 7)
+out = np.zeros(300, dtype=np.float32)
+report = trace(block_scan, 3, BLOCK, x, out, schedule="random", seed=4)
 check(report.race_count() == 0)
 check(np.allclose(out, reference_block_scan(x), rtol=1e-5, atol=1e-5))
+check(lambda: shuffle_lines(report, "shfl_up_sync").active_lanes_mean.min() == WARP)
+check(lambda: barriers_per_warp(report) <= 2)
 ### END HIDDEN TESTS
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "outro", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## Done
 #
-# Restart and run all, then **Validate** and submit. On a GPU, compare your `launch_sum` with
-# `cupy.sum` on 2²⁴ elements (lesson 04a's ladder chart does it for the course's versions).
+# Restart and run all, then **Validate** and submit. The lesson's `warp_shuffle_kernel` ends its
+# second stage with the sum in lane 0 only; with your butterfly every lane of warp 0 would hold it.

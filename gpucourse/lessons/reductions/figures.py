@@ -11,13 +11,41 @@ from gpucourse.lessons.reductions import experiments, kernels, model
 from gpucourse.measure import runtime
 from gpucourse.viz import charts, cited
 
-_LAYOUT = {"template": "plotly_white", "colorway": charts.PALETTE, "font": {"size": 13},
-           "margin": {"l": 70, "r": 20, "t": 80, "b": 110}, "legend": {"orientation": "h", "y": -0.22, "x": 0}}
+_LAYOUT = {"template": "plotly_white", "colorway": charts.PALETTE, "font": {"size": 13}}
+_LEGEND_ROW_PX = 22  # one row of a horizontal legend
 
 
-def _layout(fig: go.Figure, title: str, height: int = 460) -> go.Figure:
-    fig.update_layout(title={"text": title, "x": 0.02}, height=height, **_LAYOUT)
+def _room_below(fig: go.Figure, tick_labels_px: int) -> go.Figure:
+    """Below the plots, stacked: the x tick labels (``tick_labels_px`` tall: more for rotated labels), the
+    x-axis title if there is one, then the caption; the bottom margin fits them all."""
+    titled = any(getattr(fig.layout[key].title, "text", None) for key in fig.layout if key.startswith("xaxis"))
+    below = tick_labels_px + (24 if titled else 0)
+    captions = [a for a in fig.layout.annotations if a.name == "source"]
+    lines = max(1, sum(a.text.count("<br>") + 1 for a in captions))
+    for annotation in captions:
+        annotation.yshift = -(below + 10)
+    fig.update_layout(margin={"b": below + 10 + 16 * lines + 14})
     return fig
+
+
+def _layout(fig: go.Figure, title: str, height: int = 460, *, tick_labels_px: int = 30,
+            legend_rows: int = 2) -> go.Figure:
+    """Title, then the legend, then the plots (with their subplot titles), then what ``_room_below`` stacks:
+    no two of them overlap at any width (the legend used to sit below the plots, where the caption is)."""
+    fig.update_layout(
+        title={"text": title, "x": 0.02, "xanchor": "left", "yref": "container", "y": 1 - 12 / height,
+               "yanchor": "top"},
+        height=height, margin={"l": 80, "r": 24, "t": 44 + _LEGEND_ROW_PX * legend_rows + 34},
+        legend={"orientation": "h", "yref": "container", "y": 1 - 44 / height, "yanchor": "top", "x": 0},
+        **_LAYOUT)
+    return _room_below(fig, tick_labels_px)
+
+
+def _set_source(fig: go.Figure, source: str, title: str, height: int, *, tick_labels_px: int = 30,
+                legend_rows: int = 2) -> go.Figure:
+    """The caption first (its line count sets the bottom margin), then the layout around it."""
+    charts.set_source(fig, source)
+    return _layout(fig, title, height, tick_labels_px=tick_labels_px, legend_rows=legend_rows)
 
 
 # --- the picture: two trees over 16 slots --------------------------------------------------------------------
@@ -66,10 +94,10 @@ def tree_picture(block: int = 16, warp_lanes: int = 4) -> go.Figure:
     fig.add_scatter(x=[None], y=[None], mode="markers",
                     marker={"symbol": "square-open", "color": "#999", "size": 12, "line": {"width": 6}},
                     name=f"a warp ({warp_lanes} lanes drawn) that issues the step")
-    _layout(fig, f"A tree over {block} slots: the same {block - 1} adds, different threads doing them", 480)
-    charts.set_source(fig, charts.source_caption("model", f"the kernels' index arithmetic, {warp_lanes}-lane warps "
-                                                           "drawn so that the picture fits (real warps have 32)"))
-    return fig
+    return _set_source(fig, charts.source_caption("model", f"the kernels' index arithmetic, {warp_lanes}-lane warps "
+                                                                "drawn so that the picture fits (real warps have 32)"),
+                       f"A tree over {block} slots: the same {block - 1} adds, different threads doing them", 520,
+                       tick_labels_px=50)
 
 
 # --- the model ------------------------------------------------------------------------------------------------
@@ -100,9 +128,9 @@ def model_figure() -> go.Figure:
         fig.update_yaxes(type="log", row=1, col=col)
     fig.update_yaxes(title_text="count per block (log)", row=1, col=1)
     fig.update_yaxes(title_text="adds or steps per block (log)", row=1, col=2)
-    _layout(fig, "What the model counts per block: the same adds, very different warp issues and steps", 500)
-    charts.set_source(fig, charts.source_caption("model", "gpucourse.lessons.reductions.model, 32-lane warps"))
-    return fig
+    return _set_source(fig, charts.source_caption("model", "gpucourse.lessons.reductions.model, 32-lane warps"),
+                       "What the model counts per block: the same adds, very different warp issues and steps", 580,
+                       tick_labels_px=50, legend_rows=4)
 
 
 # --- the microscope's counts ----------------------------------------------------------------------------------
@@ -111,8 +139,8 @@ def model_figure() -> go.Figure:
 def counts_figure(n: int = 1000, block: int = 256) -> go.Figure:
     """Three panels per rung: warp issues of the adds (active vs idle lanes), bank ways, load sectors."""
     table = experiments.counts_table(n, block)
-    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.09, subplot_titles=(
-        "lanes in the add's warp issues", "max bank-conflict ways", "warp instructions (all lines)"))
+    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.13, subplot_titles=(
+        "lanes in the add's warp issues", "max bank-conflict ways", "warp line issues (all lines)"))
     active = table["add issues"] * table["active lanes per add issue"]
     fig.add_bar(x=table.variant, y=active, name="active lanes (adding)", marker={"color": charts.PALETTE[0]},
                 row=1, col=1)
@@ -121,19 +149,19 @@ def counts_figure(n: int = 1000, block: int = 256) -> go.Figure:
     fig.add_bar(x=table.variant, y=table["max bank ways"], name="max bank ways (1 = conflict-free)",
                 marker={"color": charts.PALETTE[3], "pattern": {"shape": "x"}}, text=table["max bank ways"],
                 textposition="outside", row=1, col=2)
-    fig.add_bar(x=table.variant, y=table["warp instructions"], name="warp line issues",
-                marker={"color": charts.PALETTE[5], "pattern": {"shape": "."}}, text=table["warp instructions"],
+    fig.add_bar(x=table.variant, y=table["warp line issues"], name="warp line issues",
+                marker={"color": charts.PALETTE[5], "pattern": {"shape": "."}}, text=table["warp line issues"],
                 textposition="outside", row=1, col=3)
     fig.update_layout(barmode="stack")
     fig.update_yaxes(title_text="lanes", row=1, col=1)
     fig.update_yaxes(range=[0, max(4, int(table["max bank ways"].max()) + 2)], title_text="bank ways (1 = none)",
                      row=1, col=2)
-    fig.update_yaxes(range=[0, 1.2 * float(table["warp instructions"].max())], title_text="warp instructions (count)",
+    fig.update_yaxes(range=[0, 1.2 * float(table["warp line issues"].max())], title_text="warp line issues",
                      row=1, col=3)
     fig.update_xaxes(tickangle=-35)
-    _layout(fig, f"The ladder under the microscope: n = {n}, {block}-thread blocks, first pass", 520)
-    charts.set_source(fig, charts.source_caption("counted", f"{table.attrs['source']}; no timing"))
-    return fig
+    return _set_source(fig, charts.source_caption("counted", f"first pass, n = {n}, {block}-thread blocks; no timing"),
+                       f"The ladder under the microscope: n = {n}, {block}-thread blocks, first pass", 580,
+                       tick_labels_px=80)
 
 
 def _step_counts(report, variant: str):
@@ -172,8 +200,8 @@ def variant_figure(variant: str = "interleaved", n: int = 1000, block: int = 256
     fig.add_bar(x=labels, y=active, name="active lanes (adding)", marker={"color": charts.PALETTE[0]})
     fig.add_bar(x=labels, y=idle, name="idle lanes (in a warp that issues the add)",
                 marker={"color": charts.PALETTE[1], "pattern": {"shape": "/"}})
-    fig.update_layout(barmode="stack", margin={"b": 120})
-    return fig
+    fig.update_layout(barmode="stack")
+    return _room_below(fig, 30)
 
 
 def reduction_explorer(*, threaded: bool = True):
@@ -206,10 +234,9 @@ def scan_figure(block: int = 64) -> go.Figure:
                      row=1, col=1)
     fig.update_yaxes(range=[0, 1.3 * float(table["barriers per warp"].max())], title_text="barriers per warp",
                      row=1, col=2)
-    _layout(fig, f"Block scans of {block} elements: Hillis–Steele takes fewer steps, Blelloch less work", 460)
-    charts.set_source(fig, charts.source_caption("counted", f"the microscope, one block of {block}; "
-                                                            "model: gpucourse.lessons.reductions.model"))
-    return fig
+    return _set_source(fig, charts.source_caption("counted", f"the microscope, one block of {block}; "
+                                                                  "model: gpucourse.lessons.reductions.model"),
+                       f"Block scans of {block} elements: Hillis–Steele takes fewer steps, Blelloch less work", 500)
 
 
 # --- the ladder with the library ceiling ----------------------------------------------------------------------
@@ -217,7 +244,7 @@ def scan_figure(block: int = 64) -> go.Figure:
 
 def ladder_figure(n: int = 1 << 24) -> go.Figure:
     """GB/s of every rung next to CuPy's and torch's sums, measured in one run on a GPU (or recorded);
-    without either, the microscope's warp instructions per element, and the chart says so."""
+    without either, the microscope's warp line issues per element, and the chart says so."""
     data, source = experiments.ladder_data(n) if runtime.is_gpu() or n in experiments.SWEEP_SIZES else (None, "")
     if data is not None:
         kind = "measured" if runtime.is_gpu() else "recorded"
@@ -229,17 +256,20 @@ def ladder_figure(n: int = 1 << 24) -> go.Figure:
         best = data[data.kind == "library"].gbps.max()
         charts.hline(fig, float(best), "best library (the ceiling)")
         fig.update_xaxes(tickangle=-30)
-        return fig
+        return _room_below(fig, 80)
     table = experiments.counts_table(1000, 256)
-    per_element = table["warp instructions"] / table["n"]
+    per_element = table["warp line issues"] / table["n"]
     fig = charts.figure(
-        "No GPU here: no timing of the ladder or of cupy.sum / torch.sum — the microscope's counts instead",
-        "kernel", "warp instructions per element (first pass)",
-        charts.source_caption("counted", f"{table.attrs['source']}. {source or 'No GPU and no recording'}: "
-                                         "CuPy's ReductionKernel, cupy.sum and torch.sum are measured only on a GPU"))
-    fig.add_bar(x=list(table.variant), y=list(per_element), name="warp instructions per element (counted)",
+        "No GPU here: the microscope's counts instead of timings", "kernel",
+        "warp line issues per element (first pass)",
+        charts.source_caption("counted", f"{table.attrs['source']}. Executed source lines, not a speed ranking: "
+                                         "a large sum is limited by DRAM bandwidth. "
+                                         f"{source or 'No GPU and no recording'}: CuPy's ReductionKernel, "
+                                         "cupy.sum and torch.sum are measured only on a GPU"),
+        height=560)
+    fig.add_bar(x=list(table.variant), y=list(per_element), name="warp line issues per element (counted)",
                 marker={"color": charts.PALETTE[5], "pattern": {"shape": "."}},
                 text=[f"{v:.2f}" for v in per_element], textposition="outside")
     fig.update_xaxes(tickangle=-30)
     fig.update_yaxes(range=[0, 1.25 * float(per_element.max())])
-    return cited.because(fig, "reduction ladder")
+    return _room_below(cited.because(fig, "reduction ladder"), 80)

@@ -13,7 +13,7 @@ import functools
 
 # gpucourse/__init__ has chosen the mode before this runs. Kernels reach ``cuda`` through this
 # module-level name so that the simulator (and the microscope) can swap in their own.
-from numba import cuda, float32
+from numba import cuda, float32, int32
 
 FULL_MASK = 0xFFFFFFFF
 WARP = 32
@@ -184,7 +184,8 @@ def reduction_kernel(variant: str, block: int = 256):
 
 @cuda.jit
 def count_above_per_lane(x, threshold, count):
-    """Every lane whose element passes does its own atomic: up to 32 atomics per warp, a divergent branch."""
+    """Every passing lane asks for its own atomic: up to 32 per warp *in the source*. ptxas (CUDA 9 and
+    later) aggregates a same-address add itself: a vote, a popcount and one atomic per warp in the SASS."""
     i = cuda.grid(1)
     if i < x.size and x[i] > threshold:
         cuda.atomic.add(count, 0, 1)
@@ -192,7 +193,8 @@ def count_above_per_lane(x, threshold, count):
 
 @cuda.jit
 def count_above_ballot(x, threshold, count):
-    """``ballot_sync`` gathers the warp's 32 answers into one mask; lane 0 adds its popcount: one atomic.
+    """``ballot_sync`` gathers the warp's 32 answers into one mask; lane 0 adds its popcount: one atomic,
+    written out, not left to the compiler.
 
     ``any_sync`` makes the branch warp-uniform: a warp with nothing to count skips it as a whole."""
     i = cuda.grid(1)
@@ -201,6 +203,25 @@ def count_above_ballot(x, threshold, count):
         votes = cuda.ballot_sync(FULL_MASK, passes)
         if cuda.laneid == 0:
             cuda.atomic.add(count, 0, cuda.popc(votes))
+
+
+@cuda.jit
+def compact_above_per_lane(x, threshold, count, out):
+    """Stream compaction: every passing lane takes a slot with the value ``atomic.add`` returns, one atomic
+    per lane in the source; each lane needs its own slot, so the compiler must hand the slots out."""
+    i = cuda.grid(1)
+    if i < x.size and x[i] > threshold:
+        slot = cuda.atomic.add(count, 0, 1)
+        out[slot] = x[i]
+
+
+@cuda.jit
+def histogram_per_lane(x, bins):
+    """A histogram: every lane adds 1 to the bin of its value, so the lanes of a warp hit different
+    addresses (``x`` in [0, 1))."""
+    i = cuda.grid(1)
+    if i < x.size:
+        cuda.atomic.add(bins, min(int32(x[i] * bins.size), bins.size - 1), 1)
 
 
 # --- block scans -------------------------------------------------------------------------------------------
@@ -280,8 +301,9 @@ def scan_kernel(variant: str, block: int = 256):
     return {"Hillis-Steele": hillis_steele_kernel, "Blelloch": blelloch_kernel}[variant](block)
 
 
-# CuPy's ReductionKernel: the same sum, written as map / reduce / post-map expressions; CuPy generates
-# and tunes the kernel. Shown as source in every mode, built and measured only on a GPU.
+# CuPy's ReductionKernel: the same sum, written as map / reduce / post-map expressions; CuPy generates the
+# kernel and picks its launch parameters by a fixed heuristic (no autotuning: that is opt-in, through
+# cupyx.optimizing). Shown as source in every mode, built and measured only on a GPU.
 REDUCTION_KERNEL_SOURCE = '''cupy.ReductionKernel(
     "T x",            # input parameter
     "T y",            # output parameter
