@@ -356,9 +356,13 @@ def chart_text_clashes(page, slack_px: float = 1.0) -> list[str]:
             continue
         name = f"chart {index + 1} ({next((i['text'] for i in items if i['what'] == 'title'), 'untitled')!r})"
         for item in items:
-            if (item["left"] < figure["left"] - slack_px or item["top"] < figure["top"] - slack_px
-                    or item["right"] > figure["right"] + slack_px or item["bottom"] > figure["bottom"] + slack_px):
-                clashes.append(f"{name}: the {item['what']} {item['text']!r} leaves the figure")
+            out = {side: round(px) for side, px in (
+                ("left", figure["left"] - item["left"]), ("top", figure["top"] - item["top"]),
+                ("right", item["right"] - figure["right"]), ("bottom", item["bottom"] - figure["bottom"]))
+                if px > slack_px}
+            if out:
+                sides = ", ".join(f"{px} px past the {side}" for side, px in out.items())
+                clashes.append(f"{name}: the {item['what']} {item['text']!r} leaves the figure ({sides})")
         for a, first in enumerate(items):
             for second in items[a + 1:]:
                 across = min(first["right"], second["right"]) - max(first["left"], second["left"])

@@ -320,8 +320,9 @@ clean = charts.figure("A clean chart", "x (units)", "y (units)", charts.source_c
 clean.add_scatter(x=[1, 2], y=[3, 4], name="a series")
 clean.show()
 clashing = go.Figure(go.Scatter(x=[1, 2], y=[3, 4], name="a series"))
-clashing.update_layout(title={"text": "A title under the legend", "x": 0, "y": 0.97}, height=300, width=500,
-                       margin={"t": 40, "b": 40}, legend={"x": 0, "y": 1.15, "orientation": "h"})
+clashing.update_layout(title={"text": "A clashing chart"}, height=300, width=500)
+for text in ("a label drawn here", "another label on it"):
+    clashing.add_annotation(text=text, xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False)
 clashing.add_annotation(text="a caption pushed off the figure", xref="paper", yref="paper", x=1.6, y=0,
                         showarrow=False)
 clashing.show()
@@ -329,8 +330,8 @@ clashing.show()
 
 
 def test_the_chart_text_check_can_fail(lab):
-    """The readability check on two charts drawn by JupyterLab: the course's layout passes; a legend over
-    the title and a caption off the figure are both found."""
+    """The readability check on two charts drawn by JupyterLab: the course's layout passes; two labels on
+    one spot and a caption off the figure are both found."""
     page, base, token = lab
     scratch = ROOT / "build" / "browser" / "clashing_charts.ipynb"
     scratch.parent.mkdir(parents=True, exist_ok=True)
@@ -346,7 +347,7 @@ def test_the_chart_text_check_can_fail(lab):
                                polling=250)
         clashes = chart_text_clashes(page)
         assert not [c for c in clashes if c.startswith("chart 1 ")], clashes
-        assert any("overlaps" in c and "title" in c and "legend" in c for c in clashes), clashes
+        assert any("'a label drawn here' overlaps" in c and "another label" in c for c in clashes), clashes
         assert any("caption pushed off" in c and "leaves the figure" in c for c in clashes), clashes
     finally:
         close_notebook(page)
