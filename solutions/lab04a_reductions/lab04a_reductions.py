@@ -26,8 +26,9 @@
 # gives the simulator warps: shuffles and votes behave as on the hardware, it counts what your
 # *source* does (lines each warp runs, lanes active in each, shared-memory banks, barriers; the
 # compiler may still merge or reorder machine instructions, as lesson 04a shows for atomics), and
-# its random schedule interleaves the threads to find races. Results are exact; timings are not
-# measured here. Every size in this lab is small, and every size is *ragged*:
+# its random schedule interleaves the threads to find races. Results are correct to float32 rounding
+# (a sum's value depends on the order of its additions, so the checks allow a relative 1e-5); timings
+# are not measured here. Every size in this lab is small, and every size is *ragged*:
 # your kernels must work for any number of elements.
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
