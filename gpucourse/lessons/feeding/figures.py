@@ -266,8 +266,8 @@ def fusion_figure(n: int = 1 << 24) -> go.Figure:
                 marker_color=charts.PALETTE[0], text=[f"{counted[v] / 1e6:.3g} MB" for v in versions],
                 textposition="outside", row=1, col=1)
     fig.add_bar(x=versions, y=[ms[v] for v in versions],
-                name="ms, published H100 PCIe rate × counted bytes (model)" if modelled else f"ms ({time_is})",
-                marker_color=charts.PALETTE[1], marker_pattern_shape="/" if modelled else "",
+                name="published H100 PCIe rate × counted bytes, ms (model)" if modelled else f"time, ms ({time_is})",
+                marker_color=charts.PALETTE[1], marker_pattern_shape="/",
                 text=[f"{ms[v]:.3g} ms" for v in versions], textposition="outside", row=1, col=2)
     fig.update_yaxes(title_text="MB moved (counted)", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text=f"ms ({'model' if modelled else time_is})", rangemode="tozero", row=1, col=2)
