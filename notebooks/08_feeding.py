@@ -226,7 +226,7 @@ feeding.launch_figure()
 # `float`, `bool`, `print`) runs the operator `aten::_local_scalar_dense`, which the profiler counts
 # even on the CPU. `.tolist()` and `.cpu()` do not: on a GPU they are a device-to-host
 # `aten::_to_copy`, and the runtime row shows `cudaMemcpyAsync` + `cudaStreamSynchronize`; on the
-# CPU they leave no trace at all. So the course also counts the lines themselves: `feeding.spy()`
+# CPU nothing in their profile marks them as waits. So the course also counts the lines themselves: `feeding.spy()`
 # wraps these calls and counts each one your code makes (without a GPU it counts what would wait on
 # one). Each line below runs once here:
 

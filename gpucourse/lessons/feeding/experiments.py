@@ -467,12 +467,15 @@ HIDDEN_SYNC_LINES = {
 }
 
 
-def hidden_sync_table(device: str = "cpu") -> pd.DataFrame:
-    """Each line of HIDDEN_SYNC_LINES run once under the profiler and the spy, on ``device``: how many
-    ``aten::_local_scalar_dense`` the profiler records and how many host syncs the spy counts."""
+def hidden_sync_table(device: str | None = None) -> pd.DataFrame:
+    """Each line of HIDDEN_SYNC_LINES run once under the profiler and the spy, on ``device`` (the GPU
+    where there is one): how many ``aten::_local_scalar_dense`` the profiler records and how many host
+    syncs the spy counts; on a GPU also the runtime's waits the profile records (RUNTIME_SYNC_EVENTS)."""
     import io
 
     import torch
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
 
     loss, batch = torch.tensor(0.25, device=device), torch.randn(64, 256)
     pinned = batch.pin_memory() if torch.cuda.is_available() else batch
@@ -486,7 +489,9 @@ def hidden_sync_table(device: str = "cpu") -> pd.DataFrame:
     for line, action in actions.items():
         with contextlib.redirect_stdout(io.StringIO()):  # print(loss)'s own output
             counts = profile_counts(action)
-        rows.append({"line": line, "aten::_local_scalar_dense": counts["aten::_local_scalar_dense"],
-                     "host syncs (spy)": sum(n for k, n in counts.items() if k.startswith(syncs.SPY_PREFIX)),
-                     "on a GPU": HIDDEN_SYNC_LINES[line]})
+        row = {"line": line, "aten::_local_scalar_dense": counts["aten::_local_scalar_dense"],
+               "host syncs (spy)": sum(n for k, n in counts.items() if k.startswith(syncs.SPY_PREFIX))}
+        if device != "cpu":
+            row["runtime waits (GPU profile)"] = sum(counts[name] for name in syncs.RUNTIME_SYNC_EVENTS)
+        rows.append({**row, "on a GPU": HIDDEN_SYNC_LINES[line]})
     return pd.DataFrame(rows)
