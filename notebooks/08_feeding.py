@@ -17,21 +17,26 @@
 # GPU waiting — copies, launches, hidden synchronisations, memory round trips between small
 # kernels — and predict what pinned memory, streams, CUDA graphs and fusion each buy.**
 #
-# *50 minutes (teaching 32 · predictions and explorers 18), then the capstone lab 08 "Why is my
-# training step slow?" (40 min) · prerequisites: lessons 00 (events, asynchronous launches) and 03
-# (bytes and bandwidth); lesson 07 for the lab's bf16 step.*
+# *39 minutes of core — the picture 6, §1 copies 7, §2 streams 10, §4 hidden synchronisations 7,
+# §5 fusion 9 — and 11 optional minutes — §3 launches and CUDA graphs 6, §6 the L2 5 — then the
+# capstone lab 08 "Why is my training step slow?" (40 min; it needs the core only) ·
+# prerequisites: lessons 00 (events, asynchronous launches) and 03 (bytes and bandwidth); lesson 07
+# for the lab's bf16 step.* The optional sections say so in their titles: skip them in a 40-minute
+# slot, or leave them as reading.
 #
 # ## Objectives
 # By the end you can:
 # 1. predict the effective bandwidth of a host→device copy from its size, and say why pinned
 #    memory beats pageable memory for large copies;
 # 2. draw the timeline of copy → kernel → copy in chunks on two streams and say what overlaps;
-# 3. say when a chain of kernels is launch-bound, and what replaying it as a CUDA graph saves;
-# 4. name four hidden synchronisations (`.item()`, `.cpu()`, `print(tensor)`, an `if` on a device
-#    value) and show on the timeline what each costs;
+# 3. *(optional §3)* say when a chain of kernels is launch-bound, and what replaying it as a CUDA
+#    graph saves;
+# 4. name the hidden synchronisations (`.item()`, `.cpu()`, `.tolist()`, `print(tensor)`, an `if` on
+#    a device value, a copy to the device without `non_blocking=True`), find them in a profile, and
+#    show on the timeline what each costs;
 # 5. count the bytes an unfused elementwise chain moves against the fused kernel, and use Amdahl's
 #    law to judge a claimed speed-up;
-# 6. predict where a kernel's bandwidth drops as its working set outgrows the L2.
+# 6. *(optional §6)* predict where a kernel's bandwidth drops as its working set outgrows the L2.
 #
 # Without a GPU every chart below is either counted (bytes, launches), the course's recording from
 # a real GPU, or a **model** you can drive — and says which. A simulator's time is never shown.
@@ -42,11 +47,12 @@ from gpucourse.measure import runtime
 runtime.banner()
 
 # %% [markdown]
-# ## The picture: three engines and a host
+# ## The picture: three engines and a host (6 min)
 #
 # A GPU program is a conversation between the **host** (your Python process, which issues work)
-# and the device's engines: the **copy engines** (one per direction on most data-centre GPUs)
-# move bytes over PCIe or NVLink-C2C, and the **SMs** run kernels. Each engine works through its
+# and the device's engines: the **copy engines** move bytes over PCIe or NVLink-C2C (data-centre
+# GPUs have at least one per direction: CUDA reports them as `asyncEngineCount`, and 2 or more lets
+# a host→device and a device→host copy run at the same time), and the **SMs** run kernels. Each engine works through its
 # queue on its own; a **stream** is an ordered queue, and work on different streams may overlap.
 # The host never waits — unless something makes it.
 #
@@ -82,15 +88,17 @@ pd.DataFrame([{"parameter": name, "default": getattr(feeding.DEFAULTS, name), "w
               for name, text in feeding.PARAM_SOURCES.items()])
 
 # %% [markdown]
-# ## 1 · Host ↔ device copies: pinned and pageable
+# ## 1 · Host ↔ device copies: pinned and pageable (7 min)
 #
 # A copy costs a fixed latency plus bytes ÷ bandwidth, so small copies are latency-bound: a 4 KiB
 # copy moves its bytes in a fraction of a microsecond and pays microseconds of setup. Host memory
 # allocated by NumPy is **pageable**: the operating system may move it, so the driver first copies
-# it into a pinned staging buffer and only then lets the copy engine read it (the CUDA Best
-# Practices Guide, "Pinned Memory"). **Pinned** (page-locked) memory — `cuda.pinned_array`,
-# `torch.Tensor.pin_memory()`, `DataLoader(pin_memory=True)` — is read by the copy engine
-# directly, and only pinned copies can be asynchronous and overlap with kernels.
+# it into a pinned staging buffer and only then lets the copy engine read it (CUDA Runtime API,
+# "API synchronization behavior"; NVIDIA's blog "How to Optimize Data Transfers in CUDA C/C++").
+# **Pinned** (page-locked) memory — `cuda.pinned_array`, `torch.Tensor.pin_memory()`,
+# `DataLoader(pin_memory=True)` — is read by the copy engine directly, and only pinned copies can be
+# asynchronous and overlap with kernels (Programming Guide, "Overlap of Data Transfer and Kernel
+# Execution").
 #
 # ### Predict
 # At the model's defaults (latency 10 µs, pinned 25 GB/s), what effective bandwidth does a 64 KiB
@@ -120,7 +128,7 @@ predict_64mib_gbps = ...
 feeding.copy_figure()
 
 # %% [markdown]
-# ## 2 · Streams: overlapping copies with compute
+# ## 2 · Streams: overlapping copies with compute (10 min)
 #
 # On one stream, copy-in, kernel and copy-out run one after the other. Cut the data into chunks
 # and give them to two streams, and chunk 1's copy can run while chunk 0 computes: the copy
@@ -151,13 +159,18 @@ feeding.timeline_explorer()
 
 # %% [markdown]
 # On a GPU the same experiment runs for real (4 chunks of 16 MiB on two streams, pinned memory),
-# with a pair of CUDA events around every operation: the bars below are the events' times, not the
-# model's. Without a GPU it shows the recording, or says there is none.
+# with a pair of CUDA events around every operation. An event records when **its stream** reached
+# it, so a bar is a *stream interval*: it includes the time an operation waited in its stream for a
+# busy engine. Two copy bars that overlap on different streams may have run one after the other on
+# one copy engine. The rows are therefore streams, not engines; what each engine did when is what a
+# profiler's activity records (torch.profiler, Nsight Systems). Without a GPU it shows the
+# recording, or says there is none.
 #
 # <details><summary>Description of the picture</summary>
 #
-# A timeline drawn from CUDA events with rows for the H2D copy engine, the SMs
-# and the D2H copy engine; or, without a GPU or a recording, an empty chart that says so.
+# A timeline drawn from CUDA events with one row per stream; each bar is the interval between the
+# two events around a copy in, a kernel or a copy out of one chunk; or, without a GPU or a
+# recording, an empty chart that says so.
 #
 # </details>
 
@@ -165,7 +178,7 @@ feeding.timeline_explorer()
 feeding.measured_overlap_figure(streams=2)
 
 # %% [markdown]
-# ## 3 · Launch overhead and CUDA graphs
+# ## 3 · Launch overhead and CUDA graphs (optional, 6 min)
 #
 # Each launch costs the host a few microseconds (source 002 says "a few microseconds of CPU +
 # driver overhead" — a claim; the GPU tier measures it). When a kernel runs for less than that,
@@ -187,7 +200,7 @@ predict_graph_us_per_kernel = ...
 # %% [markdown]
 # <details><summary>Description of the picture</summary>
 #
-# Μs per kernel against the number of kernels in the chain (log axis), one
+# µs per kernel against the number of kernels in the chain (log axis), one
 # line for eager launches and one for a CUDA graph replay. The eager line stays near the launch
 # cost; the graph line falls as the one launch is shared by more kernels.
 #
@@ -197,35 +210,45 @@ predict_graph_us_per_kernel = ...
 feeding.launch_figure()
 
 # %% [markdown]
-# ## 4 · Hidden synchronisations
+# ## 4 · Hidden synchronisations (7 min)
 #
 # Some innocent-looking lines make the host wait for the GPU to drain: `loss.item()`,
-# `tensor.cpu()`, `tensor.numpy()`, `print(tensor)` (it must read the values to print them),
-# `if loss < best:` (Python needs a bool now), `float(loss)`. Each is a synchronisation followed by
-# a tiny copy back; while the host waits, nothing new is queued, and after it the SMs wait for the
-# host's next launches. In PyTorch, each one that turns a tensor into a Python value goes through
-# the operator `aten::_local_scalar_dense`, which the profiler counts — even on the CPU (`.cpu()`
-# and `.numpy()` show up instead as a device-to-host copy, `aten::_to_copy`, with its
-# `cudaMemcpy` in the CUDA row of a GPU profile):
+# `float(loss)`, `if loss < best:` (Python needs a bool now), `print(tensor)` (it must read the
+# values to print them), `tensor.tolist()`, `tensor.cpu()` — and a copy **to** the device without
+# `non_blocking=True`: `batch.to("cuda")` or `batch.cuda()` from host memory is a
+# `cudaMemcpyAsync` followed by a `cudaStreamSynchronize` (PyTorch's `copy_kernel_cuda` calls
+# `memcpy_and_sync`), so the host waits until everything queued before it and the copy are done.
+# (`tensor.numpy()` is not on the list: on a CUDA tensor it raises a `TypeError` and asks you to call
+# `.cpu()` first — the sync is in that call.) While the host waits, nothing new is queued, and after
+# it the SMs wait for the host's next launches.
+#
+# How a profile shows them: each line that turns a tensor into a Python value (`.item()`,
+# `float`, `bool`, `print`) runs the operator `aten::_local_scalar_dense`, which the profiler counts
+# even on the CPU. `.tolist()` and `.cpu()` do not: on a GPU they are a device-to-host
+# `aten::_to_copy`, and the runtime row shows `cudaMemcpyAsync` + `cudaStreamSynchronize`; on the
+# CPU nothing in their profile marks them as waits. So the course also counts the lines themselves: `feeding.spy()`
+# wraps these calls and counts each one your code makes (without a GPU it counts what would wait on
+# one). Each line below runs once here:
 
 # %%
-import torch
-
-loss = torch.tensor(0.25)
-for line, action in (("loss.item()", lambda: loss.item()), ("float(loss)", lambda: float(loss)),
-                     ("if loss > 0", lambda: bool(loss > 0)), ("print(loss)", lambda: print(loss))):
-    print(f"{line:12} → {feeding.profile_counts(action)['aten::_local_scalar_dense']} × aten::_local_scalar_dense")
+feeding.hidden_sync_table()
 
 # %% [markdown]
+# One `print(loss)` counts several `_local_scalar_dense`: to choose a format, PyTorch's printer
+# checks which values are finite and reads the smallest and largest magnitudes, and each value it
+# reads is one read — on a GPU, one wait each.
+#
 # Source 004 (the "book of root causes") advises replacing `print(loss.item())` by `print(loss)`,
 # "prints without sync". The count above says otherwise: printing a tensor reads its value, and on
 # a GPU that is a synchronisation and a copy like any other. Treat the advice as folklore; the fix
-# is to keep the loss on the device and read it every N steps.
+# is to keep the loss on the device and read it every N steps, and to copy batches from pinned
+# memory with `non_blocking=True`.
 #
 # ### Predict
 # In the explorer above, switch between "training loop with .item() each step" and "training loop,
-# no sync in the loop". Which engine's idle time grows, and why does the host's own work (the
-# hatched bars) stop overlapping with the kernels?
+# no sync in the loop" (picking one sets data MiB to the scenario's 0.25 MiB batch). Which engine's
+# idle time grows, and why does the host's own work (the hatched bars) stop overlapping with the
+# kernels?
 
 # %%
 predict_what_the_sync_costs = "..."
@@ -242,7 +265,7 @@ predict_what_the_sync_costs = "..."
 feeding.sync_figure()
 
 # %% [markdown]
-# ## 5 · Fusion: bytes, not FLOPs
+# ## 5 · Fusion: bytes, not FLOPs (9 min)
 #
 # The chain `y = (max(2x + bias, 0))² + 1`, written as five tensor operations, launches five
 # kernels; each reads its input from memory and writes its output back. One fused kernel reads `x`
@@ -277,8 +300,8 @@ feeding.chain_check(n=1024)
 #
 # <details><summary>Description of the picture</summary>
 #
-# Grouped bars for the unfused and the fused chain at n = 16 M: MB moved
-# (counted) and time in ms, on a log axis; both bars are about 3.7× lower for the fused kernel.
+# Two panels for the unfused and the fused chain at n = 16 M: on the left MB moved (counted), on the
+# right time in ms (measured, recorded, or the model); in both the fused bar is about 3.7× lower.
 #
 # </details>
 
@@ -292,7 +315,9 @@ feeding.fusion_figure(n=1 << 24)
 # ### From the field: the "40 % utilisation mystery"
 # Source 001 tells of a transformer training loop stuck at 40 % GPU utilisation for two weeks; the
 # cause was a sequence of individually memory-bound operations, each a round trip to HBM. Fusing
-# them raised utilisation to 72 % and throughput **1.8×**. These numbers are the source's claims,
+# them raised utilisation to 72 % and throughput **1.8×**. ("GPU utilisation" here is what
+# `nvidia-smi` reports: the share of time at least one kernel was running — not how busy the SMs
+# were while it ran; a single tiny kernel at a time can show 100 %.) These numbers are the source's claims,
 # not measurements of ours. What we can check is whether they are plausible: if fusing shrinks a
 # chain's bytes r-fold, and that chain was a share f of the step, the step speeds up at most
 # 1 / ((1 − f) + f / r) (Amdahl's law). For our chain (r ≈ 3.7), 1.8× needs the chain to have been
@@ -315,7 +340,7 @@ feeding.fusion_claim_figure()
 # a high memory throughput (Nsight Compute's "Memory Throughput" near the top, "Compute (SM)" near
 # the bottom), and gaps between them when the launches cannot keep up.
 #
-# ## 6 · The L2: when the working set fits
+# ## 6 · The L2: when the working set fits (optional, 5 min)
 #
 # Between the SMs and HBM sits the **L2** (50 MB on an H100, by NVIDIA's Hopper whitepaper; the
 # banner's device reports its own size). A kernel that sweeps a working set again and again gets it
@@ -354,7 +379,9 @@ feeding.l2_figure()
 #   different engines are free (Programming Guide, "Asynchronous Concurrent Execution").
 # * **Graphs.** A graph replays a fixed sequence with one launch (Programming Guide, "CUDA Graphs");
 #   its shapes and pointers are frozen, so the inputs are copied into static buffers.
-# * **Syncs.** A value Python needs *now* forces the host to wait; keep metrics on the device.
+# * **Syncs.** A value Python needs *now* forces the host to wait, and so does a copy to the device
+#   without `non_blocking=True` (PyTorch synchronises the stream after it); keep metrics on the
+#   device, and copy from pinned memory with `non_blocking=True`.
 # * **Fusion.** A memory-bound operation costs its bytes; fusing removes the intermediate round
 #   trips and the launches.
 # * **The L2.** Repeated access to a set smaller than the L2 is served from the L2.
@@ -364,8 +391,10 @@ feeding.l2_figure()
 #   copies, launches or the host — not the kernel.
 # * Pinned memory and streams overlap copies with compute; CUDA graphs and fusion remove launches;
 #   fusion also removes bytes.
-# * `.item()`, `.cpu()`, `print(tensor)` and `if tensor:` are synchronisations — find them in the
-#   profiler (`aten::_local_scalar_dense`, device-to-host copies), and keep them out of the loop.
+# * `.item()`, `.tolist()`, `.cpu()`, `print(tensor)`, `if tensor:` and a blocking `.to("cuda")` are
+#   synchronisations — find them in the profiler (`aten::_local_scalar_dense`, device-to-host
+#   `_to_copy`, `cudaStreamSynchronize`), and keep them out of the loop.
 #
-# **Next:** the capstone lab 08 "Why is my training step slow?": profile a training loop with five
-# planted causes, name each with the profiler's evidence, and fix them.
+# **Next:** the capstone lab 08 "Why is my training step slow?": profile a training loop with three
+# planted causes, find the line behind each count, fix them, and on a GPU measure what each fix —
+# and bf16 and a multiple-of-8 width, which are not causes at its size — buys.

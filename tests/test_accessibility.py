@@ -115,6 +115,8 @@ WITH_ARGUMENTS = {
     "viz.predictions.mark": lambda: _marked(),
     "lessons.feeding.figures.timeline_figure": lambda: _feeding().timeline_figure(
         _feeding().timeline(_feeding().small_kernels(4, 2.0)), "four small kernels", "model"),
+    "lessons.feeding.figures.stream_timeline_figure": lambda: _feeding().stream_timeline_figure(
+        _overlap_events(), "4 chunks on 2 streams", charts.source_caption("measured", "a GPU, CUDA events")),
 }
 # Builders the test cannot call alone, each with why; a new builder must be callable or named here.
 NOT_CALLED = {
@@ -136,6 +138,17 @@ def _feeding():
     from gpucourse.lessons import feeding
 
     return feeding
+
+
+def _overlap_events():
+    """Rows as feeding.overlap_events returns them (a GPU measurement's shape, made up here)."""
+    import pandas as pd
+
+    feeding = _feeding()
+    engines = (feeding.model.H2D, feeding.model.SMS, feeding.model.D2H)
+    return pd.DataFrame([{"engine": e, "name": f"chunk {c} op {k}", "kind": "kernel" if k == 1 else "copy",
+                          "stream": c % 2, "start_us": 10.0 * (c + k), "end_us": 10.0 * (c + k) + 8.0}
+                         for c in range(4) for k, e in enumerate(engines)])
 
 
 def _races():

@@ -186,3 +186,104 @@ def test_profiling_writes_nothing_to_stderr(capfd):
     feeding.profile_counts(lambda: torch.ones(3) * 2)
     feeding.profile_counts(lambda: torch.ones(3) * 2)
     assert capfd.readouterr().err == ""
+
+
+def test_the_training_loop_scenarios_show_what_a_sync_costs_at_their_default_batch():
+    """Review D18: at the pipelines' 8 MiB the batch copy hid the .item() (68 % against 65 % idle);
+    the training loop's own default batch makes the prediction visible (instructor/08's numbers)."""
+    assert feeding.DATA_MIB["training loop with .item() each step"] == 0.25
+    shown = {}
+    for scenario in ("training loop with .item() each step", "training loop, no sync in the loop"):
+        s = model.summary(model.timeline(feeding.scenario_ops(scenario)))
+        shown[scenario] = (round(s["makespan_us"]), round(100 * s["sm_idle_fraction"]))
+    assert shown == {"training loop with .item() each step": (901, 33), "training loop, no sync in the loop": (726, 17)}
+    explorer = feeding.timeline_explorer()
+    explorer.controls["scenario"].value = "training loop with .item() each step"
+    assert explorer.controls["batch_mib"].value == 0.25 and "idle 33 %" in explorer.figure.layout.title.text
+
+
+def _events():
+    import pandas as pd
+
+    rows = []
+    for c in range(4):
+        for k, engine in enumerate((model.H2D, model.SMS, model.D2H)):
+            rows.append({"engine": engine, "name": f"op {c}.{k}", "kind": "kernel" if engine == model.SMS else "copy",
+                         "stream": c % 2, "start_us": 10.0 * (c + k), "end_us": 10.0 * (c + k) + 8})
+    return pd.DataFrame(rows)
+
+
+def test_event_timelines_are_drawn_as_streams_never_as_engines():
+    """Review D5: CUDA events time a stream's progress, not an engine's work; no label of a chart drawn
+    from events may call its rows or bars engines, and its caption says what the bars are."""
+    fig = feeding.stream_timeline_figure(_events(), "from events", charts.source_caption("measured", "X, CUDA events"))
+    labels = [str(c) for c in fig.layout.yaxis.categoryarray] + [t.name for t in fig.data]
+    labels += [str(y) for t in fig.data for y in t.y] + [fig.layout.title.text]
+    assert not [label for label in labels if "engine" in label.lower()], labels
+    assert set(fig.layout.yaxis.categoryarray) == {"stream 0", "stream 1"}
+    assert len(fig.data) == 3 and all("stream interval" in t.name for t in fig.data)
+    caption = charts.caption_of(fig)
+    assert "stream interval between two CUDA events" in caption and "not when a copy engine" in caption
+
+
+def test_the_fusion_chart_keeps_bytes_and_time_on_separate_axes_with_units():
+    """Review 3.3 #2: model ms and counted MB never share one axis."""
+    fig = feeding.fusion_figure(n=1 << 24)
+    by_name = {t.name: t for t in fig.data}
+    mb = next(t for name, t in by_name.items() if name.startswith("MB"))
+    ms = next(t for name, t in by_name.items() if "ms (" in name)
+    assert (mb.yaxis, ms.yaxis) == ("y", "y2")
+    assert "MB" in fig.layout.yaxis.title.text and fig.layout.yaxis2.title.text.startswith("ms")
+    assert ms.y[0] / ms.y[1] == pytest.approx(44 / 12, rel=0.01) and mb.y[0] / mb.y[1] == pytest.approx(44 / 12)
+
+
+def test_the_spy_counts_every_line_that_waits_and_only_those():
+    """Review C3/D8/D9: .tolist(), .cpu(), a blocking copy and torch.cuda.synchronize() leave no
+    aten::_local_scalar_dense; the spy counts them (on the CPU too), and not a non_blocking copy, a
+    dtype conversion or torch's own internal calls."""
+    table = feeding.hidden_sync_table().set_index("line")
+    scalar, spied = table["aten::_local_scalar_dense"], table["host syncs (spy)"]
+    assert list(scalar[["loss.item()", "float(loss)", "if loss > 0:"]]) == [1, 1, 1] and scalar["print(loss)"] > 1
+    assert list(scalar[["loss.tolist()", "loss.cpu()", "batch.to(device)", "torch.cuda.synchronize()"]]) == [0] * 4
+    assert (spied.drop("pinned.to(device, non_blocking=True)") == 1).all()
+    assert spied["pinned.to(device, non_blocking=True)"] == 0
+    torch = pytest.importorskip("torch")
+    x = torch.randn(8, 8)
+    quiet = feeding.profile_counts(lambda: (x.to(torch.bfloat16), torch.nn.Linear(8, 8)(x).sum().backward()))
+    assert feeding.host_syncs(quiet) == {}
+    assert torch.Tensor.item is torch._C.TensorBase.item and "item" not in torch.Tensor.__dict__  # restored
+
+
+def test_code_lines_ignore_comments_and_spaces():
+    def f():
+        y = 1  # a comment
+        return  y
+
+    assert feeding.code_line("  y = 1   # another") == "y = 1" and "return y" in feeding.code_lines(f)
+
+
+def _minutes(text: str) -> tuple[int, int]:
+    import re
+
+    core = sum(int(m) for m in re.findall(r"^# ## .*\((\d+) min\)$", text, re.M))
+    optional = sum(int(m) for m in re.findall(r"^# ## .*\(optional, (\d+) min\)$", text, re.M))
+    return core, optional
+
+
+def test_the_lesson_s_minutes_add_up_and_its_optional_sections_are_marked():
+    """Review 3.1 / issue 32 item 8: the header's core and optional minutes are the sums of the
+    sections' own minutes, the optional sections say so in their titles, and instructor/08 paces the same."""
+    import re
+
+    from gpucourse.tooling.build import ROOT
+
+    lesson = (ROOT / "notebooks" / "08_feeding.py").read_text()
+    core, optional = _minutes(lesson)
+    assert (core, optional) == (39, 11)
+    header = " ".join(lesson.split("## Objectives")[0].split())
+    assert re.search(rf"\*{core} minutes of core\b", header) and re.search(rf"\b{optional} optional minutes\b", header)
+    titles = re.findall(r"^# ## (\d) · (.*)$", lesson, re.M)
+    assert {n for n, title in titles if "(optional," in title} == {"3", "6"}
+    notes = " ".join((ROOT / "instructor" / "08_feeding.md").read_text().split())
+    assert f"{core} min of core + {optional} optional" in notes
+    assert "§3 launches and graphs 6 min" in notes and "§6 the L2 5 min" in notes

@@ -75,3 +75,35 @@ def test_two_streams_overlap_copies_with_kernels():
                    if c.start_us < k.end_us and k.start_us < c.end_us]
     assert overlapping, "no copy ran while a kernel ran"
     assert np.isfinite(two[["start_us", "end_us"]].to_numpy()).all()
+
+
+def test_a_blocking_copy_and_a_read_wait_for_the_stream_and_a_pinned_non_blocking_copy_does_not(record_property):
+    """Lesson 08 and lab 08's 3 host waits per step: a host→device `.to("cuda")` without non_blocking
+    is cudaMemcpyAsync + cudaStreamSynchronize (PyTorch's memcpy_and_sync), `.item()` one more; from
+    pinned memory with non_blocking=True the copy is queued. Counted per iteration as (8 − 4) ÷ 4
+    iterations, so that what the profiler does at its start and stop drops out."""
+    import torch
+
+    host = torch.randn(64, 256)
+    pinned = host.pin_memory()
+
+    def blocking(n):
+        for _ in range(n):
+            host.to("cuda").sum().item()
+
+    def queued(n):
+        total = torch.zeros((), device="cuda")
+        for _ in range(n):
+            total += pinned.to("cuda", non_blocking=True).sum()
+        return total
+
+    def per_iteration(fn):
+        four, eight = feeding.profile_counts(fn, 4), feeding.profile_counts(fn, 8)
+        return {name: (eight[name] - four[name]) / 4 for name in eight if eight[name] != four[name]}
+
+    waits, free = per_iteration(blocking), per_iteration(queued)
+    print(waits, free, sep="\n")
+    record_property("cudaStreamSynchronize_per_blocking_iteration", waits.get("cudaStreamSynchronize", 0))
+    assert waits.get("cudaStreamSynchronize", 0) >= 2, waits  # the copy's and the .item()'s
+    assert waits.get(feeding.BLOCKING_COPY) == 1 and waits.get("host sync: tensor.item()") == 1
+    assert not feeding.host_syncs(free), free

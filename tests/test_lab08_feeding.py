@@ -1,23 +1,34 @@
-"""Lab 08 (the capstone) through real nbgrader: the solution scores full marks, the untouched lab 0,
-and known-wrong fixes lose the points of the part they get wrong: a different activation (ReLU, the
-erf GELU), the hand-written chain kept, the width left at 1020, a loss read inside the loop by
-`print(loss)` (source 004's advice) or `float(loss)`, the batch still made on the host per step,
-the whole model cast to bf16, no autocast, and findings that do not match the profile. Graded on the
-profile, so the same on a CPU and on a GPU; each wrong student carries two wrong parts (one per
-exercise) to keep the round trip short."""
+"""Lab 08 (the capstone) through real nbgrader: the solution (batches prepared ahead in pinned host
+memory, copied with non_blocking=True) and the other fix lesson 08 allows (batches made on the
+device) score full marks, the untouched lab 0, and known-wrong fixes lose the points of the part they
+get wrong: a different activation (ReLU, the erf GELU), the hand-written chain kept, the width left
+at 1020, a loss read inside the loop by `print(loss)` (source 004's advice) or `float(loss)`, the
+loopholes a count of `aten::_local_scalar_dense` alone misses (`.cpu()`, `.tolist()`,
+`torch.cuda.synchronize()`, a prefetch copied without non_blocking), the batch still made on the
+host per step, the whole model cast to bf16, no autocast, and findings that name the wrong line or
+count only `_local_scalar_dense` as the host's waits. Graded on the profile, so the same on a CPU
+and on a GPU; each wrong student carries two wrong parts (one per exercise) to keep the round trip
+short."""
 
 import nbformat
 import pytest
-from labtools import course_copy, grade_lab, solution_notebook, with_cells, with_course_patched
+from labtools import course_copy, errors, grade_lab, solution_notebook, with_cells, with_course_patched
 
 LAB = "lab08_feeding"
 
 pytestmark = pytest.mark.slow
 
-FINDINGS_NO_SYNC = '''
-findings = {"syncs_per_step": 0, "randn_per_step": slow_counts["aten::randn"], "activation_ops": 9,
-            "matmul_dtype": "float", "odd_dimension": 1020}
-'''
+def _findings(**wrong) -> str:
+    right = {"local_scalar_dense_line": "losses.append(loss.item())  # log every step",
+             "randn_line": "    x = torch.randn(BATCH, FEATURES, generator=g)",
+             "blocking_copy_line": "return x.to(DEVICE), (x @ TEACHER).to(DEVICE)",
+             "host_syncs_per_step": 3, "activation_ops": 9}
+    return f"findings = {({**right, **wrong})!r}\n"
+
+
+FINDINGS_ONLY_ITEM = _findings(host_syncs_per_step=1)  # what aten::_local_scalar_dense alone shows
+FINDINGS_WRONG_LINE = _findings(blocking_copy_line="x, y = host_batch(step)")  # the call, not the copy
+FINDINGS_RANDN_NORMALISED = _findings(randn_line="x = (x - x.mean(dim=0)) / x.std(dim=0)")
 
 
 def _ex2(activation: str, hidden: int = 1024) -> str:
@@ -42,13 +53,14 @@ WIDTH_1020 = _ex2('F.gelu(h, approximate="tanh")', hidden=1020)
 
 
 def _ex3(loop_body_end: str, *, autocast: bool = True, pure_bf16: bool = False, host_data: bool = False) -> str:
+    """Batches made on the device before the loop (the other fix the lab accepts), and one wrong part."""
     cast = "model.to(torch.bfloat16)\n    xs, ys = xs.bfloat16(), ys.bfloat16()" if pure_bf16 else "pass"
     data = "x, y = host_batch(step)" if host_data else "x, y = xs[step], ys[step]"
-    context = "torch.autocast(device_type=torch.device(DEVICE).type, dtype=torch.bfloat16)" if autocast else (
-        "torch.enable_grad()")
+    context = ("torch.autocast(device_type=torch.device(DEVICE).type, dtype=torch.bfloat16, enabled=bf16)"
+               if autocast else "torch.enable_grad()")
     forward = f"with {context}:\n            loss = F.mse_loss(model(x), y)"
     return f'''
-def fast_train(model, steps):
+def fast_train(model, steps, bf16=True):
     model.to(DEVICE)
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
     xs = torch.randn(steps, BATCH, FEATURES, device=DEVICE)
@@ -68,8 +80,38 @@ def fast_train(model, steps):
 '''
 
 
+def _prefetch(copy: str) -> str:
+    """Batches prepared ahead on the host (pinned on a GPU), each copied in the loop by ``copy``."""
+    return f'''
+def fast_train(model, steps, bf16=True):
+    model.to(DEVICE)
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    xs = torch.randn(steps, BATCH, FEATURES)
+    xs = (xs - xs.mean(dim=1, keepdim=True)) / xs.std(dim=1, keepdim=True)
+    ys = xs @ TEACHER
+    if DEVICE == "cuda":
+        xs, ys = xs.pin_memory(), ys.pin_memory()
+    losses = torch.empty(steps, device=DEVICE)
+    for step in range(steps):
+        x, y = {copy}
+        with torch.autocast(device_type=torch.device(DEVICE).type, dtype=torch.bfloat16, enabled=bf16):
+            loss = F.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses[step] = loss.detach()
+    return losses
+'''
+
+
 PRINT_LOSS = _ex3("print(loss)")  # source 004: "prints without sync" — the profile says otherwise
 FLOAT_LOSS = _ex3("last = float(loss)")
+# loopholes of a test that counted aten::_local_scalar_dense only (review C3): each makes the host wait on a GPU
+CPU_LOSS = _ex3("last = loss.cpu()")
+TOLIST_LOSS = _ex3("last = loss.tolist()")
+SYNCHRONIZE = _ex3("torch.cuda.synchronize()")
+BLOCKING_PREFETCH = _prefetch("xs[step].to(DEVICE), ys[step].to(DEVICE)")  # pinned, but the copy waits
+ON_DEVICE = _ex3("pass")  # batches made on the device: a fix the lab accepts
 HOST_DATA = _ex3("pass", host_data=True)
 PURE_BF16 = _ex3("pass", pure_bf16=True)
 NO_AUTOCAST = _ex3("pass", autocast=False)
@@ -87,7 +129,12 @@ def test_lab08_round_trip(tmp_path):
         "erf_float": with_cells(solution, {"ex2_solution": ERF_GELU, "ex3_solution": FLOAT_LOSS}),
         "unfused_hostdata": with_cells(solution, {"ex2_solution": HAND_WRITTEN, "ex3_solution": HOST_DATA}),
         "width_purebf16": with_cells(solution, {"ex2_solution": WIDTH_1020, "ex3_solution": PURE_BF16}),
-        "findings_fp32": with_cells(solution, {"ex1_solution": FINDINGS_NO_SYNC, "ex3_solution": NO_AUTOCAST}),
+        "findings_fp32": with_cells(solution, {"ex1_solution": FINDINGS_ONLY_ITEM, "ex3_solution": NO_AUTOCAST}),
+        "on_device": with_cells(solution, {"ex3_solution": ON_DEVICE}),
+        "line_cpu": with_cells(solution, {"ex1_solution": FINDINGS_WRONG_LINE, "ex3_solution": CPU_LOSS}),
+        "randn_tolist": with_cells(solution, {"ex1_solution": FINDINGS_RANDN_NORMALISED, "ex3_solution": TOLIST_LOSS}),
+        "width_synchronize": with_cells(solution, {"ex2_solution": WIDTH_1020, "ex3_solution": SYNCHRONIZE}),
+        "unfused_blocking": with_cells(solution, {"ex2_solution": HAND_WRITTEN, "ex3_solution": BLOCKING_PREFETCH}),
         # known-wrong answers behind a patch of the course's checks (labtools.COURSE_PATCH): 0
         "patched_course": with_course_patched(with_cells(solution, {"ex2_solution": RELU, "ex3_solution": PRINT_LOSS})),
     }, tmp_path / "grade")
@@ -98,3 +145,11 @@ def test_lab08_round_trip(tmp_path):
     for student in ("relu_print", "erf_float", "unfused_hostdata", "width_purebf16"):
         assert scores[student].cells == {**everything, "ex2_test": 0, "ex3_test": 0}, student
     assert scores["findings_fp32"].cells == {**everything, "ex1_test": 0, "ex3_test": 0}
+    assert scores["on_device"].cells == everything
+    for student in ("line_cpu", "randn_tolist"):
+        assert scores[student].cells == {**everything, "ex1_test": 0, "ex3_test": 0}, student
+    for student in ("width_synchronize", "unfused_blocking"):
+        assert scores[student].cells == {**everything, "ex2_test": 0, "ex3_test": 0}, student
+    for student in ("line_cpu", "randn_tolist", "width_synchronize", "unfused_blocking"):  # failed for the wait
+        assert any("the host waits for the GPU inside the loop" in e for e in errors(scores[student].notebook)), (
+            student, errors(scores[student].notebook))

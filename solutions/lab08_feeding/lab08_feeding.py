@@ -16,15 +16,22 @@
 #
 # *About 40 minutes. Goes with lesson 08 "Feeding the GPU"; uses lesson 07's bf16.*
 #
-# Below is a small PyTorch training loop with five planted causes of a slow step, all from the
-# course's "book of root causes": a host synchronisation every step, a batch prepared on the host
-# inside the loop, a chain of tiny unfused operations, fp32 where bf16 would do, and a matrix
-# dimension that is not a multiple of 8. You will **profile** it with `torch.profiler`, **name**
-# each cause with the number the profile shows, and **fix** it.
+# Below is a small PyTorch training loop with three planted causes of a slow step, all from the
+# course's "book of root causes": the host waits for the GPU several times a step, a batch is
+# prepared on the host inside the loop, and a chain of tiny unfused operations runs where one would
+# do. You will **profile** it with `torch.profiler`, find **which line** causes each count, and
+# **fix** it.
 #
-# You are graded on what the profile shows after your fix — synchronisations per step, operators,
-# host work in the loop, dtypes and shapes — never on wall time, so the lab grades the same on a
-# laptop's CPU as on a GPU. With a GPU the last cell measures the speed-up.
+# Two more changes from the same book — bf16 matmuls under autocast and a width that is a multiple
+# of 8 — are **not causes of this slow step**: one step multiplies 64×256 by 256×1020, so little
+# time goes to matmuls; the step is bound by launches and the host. They pay once matmuls dominate
+# (large batches and widths: NVIDIA's *Deep Learning Performance Guide*, "Matrix Multiplication
+# Background"). You make them too, and the last cell, on a GPU, measures what each fix buys here,
+# one at a time; expect bf16 and the width to buy little or nothing (autocast adds cast kernels).
+#
+# You are graded on what the profile shows after your fix — host syncs per step, operators, host
+# work in the loop, dtypes and shapes — never on wall time, so the lab grades the same on a
+# laptop's CPU as on a GPU.
 #
 # How to work: fill in every cell that says `YOUR CODE HERE` (delete the `raise
 # NotImplementedError()` line). Don't edit the test cells: they are locked and are graded
@@ -32,7 +39,9 @@
 # Run All Cells** before you submit, then use **Validate**.
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
+import inspect
 from collections import Counter
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -85,8 +94,9 @@ def slow_train(model, steps):
 
 
 def per_step_counts(train, make_model):
-    """Operators per training step: profile 2 steps and 4 steps, and halve the difference (this
-    removes what runs once per call, such as creating the optimizer)."""
+    """Operators (and the ``host sync: …`` calls of feeding.spy) per training step: profile 2 steps
+    and 4 steps, and halve the difference (this removes what runs once per call, such as creating
+    the optimizer)."""
     two = feeding.profile_counts(train, make_model(), 2)
     four = feeding.profile_counts(train, make_model(), 4)
     return Counter({name: (four[name] - two[name]) / 2 for name in four if four[name] != two[name]})
@@ -99,6 +109,12 @@ def matmuls(train, make_model):
     hidden = model.fc1.out_features
     found = feeding.matmul_shapes_and_dtypes(feeding.profile_ops(train, model, 1))
     return [m for m in found if any(hidden in shape for shape in m["shapes"])]
+
+
+def numbered_source(*fns):
+    """The source of each function, its lines numbered, as you read it to answer exercise 1."""
+    for fn in fns:
+        print("\n".join(f"{i:3}  {line}" for i, line in enumerate(inspect.getsource(fn).splitlines(), 1)), "\n")
 
 
 def elementwise_ops(fn, *args):
@@ -116,15 +132,22 @@ runtime.banner()
 #
 # `torch.profiler` records every operator the step runs (`aten::...`), with the shapes and dtypes
 # of its inputs. The table below lists the operators that run **per step** (so what runs once per
-# call is gone), most frequent first. On a GPU it also records the kernels and the
-# synchronisations; on the CPU it records the same operators. What to look for:
+# call is gone), most frequent first. On a GPU it also records the kernels and the runtime's calls
+# (`cudaStreamSynchronize` is the host waiting); on the CPU it records the same operators. What to
+# look for:
 #
 # * `aten::_local_scalar_dense`: Python asked for a number (`.item()`, `float(t)`, `print(t)`,
 #   `if t:`) — on a GPU, the host waits for every queued kernel, then copies the value back;
+# * `host sync: …`: the course's spy (`feeding.spy`) counts the lines of *your* code that make the
+#   host wait on a GPU, on the CPU too: `.tolist()` and `.cpu()` (no `_local_scalar_dense`: on a GPU
+#   they are a device-to-host `aten::_to_copy`), `torch.cuda.synchronize()`, and every copy to the
+#   device **without `non_blocking=True`** — PyTorch then copies and waits for the stream
+#   (`cudaMemcpyAsync` + `cudaStreamSynchronize`); on the CPU such a copy is a no-op, but the line
+#   is the same;
 # * `aten::randn`, `aten::std` …: work that makes the data, inside the loop;
 # * long runs of `aten::mul`, `aten::add`, `aten::tanh`: one tiny kernel each, every intermediate
 #   written to memory and read back;
-# * the matmuls' dtypes (`float` is fp32) and shapes (tensor cores want multiples of 8).
+# * the matmuls' dtypes (`float` is fp32) and shapes.
 
 # %% nbgrader={"grade": false, "grade_id": "profile", "locked": true, "schema_version": 3, "solution": false, "task": false}
 slow_counts = per_step_counts(slow_train, SlowMLP)
@@ -135,41 +158,51 @@ print("\nmatmuls of one step:")
 for m in matmuls(slow_train, SlowMLP):
     print(f"  {m['op']:12} shapes {m['shapes']}  dtypes {m['dtypes']}")
 print("\nelementwise operators in one call of the activation:", elementwise_ops(SlowMLP().act, torch.randn(4, 8)))
+print("\nthe code that ran:\n")
+numbered_source(host_batch, slow_train)
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex1_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
-# ## Exercise 1 · Name each cause with its evidence (5 points)
+# ## Exercise 1 · Which line causes each count? (5 points)
 #
-# Write a dictionary `findings` with these five keys and what the profile above shows for
-# `slow_train` (numbers, not guesses; the test recomputes them):
+# Read the profile and the numbered code above, and write a dictionary `findings` with these five
+# keys. A line is given as its text (copy it; spaces around it and a trailing `# comment` do not
+# matter):
 #
-# * `"syncs_per_step"`: how many `aten::_local_scalar_dense` per step;
-# * `"randn_per_step"`: how many `aten::randn` per step (a batch made inside the loop);
-# * `"activation_ops"`: how many elementwise operators one call of `SlowMLP.act` runs (the last
-#   line printed above);
-# * `"matmul_dtype"`: the dtype the profiler shows for the matmuls' inputs (as it prints it);
-# * `"odd_dimension"`: the matrix dimension of the model that is not a multiple of 8.
+# * `"local_scalar_dense_line"`: the line whose call shows up as `aten::_local_scalar_dense`;
+# * `"randn_line"`: the line that makes `aten::randn` run once per step;
+# * `"blocking_copy_line"`: the line behind the `host sync: copy … without non_blocking=True`
+#   count — on a GPU, each copy on it waits for the stream before the host goes on;
+# * `"host_syncs_per_step"`: on a GPU, how many times per step the host of `slow_train` waits for
+#   the GPU (each blocking copy and each value read counts once);
+# * `"activation_ops"`: how many elementwise operators one call of `SlowMLP.act` runs.
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 ### BEGIN SOLUTION
 findings = {
-    "syncs_per_step": slow_counts["aten::_local_scalar_dense"],
-    "randn_per_step": slow_counts["aten::randn"],
+    "local_scalar_dense_line": "losses.append(loss.item())",
+    "randn_line": "x = torch.randn(BATCH, FEATURES, generator=g)",
+    "blocking_copy_line": "return x.to(DEVICE), (x @ TEACHER).to(DEVICE)",
+    "host_syncs_per_step": slow_counts["aten::_local_scalar_dense"] + slow_counts[feeding.BLOCKING_COPY],
     "activation_ops": elementwise_ops(SlowMLP().act, torch.randn(4, 8)),
-    "matmul_dtype": "float",
-    "odd_dimension": 1020,
 }
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "ex1_test", "locked": true, "points": 5, "schema_version": 3, "solution": false, "task": false}
-"""Check that each finding is the number the profile of slow_train shows."""
-assert set(findings) == {"syncs_per_step", "randn_per_step", "activation_ops", "matmul_dtype", "odd_dimension"}
-assert findings["syncs_per_step"] == slow_counts["aten::_local_scalar_dense"], "count aten::_local_scalar_dense"
-assert findings["randn_per_step"] == slow_counts["aten::randn"], "count aten::randn per step"
+"""Check that each line is a line of the code that ran and causes its count, and that the numbers
+are what the profile of slow_train shows."""
+assert set(findings) == {"local_scalar_dense_line", "randn_line", "blocking_copy_line", "host_syncs_per_step",
+                         "activation_ops"}
+code = feeding.code_lines(host_batch, slow_train)
+for key in ("local_scalar_dense_line", "randn_line", "blocking_copy_line"):
+    assert feeding.code_line(findings[key]) in code, f"{key}: not a line of host_batch or slow_train"
+assert findings["host_syncs_per_step"] != slow_counts["aten::_local_scalar_dense"], (
+    "aten::_local_scalar_dense is not the only way the host waits: what does a copy without non_blocking do?")
 ### BEGIN HIDDEN TESTS
+check(feeding.code_line(findings["local_scalar_dense_line"]) == "losses.append(loss.item())")
+check(feeding.code_line(findings["randn_line"]) == "x = torch.randn(BATCH, FEATURES, generator=g)")
+check(feeding.code_line(findings["blocking_copy_line"]) == "return x.to(DEVICE), (x @ TEACHER).to(DEVICE)")
+check(findings["host_syncs_per_step"] == 3)
 check(findings["activation_ops"] == elementwise_ops(SlowMLP().act, torch.randn(3, 5)) == 9)
-check(str(findings["matmul_dtype"]).replace("torch.", "") in ("float", "float32"))
-check(findings["odd_dimension"] == 1020)
-check(findings["syncs_per_step"] >= 1 and findings["randn_per_step"] >= 1)
 ### END HIDDEN TESTS
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex2_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -180,7 +213,9 @@ check(findings["syncs_per_step"] >= 1 and findings["randn_per_step"] >= 1)
 # argument). Then `FastMLP`: `SlowMLP` with `gelu_fused` as its activation and a hidden width that
 # is a multiple of 8 — the nearest one at or above the old width, so the model does not shrink.
 #
-# A different function (ReLU, or the erf form of GELU) is not a fix: the model would learn
+# The width is a habit for large matmuls (tensor cores work on tiles whose sides are multiples of
+# 8 for 16-bit inputs), not a cure for this step: the last cell measures whether it buys anything
+# here. A different function (ReLU, or the erf form of GELU) is not a fix: the model would learn
 # something else. (On a GPU `torch.compile` would fuse the hand-written chain for you; the lab does
 # not depend on a compiler.)
 
@@ -220,33 +255,42 @@ check(all(d % 8 == 0 for m in matmuls(slow_train, FastMLP) for s in m["shapes"] 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex3_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## Exercise 3 · A loop that keeps the GPU fed (4 points)
 #
-# Write `fast_train(model, steps)`, the same training as `slow_train` (SGD, learning rate 0.5,
-# mean squared error against `x @ TEACHER`), but:
+# Write `fast_train(model, steps, bf16=True)`, the same training as `slow_train` (SGD, learning
+# rate 0.5, mean squared error against `x @ TEACHER`), but:
 #
-# 1. **no synchronisation inside the loop**: keep each step's loss on the device (a tensor) and
-#    return all of them as one tensor of `steps` losses; no `.item()`, `float()`, `print()` or `if`
-#    on a loss inside the loop;
-# 2. **no data made inside the loop**: make every batch before the loop, in one go, on `DEVICE`
-#    (`torch.randn(steps, BATCH, FEATURES, device=DEVICE)`, normalised as `host_batch` does, over
-#    the batch dimension), and only index them in the loop;
-# 3. **bf16 where it is safe**: run the forward pass and the loss under
-#    `torch.autocast(device_type=..., dtype=torch.bfloat16)` so that the matmuls read bf16; the
-#    weights (the "master" copy the optimizer updates) stay fp32 — do not convert the model.
+# 1. **the host never waits inside the loop**: keep each step's loss on the device (a tensor) and
+#    return all of them as one tensor of `steps` losses; no `.item()`, `float()`, `print()`, `if`,
+#    `.tolist()`, `.cpu()` or `torch.cuda.synchronize()` inside the loop, and no copy to the device
+#    without `non_blocking=True`;
+# 2. **no data made inside the loop**: make every batch before the loop, in one go
+#    (`torch.randn(steps, BATCH, FEATURES)`, normalised as `host_batch` does, over the batch
+#    dimension). Either make them on `DEVICE` (`device=DEVICE`) and only index them in the loop, or —
+#    as lesson 08 teaches for data that comes from the host — keep them on the host in **pinned**
+#    memory (`.pin_memory()`, only when `DEVICE == "cuda"`: without a GPU there is nothing to pin
+#    for) and copy each batch in the loop with `.to(DEVICE, non_blocking=True)`;
+# 3. **bf16 where it is safe**: with `bf16=True`, run the forward pass and the loss under
+#    `torch.autocast(device_type=..., dtype=torch.bfloat16)` so that the matmuls read bf16; with
+#    `bf16=False` the same loop in fp32 (autocast's `enabled` argument), so that the last cell can
+#    measure bf16 on its own. The weights (the "master" copy the optimizer updates) stay fp32 — do
+#    not convert the model.
 #
 # Call `model.to(DEVICE)` first, like `slow_train`.
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
-def fast_train(model, steps):
+def fast_train(model, steps, bf16=True):
     ### BEGIN SOLUTION
     model.to(DEVICE)
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
-    xs = torch.randn(steps, BATCH, FEATURES, device=DEVICE)
+    xs = torch.randn(steps, BATCH, FEATURES)  # every batch, made once, on the host
     xs = (xs - xs.mean(dim=1, keepdim=True)) / xs.std(dim=1, keepdim=True)
-    ys = xs @ TEACHER.to(DEVICE)
+    ys = xs @ TEACHER
+    if DEVICE == "cuda":  # page-locked: the copies below can run without the host waiting
+        xs, ys = xs.pin_memory(), ys.pin_memory()
     losses = torch.empty(steps, device=DEVICE)
     for step in range(steps):
-        with torch.autocast(device_type=torch.device(DEVICE).type, dtype=torch.bfloat16):
-            loss = F.mse_loss(model(xs[step]), ys[step])
+        x, y = xs[step].to(DEVICE, non_blocking=True), ys[step].to(DEVICE, non_blocking=True)
+        with torch.autocast(device_type=torch.device(DEVICE).type, dtype=torch.bfloat16, enabled=bf16):
+            loss = F.mse_loss(model(x), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -256,10 +300,11 @@ def fast_train(model, steps):
 
 
 # %% nbgrader={"grade": true, "grade_id": "ex3_test", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
-"""Check that fast_train has no synchronisation and no data-making per step, reads bf16 in its
-matmuls, keeps fp32 weights, and still learns."""
+"""Check that the host never waits inside fast_train's loop and makes no data there, that its
+matmuls read bf16 (fp32 with bf16=False), that the weights stay fp32, and that it still learns."""
 fast_counts = per_step_counts(fast_train, FastMLP)
-assert fast_counts["aten::_local_scalar_dense"] == 0, "a synchronisation per step: is a loss read inside the loop?"
+waits = feeding.host_syncs(fast_counts)
+assert not waits, f"the host waits for the GPU inside the loop (per step): {waits}"
 assert fast_counts["aten::randn"] == 0 and fast_counts["aten::std"] == 0, "data is still made inside the loop"
 step_matmuls = matmuls(fast_train, FastMLP)
 assert step_matmuls and all(d == "c10::BFloat16" for m in step_matmuls for d in m["dtypes"][:2]), step_matmuls
@@ -270,20 +315,38 @@ assert all(p.dtype == torch.float32 for p in model.parameters()), "the weights m
 assert bool(torch.isfinite(losses).all()) and float(losses[-5:].mean()) < 0.5 * float(losses[:5].mean()), (
     "the loss does not fall: is this still the same training?")
 ### BEGIN HIDDEN TESTS
-check(per_step_counts(fast_train, SlowMLP)["aten::_local_scalar_dense"] == 0)
+check(not feeding.host_syncs(per_step_counts(fast_train, SlowMLP)))
+check(not feeding.host_syncs(per_step_counts(partial(fast_train, bf16=False), FastMLP)))
 check(per_step_counts(fast_train, FastMLP)["aten::normal_"] == 0)
 check(all(m["dtypes"][:2] == ["c10::BFloat16", "c10::BFloat16"] for m in matmuls(fast_train, SlowMLP)))
+check(all(d == "float" for m in matmuls(partial(fast_train, bf16=False), FastMLP) for d in m["dtypes"][:2]))
 check(sum(per_step_counts(fast_train, FastMLP)[n] for n in ("aten::tanh", "aten::pow")) == 0)
 ### END HIDDEN TESTS
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "speed_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
-# ## With a GPU: the speed-up
+# ## With a GPU: what each fix buys
 #
-# On a GPU this cell times 50 steps of each loop with CUDA events (after a warm-up) and prints the
-# speed-up; without one it says so and measures nothing — a CPU's time would say nothing about a
-# GPU. Which fix bought the most? Try undoing them one at a time.
+# On a GPU this cell times 50 steps of five loops with CUDA events (after a warm-up), each row
+# adding **one** fix to the row above: the one-operator GELU, the width 1024, your loop without
+# syncs and with batches prepared ahead (in fp32), then bf16. `speed_up_over_row_above` is what that
+# one fix bought, measured on your GPU in this order (a fix can buy more or less in another order).
+# Without a GPU it says so and measures nothing — a CPU's time would say nothing about a GPU.
 
 # %% nbgrader={"grade": false, "grade_id": "speed", "locked": true, "schema_version": 3, "solution": false, "task": false}
-timed = feeding.time_per_step_ms({"slow_train": lambda: slow_train(SlowMLP(), 50),
-                                  "fast_train": lambda: fast_train(FastMLP(), 50)}, steps=50)
-print(timed if timed is not None else "No GPU here: the speed-up is not measured (the lab grades the profile).")
+class OneOperatorGeluMLP(SlowMLP):
+    def act(self, h):
+        return gelu_fused(h)
+
+
+timed = feeding.time_per_step_ms({
+    "slow_train, as given": lambda: slow_train(SlowMLP(), 50),
+    "+ one-operator GELU (width 1020)": lambda: slow_train(OneOperatorGeluMLP(), 50),
+    "+ width 1024 (FastMLP)": lambda: slow_train(FastMLP(), 50),
+    "+ no wait, batches ahead (fast_train, fp32)": lambda: fast_train(FastMLP(), 50, bf16=False),
+    "+ bf16 autocast (fast_train)": lambda: fast_train(FastMLP(), 50),
+}, steps=50)
+if timed is None:
+    print("No GPU here: nothing is timed, fix by fix or at all (the lab grades the profile, not the time).")
+else:
+    print(timed.attrs["source"] + "; each row adds one fix to the row above\n")
+    print(timed.to_string(index=False, float_format=lambda v: f"{v:.3g}"))

@@ -9,13 +9,13 @@ from gpucourse.lessons.feeding import kernels  # noqa: F401
 from gpucourse.lessons.feeding.experiments import (  # noqa: F401
     ELEMENTWISE_OPS,
     MATMUL_OPS,
-    SYNC_OPS,
     chain_check,
     chain_inputs,
     chain_reference,
     copy_sweep,
     fused_chain_run,
     fusion_sweep,
+    hidden_sync_table,
     l2_sweep,
     launch_sweep,
     matmul_shapes_and_dtypes,
@@ -27,6 +27,7 @@ from gpucourse.lessons.feeding.experiments import (  # noqa: F401
     unfused_chain,
 )
 from gpucourse.lessons.feeding.figures import (  # noqa: F401
+    DATA_MIB,
     SCENARIOS,
     copy_figure,
     fusion_claim_figure,
@@ -37,6 +38,7 @@ from gpucourse.lessons.feeding.figures import (  # noqa: F401
     model_timeline_figure,
     published_hbm_gbps,
     scenario_ops,
+    stream_timeline_figure,
     sync_figure,
     timeline_explorer,
     timeline_figure,
@@ -64,4 +66,13 @@ from gpucourse.lessons.feeding.model import (  # noqa: F401
     summary,
     timeline,
     training_loop,
+)
+from gpucourse.lessons.feeding.syncs import (  # noqa: F401
+    BLOCKING_COPY,
+    RUNTIME_SYNC_EVENTS,
+    SYNC_OPS,
+    code_line,
+    code_lines,
+    host_syncs,
+    spy,
 )

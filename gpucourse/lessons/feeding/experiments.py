@@ -28,7 +28,7 @@ import pandas as pd
 
 from gpucourse import validate
 from gpucourse.errors import NoGPU
-from gpucourse.lessons.feeding import kernels, model
+from gpucourse.lessons.feeding import kernels, model, syncs
 from gpucourse.measure import reference, runtime
 from gpucourse.measure.harness import measure
 
@@ -359,7 +359,6 @@ def _l2_recording() -> pd.DataFrame:
 
 # --- profiling (torch.profiler), on the CPU or the GPU ------------------------------------------
 
-SYNC_OPS = ("aten::_local_scalar_dense",)  # what .item(), float(t), print(t) and `if t:` call underneath
 MATMUL_OPS = ("aten::addmm", "aten::mm", "aten::matmul", "aten::bmm")
 ELEMENTWISE_OPS = ("aten::mul", "aten::add", "aten::pow", "aten::tanh", "aten::sub", "aten::div",
                    "aten::gelu", "aten::relu")
@@ -367,6 +366,12 @@ ELEMENTWISE_OPS = ("aten::mul", "aten::add", "aten::pow", "aten::tanh", "aten::s
 
 def profile_ops(fn, *args, **kwargs) -> list:
     """The profiler's events of one call of ``fn`` (CPU activity, shapes recorded)."""
+    return _profile(fn, *args, **kwargs)[0]
+
+
+def _profile(fn, *args, **kwargs) -> tuple[list, Counter]:
+    """The profiler's events of one call of ``fn``, and the host syncs its own code asked for
+    (``syncs.spy``: counted in both modes)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -374,9 +379,9 @@ def profile_ops(fn, *args, **kwargs) -> list:
     if torch.cuda.is_available():
         activities.append(ProfilerActivity.CUDA)
     with _native_stderr_muted():  # the profiler's C++ side logs "profiler_start/stop" lines to fd 2
-        with profile(activities=activities, record_shapes=True) as prof:
+        with profile(activities=activities, record_shapes=True) as prof, syncs.spy() as spied:
             fn(*args, **kwargs)
-    return list(prof.events())
+    return list(prof.events()), spied
 
 
 @contextlib.contextmanager
@@ -396,8 +401,11 @@ def _native_stderr_muted():
 
 
 def profile_counts(fn, *args, **kwargs) -> Counter:
-    """How many times each operator ran during one call of ``fn`` (torch.profiler's CPU events)."""
-    return Counter(e.name for e in profile_ops(fn, *args, **kwargs))
+    """How many times each operator ran during one call of ``fn`` (torch.profiler's events: operators,
+    and on a GPU the runtime's calls), plus the host syncs its own code asked for, under
+    ``host sync: …`` names (``syncs.spy``; counted on the CPU too)."""
+    events, spied = _profile(fn, *args, **kwargs)
+    return Counter(e.name for e in events) + spied
 
 
 def matmul_shapes_and_dtypes(events) -> list[dict]:
@@ -413,7 +421,9 @@ def matmul_shapes_and_dtypes(events) -> list[dict]:
 
 def time_per_step_ms(runs: dict, steps: int) -> pd.DataFrame | None:
     """On a GPU: ms per step of each ``runs[name]()`` (a call that runs ``steps`` training steps), timed
-    with torch's CUDA events after one warm-up call, median of 5. None without a GPU (nothing is timed)."""
+    with torch's CUDA events after one warm-up call, median of 5, with the speed-up over the first row
+    and over the row above (when each row adds one fix to the one above, the gain of that fix).
+    None without a GPU (nothing is timed)."""
     import torch
 
     steps = validate.integer("steps", steps, minimum=1)
@@ -434,9 +444,54 @@ def time_per_step_ms(runs: dict, steps: int) -> pd.DataFrame | None:
         rows.append({"loop": name, "ms_per_step": float(np.median(samples))})
     table = pd.DataFrame(rows)
     table["speed_up"] = table.ms_per_step.iloc[0] / table.ms_per_step
+    table["speed_up_over_row_above"] = (table.ms_per_step.shift(1) / table.ms_per_step).fillna(1.0)
     table.attrs["source"] = charts_source()
     return table
 
 
 def charts_source() -> str:
     return f"measured now on {runtime.device().name} with CUDA events (median of 5)"
+
+
+# line → (what it runs, what it does on a GPU)
+HIDDEN_SYNC_LINES = {
+    "loss.item()": "waits for the stream, then copies 4 bytes back",
+    "float(loss)": "the same as .item()",
+    "if loss > 0:": "the same: Python needs a bool now",
+    "print(loss)": "reads several values to choose a format (finite? min, max): one wait each",
+    "loss.tolist()": "a device-to-host aten::_to_copy: cudaMemcpyAsync + cudaStreamSynchronize",
+    "loss.cpu()": "the same device-to-host copy and wait",
+    "batch.to(device)": "host → device: cudaMemcpyAsync + cudaStreamSynchronize (the host waits)",
+    "pinned.to(device, non_blocking=True)": "from pinned memory: queued, the host goes on",
+    "torch.cuda.synchronize()": "cudaDeviceSynchronize: waits for every stream",
+}
+
+
+def hidden_sync_table(device: str | None = None) -> pd.DataFrame:
+    """Each line of HIDDEN_SYNC_LINES run once under the profiler and the spy, on ``device`` (the GPU
+    where there is one): how many ``aten::_local_scalar_dense`` the profiler records and how many host
+    syncs the spy counts; on a GPU also the runtime's waits the profile records (RUNTIME_SYNC_EVENTS)."""
+    import io
+
+    import torch
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+
+    loss, batch = torch.tensor(0.25, device=device), torch.randn(64, 256)
+    pinned = batch.pin_memory() if torch.cuda.is_available() else batch
+    actions = {"loss.item()": lambda: loss.item(), "float(loss)": lambda: float(loss),
+               "if loss > 0:": lambda: bool(loss > 0), "print(loss)": lambda: print(loss),
+               "loss.tolist()": lambda: loss.tolist(), "loss.cpu()": lambda: loss.cpu(),
+               "batch.to(device)": lambda: batch.to(device),
+               "pinned.to(device, non_blocking=True)": lambda: pinned.to(device, non_blocking=True),
+               "torch.cuda.synchronize()": lambda: torch.cuda.synchronize()}
+    rows = []
+    for line, action in actions.items():
+        with contextlib.redirect_stdout(io.StringIO()):  # print(loss)'s own output
+            counts = profile_counts(action)
+        row = {"line": line, "aten::_local_scalar_dense": counts["aten::_local_scalar_dense"],
+               "host syncs (spy)": sum(n for k, n in counts.items() if k.startswith(syncs.SPY_PREFIX))}
+        if device != "cpu":
+            row["runtime waits (GPU profile)"] = sum(counts[name] for name in syncs.RUNTIME_SYNC_EVENTS)
+        rows.append({**row, "on a GPU": HIDDEN_SYNC_LINES[line]})
+    return pd.DataFrame(rows)

@@ -69,8 +69,15 @@ SCENARIOS = ("one stream, no chunks", "4 chunks on 2 streams (pinned)", "4 chunk
              "16 small kernels, launched one by one", "16 small kernels, one CUDA graph")
 
 
-def scenario_ops(scenario: str, kernel_us: float = 200.0, batch_mib: float = 8.0, host_us: float = 60.0) -> list:
+# the data knob's default per scenario: the pipelines move 8 MiB; a training step's batch is 0.25 MiB,
+# small enough that a per-step .item() shows in the SMs' idle share (at 8 MiB the copy hides it)
+DATA_MIB = {scenario: 0.25 if scenario.startswith("training loop") else 8.0 for scenario in SCENARIOS}
+
+
+def scenario_ops(scenario: str, kernel_us: float = 200.0, batch_mib: float | None = None,
+                 host_us: float = 60.0) -> list:
     scenario = validate.choice("scenario", scenario, SCENARIOS)
+    batch_mib = DATA_MIB[scenario] if batch_mib is None else batch_mib
     nbytes = int(validate.number("batch_mib", batch_mib, minimum=0.001, maximum=4096) * 2**20)
     if scenario == "one stream, no chunks":
         return model.pipeline(nbytes, kernel_us)
@@ -82,7 +89,7 @@ def scenario_ops(scenario: str, kernel_us: float = 200.0, batch_mib: float = 8.0
     return model.small_kernels(16, kernel_us / 100, graph="graph" in scenario)
 
 
-def model_timeline_figure(scenario: str = SCENARIOS[1], kernel_us: float = 200.0, batch_mib: float = 8.0,
+def model_timeline_figure(scenario: str = SCENARIOS[1], kernel_us: float = 200.0, batch_mib: float | None = None,
                           host_us: float = 60.0, launch_us: float = model.DEFAULTS.launch_us,
                           pinned_gbps: float = model.DEFAULTS.pinned_gbps) -> go.Figure:
     params = model.with_params(launch_us=launch_us, pinned_gbps=pinned_gbps)
@@ -104,21 +111,52 @@ def timeline_explorer() -> LiveChart:
         "pinned_gbps": w.FloatSlider(value=model.DEFAULTS.pinned_gbps, min=1, max=100, step=1,
                                      description="pinned GB/s"),
     }
+    def scenario_default(change):  # a new scenario starts from its own data size (DATA_MIB)
+        controls["batch_mib"].value = DATA_MIB[change["new"]]
+
+    controls["scenario"].observe(scenario_default, names="value")
     return LiveChart(controls, compute=model_timeline_figure, threaded=False,
-                     description="The timeline model (not a measurement): host, copy engines and SMs.")
+                     description="The timeline model (not a measurement): host, copy engines and SMs. "
+                                 "Picking a scenario resets data MiB to that scenario's default.")
+
+
+EVENT_BARS = {model.H2D: ("copy in (H2D)", charts.PALETTE[0], "x"), model.SMS: ("kernels", charts.PALETTE[2], ""),
+              model.D2H: ("copy out (D2H)", charts.PALETTE[4], "\\")}
+EVENTS_ARE = ("each bar is a stream interval between two CUDA events: when its stream reached them, queueing "
+              "behind other work included; not when a copy engine or the SMs were busy (that is profiler "
+              "activity: torch.profiler, Nsight Systems)")
+
+
+def stream_timeline_figure(events: pd.DataFrame, title: str, source: str) -> go.Figure:
+    """Event data (``experiments.overlap_events``): one row per *stream*, one bar per interval between
+    the events recorded around an operation. Events time a stream's progress, not an engine's work."""
+    streams = sorted(int(s) for s in set(events.stream))
+    lanes = [f"stream {s}" for s in streams]
+    fig = charts.figure(title, "time (µs)", "", f"{source} · {EVENTS_ARE}", height=200 + 55 * len(lanes))
+    for engine, (label, colour, pattern) in EVENT_BARS.items():
+        part = events[events.engine == engine]
+        if part.empty:
+            continue
+        fig.add_bar(y=[f"stream {int(s)}" for s in part.stream], x=list(part.end_us - part.start_us),
+                    base=list(part.start_us), orientation="h", name=f"{label}: stream interval between events",
+                    marker_color=colour, marker_pattern_shape=pattern, marker_line={"color": "#333", "width": 0.5},
+                    opacity=0.8, hovertext=list(part.name), hoverinfo="text+x")
+    fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(lanes)))
+    fig.update_layout(barmode="overlay")
+    return fig
 
 
 def measured_overlap_figure(streams: int = 2) -> go.Figure:
     """The overlap experiment drawn from events: measured now, or the recording, or a plain 'no data'."""
     streams = validate.choice("streams", streams, (1, 2))
-    title = f"Copy → kernel → copy, 4 chunks on {streams} stream{'s' if streams > 1 else ''} (from events)"
+    title = f"Copy → kernel → copy, 4 chunks on {streams} stream{'s' if streams > 1 else ''} (stream intervals)"
     if runtime.is_gpu():
-        return timeline_figure(experiments.overlap_events(streams=streams), title,
-                               charts.source_caption("measured", f"{runtime.device().name}, CUDA events"))
+        return stream_timeline_figure(experiments.overlap_events(streams=streams), title,
+                                      charts.source_caption("measured", f"{runtime.device().name}, CUDA events"))
     rec = reference.load("feeding.overlap")
     if rec is not None:
-        return timeline_figure(rec.data[rec.data.streams == streams], title,
-                               charts.source_caption("recorded", rec.caption()))
+        return stream_timeline_figure(rec.data[rec.data.streams == streams], title,
+                                      charts.source_caption("recorded", rec.caption()))
     fig = charts.figure(title, "time (µs)", "", charts.source_caption(
         "none", "no GPU here and no recording of feeding.overlap yet; the model above is the stand-in"))
     return cited.no_data(fig, "No GPU timing to show here", "copy overlap")
@@ -218,18 +256,21 @@ def fusion_figure(n: int = 1 << 24) -> go.Figure:
         source = ("Bytes counted (exact); times from the bandwidth model at the streaming rate "
                   f"{published.caption('gpu-benches-stream')} published for an H100 PCIe ({gbps:.0f} GB/s) "
                   "— a model, not your GPU")
-    fig = charts.figure(f"The chain y = (max(2x + b, 0))² + 1, n = {n:,}", "", "MB moved · ms (bars)", source,
-                        height=460)
+    modelled = not runtime.is_gpu() and "recorded" not in source  # the published rate × counted bytes
+    time_is = "model: published H100 PCIe rate × counted bytes" if modelled else (
+        "measured" if runtime.is_gpu() else "recorded")
+    fig = charts.figure(f"The chain y = (max(2x + b, 0))² + 1, n = {n:,}", "", "", source, height=460)
+    fig.set_subplots(1, 2, horizontal_spacing=0.16)  # two panels: bytes and time never share an axis
     versions = ["unfused", "fused"]
     fig.add_bar(x=versions, y=[counted[v] / 1e6 for v in versions], name="MB moved (counted)",
                 marker_color=charts.PALETTE[0], text=[f"{counted[v] / 1e6:.3g} MB" for v in versions],
-                textposition="outside")
-    modelled = not runtime.is_gpu() and "recorded" not in source  # the published rate × counted bytes
+                textposition="outside", row=1, col=1)
     fig.add_bar(x=versions, y=[ms[v] for v in versions],
-                name="published H100 PCIe rate × counted bytes (ms)" if modelled else "time (ms)",
-                marker_color=charts.PALETTE[1],
-                marker_pattern_shape="/", text=[f"{ms[v]:.3g} ms" for v in versions], textposition="outside")
-    fig.update_yaxes(type="log")
+                name="published H100 PCIe rate × counted bytes, ms (model)" if modelled else f"time, ms ({time_is})",
+                marker_color=charts.PALETTE[1], marker_pattern_shape="/",
+                text=[f"{ms[v]:.3g} ms" for v in versions], textposition="outside", row=1, col=2)
+    fig.update_yaxes(title_text="MB moved (counted)", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title_text=f"ms ({'model' if modelled else time_is})", rangemode="tozero", row=1, col=2)
     return fig
 
 
