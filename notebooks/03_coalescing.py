@@ -263,7 +263,10 @@ coalescing.layout_bandwidth_figure()
 #   share: every sector belongs to a single lane.
 # * **What the GPU tier checks.** We cannot time a GPU in simulator mode, so this lesson does
 #   not give you a number for this machine. The GPU-tier tests measure the course's claims in one
-#   run on a real GPU: the stride-1 copy reaches at least 85 % of the device's copy ceiling,
+#   run on a real GPU: the stride-1 copy reaches at least 85 % of the device's copy ceiling
+#   (on Hopper only about 60 %: an H200 measured 2,655 of 4,257 GB/s, 62 %, recorded in
+#   `data/reference/nvidia-h200/` — one 4-byte load per thread keeps too few bytes in flight to cover
+#   HBM3e's latency, which is lesson 05's subject; the model's *ratios* still hold),
 #   stride 8 gets at most 0.35× the bandwidth of stride 1 (the model says 1/8), and the
 #   copy misaligned by one element keeps at least 0.8× (the model's lower bound).
 #
