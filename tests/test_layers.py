@@ -5,7 +5,8 @@
 with gpucourse.tooling (and ``python -m gpucourse``) on top. A module may import its own layer and the
 layers below it, never a layer above. Inside a lesson package the parts are layered too:
 kernels -> model -> experiments -> figures -> __init__ (a part imports only the parts before it;
-the lesson's whole-file helpers, e.g. races/weakmemory.py, sit below all four). The grading package's
+the lesson's whole-file helpers, e.g. races/weakmemory.py, sit below all four; reductions/compiled.py,
+which compiles the lesson's kernels as an experiment does, sits at experiments' rank). The grading package's
 rooms are layered the same way (GRADING_ROOMS): no room imports one after it, nor the package's face."""
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ LAYERS = (
     ("tooling", ("tooling", "__main__")),
 )
 LESSON_PARTS = ("kernels", "model", "experiments", "figures", "__init__")
+# parts that run kernels' code the way experiments do, at experiments' rank (they may import kernels, model)
+BESIDE_EXPERIMENTS = ("compiled",)
 GRADING = "gpucourse.tooling.grading"
 # lowest first: the learner's kernel imports the first two (with the face, __init__); nbgrader's side next
 GRADING_ROOMS = ("snapshot", "hidden", "rewrite", "scan", "notes", "header", "locked", "execute", "preprocessors",
@@ -89,7 +92,7 @@ def _lesson_part(name: str) -> tuple[str, int] | None:
         return None
     if len(parts) == 3:
         return parts[2], LESSON_PARTS.index("__init__") + 1
-    last = parts[3]
+    last = "experiments" if parts[3] in BESIDE_EXPERIMENTS else parts[3]
     return parts[2], LESSON_PARTS.index(last) + 1 if last in LESSON_PARTS else 0
 
 

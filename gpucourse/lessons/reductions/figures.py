@@ -156,7 +156,7 @@ def counts_figure(n: int = 1000, block: int = 256) -> go.Figure:
     fig.update_yaxes(title_text="lanes", row=1, col=1)
     fig.update_yaxes(range=[0, max(4, int(table["max bank ways"].max()) + 2)], title_text="bank ways (1 = none)",
                      row=1, col=2)
-    fig.update_yaxes(range=[0, 1.2 * float(table["warp line issues"].max())], title_text="warp line issues",
+    fig.update_yaxes(range=[0, 1.2 * float(table["warp line issues"].max())], title_text="warp line issues (count)",
                      row=1, col=3)
     fig.update_xaxes(tickangle=-35)
     return _set_source(fig, charts.source_caption("counted", f"first pass, n = {n}, {block}-thread blocks; no timing"),
