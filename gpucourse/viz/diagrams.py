@@ -38,9 +38,13 @@ def _box(fig: go.Figure, x0, y0, x1, y1, text: str, colour: str, *, font_size=12
                            showarrow=False, font={"size": font_size, "color": "#000"})
 
 
-def _arrow(fig: go.Figure, x0, y0, x1, y1, text: str = ""):
-    fig.add_annotation(x=x1, y=y1, ax=x0, ay=y0, xref="x", yref="y", axref="x", ayref="y", text=text,
-                       showarrow=True, arrowhead=2, arrowwidth=1.5, font={"size": 11})
+def _arrow(fig: go.Figure, x0, y0, x1, y1, text: str = "", label_at: tuple[float, float] | None = None):
+    """An arrow from (x0, y0) to (x1, y1); its text at its tail, or at ``label_at`` (where the tail sits
+    on other labels)."""
+    fig.add_annotation(x=x1, y=y1, ax=x0, ay=y0, xref="x", yref="y", axref="x", ayref="y",
+                       text="" if label_at else text, showarrow=True, arrowhead=2, arrowwidth=1.5, font={"size": 11})
+    if label_at and text:
+        fig.add_annotation(x=label_at[0], y=label_at[1], text=text, showarrow=False, font={"size": 11})
 
 
 def _canvas(title: str, width: float, height: float) -> go.Figure:
@@ -62,14 +66,14 @@ def execution_hierarchy() -> go.Figure:
             x0, y0 = 3 + col * 9.3, 10 + row * 10.5
             colour = PALETTE[1] if (col, row) == (1, 1) else PALETTE[5]
             _box(fig, x0, y0, x0 + 8, y0 + 8.5, f"block ({col},{row})", colour, font_size=10)
-    _arrow(fig, 20.5, 25, 38, 38, "one block")
+    _arrow(fig, 20.5, 25, 38, 38, "one<br>block", label_at=(34.5, 30))
     _box(fig, 38, 8, 62, 46, "", _tint(PALETTE[1], 0.15))
     fig.add_annotation(x=50, y=44, text="<b>block</b> = 128 threads = 4 warps", showarrow=False)
     for w in range(4):
         y0 = 34 - w * 7.5
         _box(fig, 40, y0, 60, y0 + 6, f"warp {w}: threads {32 * w}–{32 * w + 31}", PALETTE[2] if w else PALETTE[0],
              font_size=10)
-    _arrow(fig, 60, 37, 66, 40, "one warp")
+    _arrow(fig, 60, 37, 66, 40, "one<br>warp", label_at=(64, 34))
     _box(fig, 66, 30, 98, 46, "", _tint(PALETTE[5], 0.15))
     fig.add_annotation(x=82, y=44, text="<b>warp</b> = 32 lanes, one instruction", showarrow=False)
     for lane in range(32):

@@ -19,6 +19,7 @@ from collections.abc import Callable
 import plotly.graph_objects as go
 
 from gpucourse.measure import runtime
+from gpucourse.viz import charts
 
 NUDGE = ("You have not written a prediction yet. It is worth it: scroll up to the Predict cell, "
          "write your guess, run it, then run this cell again.")
@@ -118,7 +119,7 @@ def mark(fig: go.Figure, prediction, *, x=None, label: str = "", vertical: bool 
         fig.add_annotation(name=name, text=html.escape(text), showarrow=False, xref="paper", yref="paper",
                            x=1, y=1, xanchor="right", yanchor="bottom", yshift=shift,
                            font={"size": 12, "color": "#000"})
-        return fig
+        return charts.fit(fig)  # the note stands on the plot, under the legend
     text = html.escape(f"{name}: {_format(prediction, unit)}")
     if x is None:
         line = {"line_dash": "longdashdot", "line_color": "#000", "name": name,

@@ -29,7 +29,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from gpucourse.errors import CourseError, explain_gpu_error
-from gpucourse.viz.charts import data_table
+from gpucourse.viz.charts import data_table, fit
 
 
 class LiveChart(widgets.VBox):
@@ -171,7 +171,9 @@ class LiveChart(widgets.VBox):
 
     def _draw(self) -> None:
         # The whole figure is the Output's state (not a transient message): a view that renders
-        # late, or again after a reload, always shows the latest run.
+        # late, or again after a reload, always shows the latest run. Its texts get their room first
+        # (the lesson, or a marked prediction, may have added some since the figure's caption was set).
+        fit(self.figure)
         bundle = pio.renderers["plotly_mimetype"].to_mimebundle(self.figure.to_dict())
         bundle["text/plain"] = f"<chart: {self.figure.layout.title.text or 'untitled'}>"
         self.view.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)

@@ -527,9 +527,9 @@ def _add_speed_model(fig: go.Figure, model: SpeedModel, names, *, axis: str) -> 
     fig.add_annotation(
         name="model", showarrow=False, xref="paper", yref="paper", x=0, y=0, yshift=-80,
         xanchor="left", yanchor="top", font={"size": 11, "color": "#444"},
-        text=html.escape("Dashed: Little's-law model, speed ∝ min(1, resident warps × "
-                         f"{op} in flight per warp (= ILP) ÷ warps needed); each curve is 1 at full occupancy.")
-        + "<br>" + html.escape(model.assumptions + " (model assumptions, not measurements)."),
+        text=charts.note_text("Dashed: Little's-law model, speed ∝ min(1, resident warps × "
+                              f"{op} in flight per warp (= ILP) ÷ warps needed); each curve is 1 at full occupancy.")
+        + "<br>" + charts.note_text(model.assumptions + " (model assumptions, not measurements)."),
     )
     fig.update_layout(height=(fig.layout.height or 420) + 30, margin={"b": 175})
 
