@@ -79,8 +79,8 @@ def legend_rows(fig: go.Figure, width_px: float = FIGURE_WIDTH_PX) -> int:
     if fig.layout.showlegend is False:
         return 0
     names = [t.name or "" for t in fig.data if t.showlegend is not False and t.name and t.type != "heatmap"]
-    if not names or (len(names) == 1 and fig.layout.showlegend is None):
-        return 0  # plotly shows no legend for a single trace unless asked to
+    if not names or (len(fig.data) == 1 and fig.layout.showlegend is None):
+        return 0  # plotly shows no legend for a figure of one trace unless asked to
     widths = [LEGEND_SYMBOL_PX + LEGEND_CHAR_PX * len(name) for name in names]
     if sum(widths) <= width_px:
         return 1
@@ -142,9 +142,38 @@ def fit(fig: go.Figure) -> go.Figure:
     if grow_top or grow_bottom:
         height, top, bottom = height + grow_top + grow_bottom, top + grow_top, bottom + grow_bottom
         fig.update_layout(height=height, margin={"t": top, "b": bottom})
+    if _legend_below(fig) and below and (grow_top or grow_bottom):
+        # the legend stands between the plot and the first note: keep it there in the grown figure
+        first = min(-(a.yshift or 0) for a in below)
+        under_px = first - legend_px(fig) - 8
+        fig.layout.legend.y = (bottom - under_px) / height
     if _standard_legend(fig):
         plot_px = max(1, height - top - bottom)
         fig.layout.legend.y = 1 + ((band + 6) if band else 6) / plot_px
+    return fig
+
+
+def _legend_below(fig: go.Figure) -> bool:
+    legend = fig.layout.legend
+    return legend.yref == "container" and legend.yanchor == "top" and legend.y is not None and legend.y < 0.5
+
+
+def legend_below(fig: go.Figure, under_px: int = 64) -> go.Figure:
+    """The legend under the plot, ``under_px`` below it (under the x-axis titles), for charts whose
+    top edge is taken (subplot titles); the caption and the other notes hung under the plot go under
+    the legend, one under another, and the bottom margin and the height grow to hold them all."""
+    notes = sorted((a for a in fig.layout.annotations if _below_plot(a)), key=lambda a: -(a.yshift or 0))
+    shift = under_px + legend_px(fig) + 8
+    for note in notes:
+        note.yshift = -shift
+        shift += NOTE_LINE_PX * _lines(note.text) + 4
+    height, bottom = fig.layout.height or 450, fig.layout.margin.b or 0
+    needed = shift + 8
+    if needed > bottom:
+        height, bottom = height + needed - bottom, needed
+        fig.update_layout(height=height, margin={"b": bottom})
+    fig.update_layout(legend={"orientation": "h", "yref": "container", "y": (bottom - under_px) / height,
+                              "yanchor": "top", "x": 0})
     return fig
 
 
@@ -171,6 +200,9 @@ def sharing_note(source: str) -> str:
 
 
 def set_source(fig: go.Figure, source: str) -> None:
+    """The caption under the plot; a caption set again keeps the place the first one was given (under a
+    legend, say)."""
+    yshift = next((a.yshift for a in fig.layout.annotations if a.name == "source" and _below_plot(a)), -62)
     fig.layout.annotations = [a for a in fig.layout.annotations if a.name != "source"]
     from gpucourse.measure import rehearsal
 
@@ -181,7 +213,7 @@ def set_source(fig: go.Figure, source: str) -> None:
         source = f"{source} · {note}"
     fig.add_annotation(
         name="source", text=note_text(source), showarrow=False,
-        xref="paper", yref="paper", x=0, y=0, yshift=-62, xanchor="left", yanchor="top", align="left",
+        xref="paper", yref="paper", x=0, y=0, yshift=yshift, xanchor="left", yanchor="top", align="left",
         font={"size": 11, "color": "#444"},
     )
     fit(fig)  # the caption's lines (and the title, legend) get their room
@@ -221,10 +253,11 @@ def _place_ceiling_labels(fig: go.Figure) -> None:
             annotation.y = math.log10(value) if log and value > 0 else value
 
 
-def no_data(fig: go.Figure, message: str) -> go.Figure:
-    """Say plainly on the chart that there is nothing to show (nothing is ever invented)."""
+def no_data(fig: go.Figure, message: str, *, y: float = 0.5) -> go.Figure:
+    """Say plainly on the chart that there is nothing to show (nothing is ever invented); ``y``: how high
+    on the plot (clear of the chart's labelled lines)."""
     fig.add_annotation(
-        text=html.escape(message), showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5,
+        text=html.escape(message), showarrow=False, xref="paper", yref="paper", x=0.5, y=y,
         font={"size": 14, "color": "#444"},
     )
     return fig

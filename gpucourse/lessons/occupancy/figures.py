@@ -166,7 +166,6 @@ def occupancy_charts(
         template="plotly_white",
         height=480,
         margin={"l": 70, "r": 20, "t": 80, "b": 160},
-        legend={"orientation": "h", "y": -0.3, "x": 0},
         font={"size": 12},
         colorway=charts.PALETTE,
     )
@@ -175,8 +174,7 @@ def occupancy_charts(
         fig.layout.title.text += f"<br><sup>registers: {html.escape(registers_source)}</sup>"
     detail = f"NVIDIA's occupancy rules for cc {arch.name} (exact, not a timing)"
     charts.set_source(fig, charts.source_caption("model", detail))
-    fig.layout.annotations[-1].y = -0.5
-    return fig
+    return charts.legend_below(fig, 64)  # under the axis titles (subplot titles stand on the plots), caption under it
 
 
 def learner_curve_figure(occupancy_fn, registers_per_thread: int, shared_bytes_per_block: int = 0, cc=(9, 0)):

@@ -223,7 +223,8 @@ def throughput_figure(dtypes=MATMUL_DTYPES, datasheet: bool = True, data: pd.Dat
             if dtype in dtypes and len(part):
                 charts.line(fig, part.n, part.tflops, MATMUL_LABELS[dtype], index)
     else:  # no GPU, no recording: the published maxima where the table has the dtype
-        charts.no_data(fig, "No GPU measurement or recording: published maxima and the datasheet only")
+        # low on the plot, between the fp32 and tf32 datasheet lines (their labels sit on them)
+        charts.no_data(fig, "No GPU measurement or recording: published maxima and the datasheet only", y=0.16)
         cited.mamf_lines(fig, dtypes, SWEEP_SIZES)
     table = datasheet_tflops(device_name)
     if datasheet and table:

@@ -40,14 +40,11 @@ VARIANT_LABELS = {"racy": "racy +=", "atomic": "global atomics", "privatised": "
 
 def _subplots(title: str, left: str, right: str, source: str) -> go.Figure:
     fig = make_subplots(rows=1, cols=2, subplot_titles=(left, right), horizontal_spacing=0.14)
-    # legend and caption stacked in the bottom margin, in pixels (the legend overlapped the caption)
-    bottom_px, height_px = 175, 500
+    # legend and caption stacked in the bottom margin, in pixels (charts.legend_below, once the bars are in)
     fig.update_layout(title={"text": title, "x": 0.02}, template="plotly_white", colorway=charts.PALETTE,
-                      height=height_px, margin={"l": 70, "r": 20, "t": 80, "b": bottom_px}, font={"size": 13},
-                      legend={"orientation": "h", "yref": "container", "y": (bottom_px - 50) / height_px,
-                              "yanchor": "top", "x": 0}, barmode="group")
+                      height=500, margin={"l": 70, "r": 20, "t": 80, "b": 175}, font={"size": 13},
+                      barmode="group")
     charts.set_source(fig, source)
-    fig.update_annotations(selector={"name": "source"}, yshift=-(bottom_px - 70))
     return fig
 
 
@@ -87,7 +84,7 @@ def histogram_figure(bins: int = 16, items: int = 1024, seed: int = 0) -> go.Fig
     fig.update_yaxes(title_text="time per launch (ms)", row=1, col=2, rangemode="tozero")
     fig.update_xaxes(title_text="variant", row=1, col=1)
     fig.update_xaxes(title_text="variant", row=1, col=2)
-    return fig
+    return charts.legend_below(fig, 64)
 
 
 def histogram_widget(threaded: bool = True) -> LiveChart:

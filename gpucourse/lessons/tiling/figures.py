@@ -53,22 +53,9 @@ def _matmul_data() -> tuple[pd.DataFrame | None, str]:
 
 
 def _fit_bottom(fig: go.Figure) -> go.Figure:
-    """Room under the plot for the axis title, the legend and the caption, fixed in pixels.
-
-    (charts.figure places legend and caption at fractions of the plot height, so a short plot or a
-    two-row legend can clip or overlap the caption.)
-    """
-    height = fig.layout.height or 420
-    names = [t.name or "" for t in fig.data if t.showlegend is not False and t.type != "heatmap"]
-    legend_rows = math.ceil(sum(len(name) + 8 for name in names) / 110) if names else 0
-    legend_px = 22 * legend_rows
-    bottom = 64 + legend_px + 34
-    fig.update_layout(margin={"b": bottom},
-                      legend={"yref": "container", "y": (34 + legend_px) / height, "yanchor": "top", "x": 0})
-    for annotation in fig.layout.annotations:
-        if annotation.name == "source":
-            annotation.update(y=0, yanchor="top", yshift=-(64 + legend_px))
-    return fig
+    """Under the plot, in pixels: the axis title, the legend (its rows counted), then the caption (a caption
+    set again, by cited.cite or because, keeps its place under the legend)."""
+    return charts.legend_below(fig, 64)
 
 
 def gflops_figure(tile: int = 16, max_n: int = 4096, progress=None) -> go.Figure:
