@@ -253,11 +253,11 @@ def _place_ceiling_labels(fig: go.Figure) -> None:
             annotation.y = math.log10(value) if log and value > 0 else value
 
 
-def no_data(fig: go.Figure, message: str, *, y: float = 0.5) -> go.Figure:
-    """Say plainly on the chart that there is nothing to show (nothing is ever invented); ``y``: how high
-    on the plot (clear of the chart's labelled lines)."""
+def no_data(fig: go.Figure, message: str, *, y: float = 0.5, yref: str = "paper") -> go.Figure:
+    """Say plainly on the chart that there is nothing to show (nothing is ever invented); ``y`` (in
+    ``yref``'s units): how high on the plot, clear of the chart's labelled lines."""
     fig.add_annotation(
-        text=html.escape(message), showarrow=False, xref="paper", yref="paper", x=0.5, y=y,
+        text=html.escape(message), showarrow=False, xref="paper", yref=yref, x=0.5, y=y,
         font={"size": 14, "color": "#444"},
     )
     return fig

@@ -222,11 +222,14 @@ def throughput_figure(dtypes=MATMUL_DTYPES, datasheet: bool = True, data: pd.Dat
             part = data[data.dtype == dtype]
             if dtype in dtypes and len(part):
                 charts.line(fig, part.n, part.tflops, MATMUL_LABELS[dtype], index)
-    else:  # no GPU, no recording: the published maxima where the table has the dtype
-        # low on the plot, between the fp32 and tf32 datasheet lines (their labels sit on them)
-        charts.no_data(fig, "No GPU measurement or recording: published maxima and the datasheet only", y=0.16)
-        cited.mamf_lines(fig, dtypes, SWEEP_SIZES)
     table = datasheet_tflops(device_name)
+    if data is None or not len(data):  # no GPU, no recording: the published maxima where the table has the dtype
+        # in the widest gap between the datasheet lines, above its middle: their labels stand on the lines
+        levels = sorted({0.0, *(float(table[d]) for d in dtypes if table and d in table)})
+        low, high = max(zip(levels, levels[1:]), key=lambda gap: gap[1] - gap[0], default=(0.0, 1.0))
+        charts.no_data(fig, "No GPU measurement or recording: published maxima and the datasheet only",
+                       y=low + 0.6 * (high - low), yref="y" if len(levels) > 1 else "paper")
+        cited.mamf_lines(fig, dtypes, SWEEP_SIZES)
     if datasheet and table:
         shown = {}
         for dtype in dtypes:
