@@ -68,10 +68,9 @@ def _system_python() -> str | None:
     return None
 
 
-# The learner's message when an allocation passes the server's memory limit (see memory_limit_bytes):
-# loaded into every kernel by the shim's ipython_kernel_config.py; gpucourse/tooling/memlimit.py.
-KERNEL_CONFIG = 'c.InteractiveShellApp.exec_lines = ["import gpucourse.tooling.memlimit as _gpucourse_memlimit; ' \
-                '_gpucourse_memlimit.install(); del _gpucourse_memlimit"]\n'
+# The learner's message when an allocation passes the server's memory limit (see memory_limit_bytes): the
+# deployed deploy/ipython_kernel_config.py, read by every kernel of the shim (IPython reads sys.prefix/etc/ipython).
+KERNEL_CONFIG = Path(__file__).resolve().parents[2] / "deploy" / "ipython_kernel_config.py"
 
 
 def shim_environment(base: Path) -> Path:
@@ -96,7 +95,8 @@ def shim_environment(base: Path) -> Path:
     alembic.chmod(0o755)
     ipython = shim / "etc" / "ipython"  # IPython reads sys.prefix/etc/ipython for every kernel of this venv
     ipython.mkdir(parents=True)
-    (ipython / "ipython_kernel_config.py").write_text(KERNEL_CONFIG)
+    if KERNEL_CONFIG.exists():
+        shutil.copy(KERNEL_CONFIG, ipython / "ipython_kernel_config.py")
     config = base / "jupyter-config" / "jupyter_server_config.d"
     config.mkdir(parents=True)
     (config / "nbgrader.json").write_text(json.dumps({"ServerApp": {"jpserver_extensions": {
