@@ -25,8 +25,24 @@ c.JupyterHub.authenticator_class = "pam"
 c.LocalAuthenticator.allowed_groups = {"gpucourse"}
 c.Authenticator.admin_users = {"instructor"}
 
+# Sizing, limits and culling follow from `make loadtest` (deploy/README.md, "Sizing a workshop").
+# Restarting the hub (an upgrade, a crash) leaves the learners' servers and kernels running; it finds them again.
+c.JupyterHub.cleanup_servers = False
+
 c.JupyterHub.spawner_class = "localprocess"
-c.Spawner.cmd = [f"{VENV_BIN}/jupyterhub-singleuser"]
+# LocalProcessSpawner enforces no mem_limit: prlimit gives every process of a learner's server (the server,
+# each kernel) a data limit. A cell that passes it gets a MemoryError in that kernel only, with one line that
+# says so (cp deploy/ipython_kernel_config.py /etc/ipython/); the other learners are not touched. Lesson 00a's
+# kernel peaks at ~0.3 GiB of data (torch imported: ~0.3 GiB), so 4 GiB leaves room for every lesson's arrays.
+MEMORY_LIMIT_BYTES = 4 * 2**30
+c.Spawner.cmd = ["prlimit", f"--data={MEMORY_LIMIT_BYTES}", "--", f"{VENV_BIN}/jupyterhub-singleuser"]
+# Culling, by the single-user server itself (no extra package): a kernel idle for 45 minutes is stopped
+# (its notebook stays saved), and a server with no kernel and no browser for an hour stops, freeing its memory.
+c.Spawner.args = [
+    "--MappingKernelManager.cull_idle_timeout=2700",
+    "--MappingKernelManager.cull_interval=300",
+    "--ServerApp.shutdown_no_activity_timeout=3600",
+]
 c.Spawner.default_url = "/lab"
 c.Spawner.notebook_dir = "~"
 c.Spawner.start_timeout = 120
