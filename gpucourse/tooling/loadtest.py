@@ -43,6 +43,7 @@ from pathlib import Path
 LESSON = "00a_first_kernels"
 LAB = "lab01_warps"
 COURSE = "gpucourse"
+MEMORY_LIMIT_BYTES = 4 * 2**30  # per process of a learner's server, as deploy/jupyterhub_config.py sets it
 WIDGET_VALUES = (350, 600, 120, 480, 250, 40, 520, 200)  # the lesson's slider "n" (1–600), one per move
 
 
@@ -275,13 +276,17 @@ def run_learner(hub, learner: Learner, *, moves: int, deadline: float) -> None:
             client.close()
 
 
-def _hub_log_errors(log: Path) -> tuple[int, int]:
+def _hub_log_errors(log: Path, offset: int = 0) -> tuple[int, int]:
     """Error lines in the hub's log (JupyterHub's ``[E`` lines, HTTP 5xx) and the proxy's errors (its
-    lines are in the same log)."""
+    lines are in the same log), from ``offset`` on (the log's size once the hub answered: before that the
+    proxy answers 404 to the rig's own polls of a hub that is still starting)."""
     hub = proxy = 0
     if not log.exists():
         return 0, 0
-    for line in log.read_text(errors="replace").splitlines():
+    with open(log, "rb") as handle:
+        handle.seek(offset)
+        text = handle.read().decode(errors="replace")
+    for line in text.splitlines():
         if "ConfigProxy" in line and re.search(r"\berror\b", line, re.I):
             proxy += 1
         elif line.startswith("[E ") or re.search(r"\] 5\d\d (GET|POST|PUT|DELETE|PATCH) ", line):
@@ -306,7 +311,8 @@ def run_once(n: int, *, moves: int = 5, deadline_s: float = 1500.0, progress=pri
         course = prepare_course(shop, instructor, names)
         instructor_nbgrader(shop, instructor, course, "generate_assignment", LAB, "--force")
         instructor_nbgrader(shop, instructor, course, "release_assignment", LAB, "--force")
-        hub.start(hub.write_config(shop.shim))
+        hub.start(hub.write_config(shop.shim, memory_limit_bytes=MEMORY_LIMIT_BYTES))
+        log_offset = (shop.base / "jupyterhub.log").stat().st_size
         proxy_pid = None
         pid_file = shop.base / "proxy.pid"
         if pid_file.exists():
@@ -347,7 +353,7 @@ def run_once(n: int, *, moves: int = 5, deadline_s: float = 1500.0, progress=pri
             learner.cpu_s = round(sampler.cpu_of(learner.name), 1)
             learner.peak_rss_bytes = sampler.peak_rss.get(learner.name, 0)
             learner.peak_pss_bytes = sampler.peak_pss.get(learner.name, 0)
-        hub_errors, proxy_errors = _hub_log_errors(shop.base / "jupyterhub.log")
+        hub_errors, proxy_errors = _hub_log_errors(shop.base / "jupyterhub.log", log_offset)
         if out is not None:  # the hub's log (with the proxy's lines) beside the results, to read the errors
             out.mkdir(parents=True, exist_ok=True)
             shutil.copy(shop.base / "jupyterhub.log", out / f"jupyterhub-{n}.log")
