@@ -63,6 +63,7 @@ class Learner:
     collected: bool = False
     errors: list[str] = field(default_factory=list)
     cpu_s: float = 0.0
+    kernel_cpu_s: float = 0.0
     peak_rss_bytes: int = 0
     peak_pss_bytes: int = 0
 
@@ -96,6 +97,7 @@ class Sampler(threading.Thread):
         self.stop = threading.Event()
         self.cpu: dict[int, float] = {}  # pid -> latest CPU-seconds (user + system, with reaped children)
         self.owner: dict[int, str] = {}  # pid -> learner name or "hub"
+        self.kernels: set[int] = set()  # pids of kernels (ipykernel), the rest of a learner's is its server
         self.peak_rss: dict[str, int] = {}
         self.peak_pss: dict[str, int] = {}
         self.peak_used_bytes = 0
@@ -116,7 +118,7 @@ class Sampler(threading.Thread):
                                 if c.uids().real not in self.uids)
             except self.psutil.Error:
                 pass
-        for process in self.psutil.process_iter(["pid", "uids"]):
+        for process in self.psutil.process_iter(["pid", "uids", "cmdline"]):
             try:
                 uid = process.info["uids"].real
                 owner = self.uids.get(uid) or ("hub" if process.pid in hub_tree else None)
@@ -125,6 +127,8 @@ class Sampler(threading.Thread):
                 times = process.cpu_times()
                 self.cpu[process.pid] = times.user + times.system + times.children_user + times.children_system
                 self.owner[process.pid] = owner
+                if "ipykernel_launcher" in " ".join(process.info["cmdline"] or []):
+                    self.kernels.add(process.pid)
                 full = process.memory_full_info()
                 rss[owner] = rss.get(owner, 0) + full.rss
                 pss[owner] = pss.get(owner, 0) + getattr(full, "pss", full.rss)
@@ -141,8 +145,9 @@ class Sampler(threading.Thread):
             self.sample()
             self.stop.wait(self.interval_s)
 
-    def cpu_of(self, owner: str) -> float:
-        return sum(v for pid, v in self.cpu.items() if self.owner.get(pid) == owner)
+    def cpu_of(self, owner: str, kernels_only: bool = False) -> float:
+        return sum(v for pid, v in self.cpu.items()
+                   if self.owner.get(pid) == owner and (not kernels_only or pid in self.kernels))
 
 
 def _lesson_notebook():
@@ -342,6 +347,7 @@ def run_once(n: int, *, moves: int = 5, deadline_s: float = 1500.0, progress=pri
         timed_out = any(t.is_alive() for t in threads)
         sampler.stop.set()
         sampler.join(timeout=10)
+        sampler.sample()  # the last second's CPU too
         row["wall_s"] = round(time.monotonic() - started, 1)
         row["load1_end"] = round(load_average(), 2)
         try:
@@ -351,6 +357,7 @@ def run_once(n: int, *, moves: int = 5, deadline_s: float = 1500.0, progress=pri
         for learner in learners:
             learner.collected = any((course / "submitted" / learner.name / LAB).glob("*.ipynb"))
             learner.cpu_s = round(sampler.cpu_of(learner.name), 1)
+            learner.kernel_cpu_s = round(sampler.cpu_of(learner.name, kernels_only=True), 1)
             learner.peak_rss_bytes = sampler.peak_rss.get(learner.name, 0)
             learner.peak_pss_bytes = sampler.peak_pss.get(learner.name, 0)
         hub_errors, proxy_errors = _hub_log_errors(shop.base / "jupyterhub.log", log_offset)
@@ -382,6 +389,7 @@ def summarise(learners: list[Learner]) -> dict:
         "widget_p50_s": _r(percentile(widget, 50), 2), "widget_p95_s": _r(percentile(widget, 95), 2),
         "widget_max_s": _r(max(widget, default=None), 2), "widget_moves": len(widget),
         "cpu_s_per_learner": _r(mean([x.cpu_s for x in learners]) if learners else None),
+        "kernel_cpu_s_per_learner": _r(mean([x.kernel_cpu_s for x in learners]) if learners else None),
         "peak_rss_mib_per_learner": _r(mean([x.peak_rss_bytes for x in learners]) / 2**20 if learners else None, 0),
         "peak_pss_mib_per_learner": _r(mean([x.peak_pss_bytes for x in learners]) / 2**20 if learners else None, 0),
         "cell_errors": sum(x.cell_errors for x in learners),
@@ -397,7 +405,8 @@ COLUMNS = [
     ("server_start_p50_s", "server start p50 (s)"), ("server_start_max_s", "server start max (s)"),
     ("run_all_p50_s", "Run All p50 (s)"), ("run_all_max_s", "Run All max (s)"),
     ("widget_p50_s", "widget p50 (s)"), ("widget_p95_s", "widget p95 (s)"), ("widget_max_s", "widget max (s)"),
-    ("cpu_s_per_learner", "CPU-s / learner"), ("peak_rss_mib_per_learner", "peak RSS / learner (MiB)"),
+    ("cpu_s_per_learner", "CPU-s / learner"), ("kernel_cpu_s_per_learner", "of which kernel"),
+    ("peak_rss_mib_per_learner", "peak RSS / learner (MiB)"),
     ("peak_pss_mib_per_learner", "peak PSS / learner (MiB)"),
     ("machine_mem_used_peak_gib", "machine memory peak (GiB)"),
     ("hub_cpu_s", "hub+proxy CPU-s"), ("hub_log_errors", "hub errors"), ("proxy_errors", "proxy errors"),
