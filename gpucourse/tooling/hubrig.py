@@ -105,6 +105,22 @@ def shim_environment(base: Path) -> Path:
     return shim
 
 
+DEPLOY_CONFIG = Path(__file__).resolve().parents[2] / "deploy" / "jupyterhub_config.py"
+
+
+def deployed_spawner_args() -> list[str]:
+    """The single-user servers' arguments of deploy/jupyterhub_config.py (culling, the kernels' transport),
+    so that the rig's servers run as deployed ones do."""
+    if not DEPLOY_CONFIG.exists():
+        return []
+    from traitlets.config import Config
+
+    config = Config()
+    namespace = {"get_config": lambda: config, "__file__": str(DEPLOY_CONFIG)}
+    exec(compile(DEPLOY_CONFIG.read_text(), str(DEPLOY_CONFIG), "exec"), namespace)
+    return list(config.Spawner.args or [])
+
+
 class Hub:
     def __init__(self, base: Path, users: dict[str, str]):
         import requests
@@ -131,7 +147,19 @@ class Hub:
             command = [shutil.which("prlimit") or "prlimit", f"--data={int(memory_limit_bytes)}", "--", *command]
         admins = {self.users["instructor"]} if "instructor" in self.users else set()
         path.write_text(f"""
+import os, pwd  # noqa
 c = get_config()  # noqa
+
+
+def _runtime_dir(spawner):  # as deploy/jupyterhub_config.py's pre_spawn_hook: a short path for the kernels' sockets
+    account = pwd.getpwnam(spawner.user.name)
+    path = os.path.join({str(self.base / 'run')!r}, spawner.user.name)
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    os.chown(path, account.pw_uid, account.pw_gid)
+    spawner.environment["JUPYTER_RUNTIME_DIR"] = path
+
+
+c.Spawner.pre_spawn_hook = _runtime_dir
 c.JupyterHub.ip = "127.0.0.1"
 c.JupyterHub.port = {self.port}
 c.JupyterHub.hub_ip = "127.0.0.1"
@@ -148,6 +176,7 @@ c.Authenticator.allowed_users = set({names!r})
 c.Authenticator.admin_users = {admins!r}
 c.JupyterHub.spawner_class = "localprocess"
 c.Spawner.cmd = {command!r}
+c.Spawner.args = {deployed_spawner_args()!r}
 c.Spawner.env_keep = ["LANG"]
 c.Spawner.environment = {{
     "PATH": {str(shim / 'bin') + ':/usr/local/bin:/usr/bin:/bin'!r},
