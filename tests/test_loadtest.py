@@ -51,3 +51,23 @@ def test_the_learners_flag_takes_several_counts(monkeypatch, capsys):
     monkeypatch.setattr("gpucourse.tooling.hubrig.skip_reason", lambda: "not here")
     assert loadtest.main(["--learners", "2 4,8"]) == 2
     assert "cannot run here: not here" in capsys.readouterr().err
+
+
+def test_a_memory_error_is_one_line_and_still_fails_the_cell(capsys):
+    """The kernel's message past the server's memory limit (deploy/ipython_kernel_config.py): one line, and the
+    cell still fails, so that nbgrader never counts a test cell that ran out of memory as passed."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from gpucourse.tooling import memlimit
+
+    assert "1.5 GiB per process" in memlimit.message(3 * 2**30 // 2)
+    shell = InteractiveShell.instance()
+    try:
+        memlimit.install(shell)
+        result = shell.run_cell("raise MemoryError()")
+        assert isinstance(result.error_in_exec, MemoryError) and not result.success
+        out = capsys.readouterr().out
+        assert "more memory than your server may use" in out and "Traceback" not in out
+    finally:
+        shell.set_custom_exc((), None)
+        InteractiveShell.clear_instance()

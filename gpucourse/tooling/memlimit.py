@@ -28,7 +28,7 @@ def message(limit: int | None = None) -> str:
 
 
 def install(shell=None) -> None:
-    """Show ``message()`` instead of a traceback when a cell raises MemoryError."""
+    """Show ``message()`` as the traceback when a cell raises MemoryError (the cell still fails)."""
     if shell is None:
         from IPython import get_ipython
 
@@ -37,7 +37,9 @@ def install(shell=None) -> None:
         return
 
     def handler(self, etype, value, tb, tb_offset=None):
-        print(message(), file=__import__("sys").stderr)
+        # still an error (an "error" output, the cell fails, nbgrader counts it as failed), with one line as its
+        # traceback instead of the stack
+        self._showtraceback(etype, value, [message()])
         return None
 
     shell.set_custom_exc((MemoryError,), handler)
