@@ -8,6 +8,9 @@ PORT ?= 8888
 # The Python that makes .venv (3.11, 3.12 or 3.13); CUDA=12, 13 or sim picks the stack by hand; CUDA=system
 # keeps the CUDA stack already installed for PYTHON and adds the course's own wheels from WHEELHOUSE, offline.
 PYTHON ?= python3
+# make loadtest: how many learners at once (several: LEARNERS="2 4 8") and where the results go
+LEARNERS ?= 4
+LOADTEST_OUT ?= build/loadtest
 CUDA ?=
 WHEELHOUSE ?=
 # make wheelhouse: the Python version and platform of the machine that will use it (default: this one's)
@@ -24,7 +27,7 @@ endif
 
 LABS := $(notdir $(wildcard solutions/lab*))
 
-.PHONY: help setup wheelhouse lab test test-extra test-fast test-gpu test-platforms lint notebooks labs check-generated grade feedback doctor record gpu-report mutate book clean
+.PHONY: help setup wheelhouse lab test test-extra test-fast test-gpu test-platforms lint notebooks labs check-generated grade feedback doctor record gpu-report mutate book loadtest clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -92,6 +95,9 @@ record: setup ## run every registered sweep on this GPU and write data/reference
 
 gpu-report: setup ## GPU tier + every sweep recorded + spread + widget time in build/gpu-report/ (QUICK=1 BUDGET=s RESUME=1 REHEARSAL=1)
 	$(PY) -m gpucourse gpu-report $(if $(REHEARSAL),--rehearsal) $(if $(QUICK),--quick) $(if $(BUDGET),--budget $(BUDGET)) $(if $(RESUME),--resume)
+
+loadtest: setup ## LEARNERS="2 4 8" at once on the course's JupyterHub on 127.0.0.1 (root); table in build/loadtest (LOADTEST_OUT=)
+	$(PY) -m gpucourse.tooling.loadtest --learners "$(LEARNERS)" --out $(LOADTEST_OUT)
 
 grade: setup ## autograde submitted/ (sandboxed, in parallel; JOBS=n): grades.csv, grades_by_cell.csv
 	$(PY) -m gpucourse grade $(if $(JOBS),--jobs $(JOBS))

@@ -168,15 +168,20 @@ def test_single_server_hub_config_loads():
     assert config.JupyterHub.authenticator_class == "pam"
     assert config.JupyterHub.spawner_class == "localprocess"
     assert config.JupyterHub.bind_url.startswith("http://127.0.0.1:")
-    assert config.Spawner.cmd[0].endswith("/.venv/bin/jupyterhub-singleuser")
-    assert config.Spawner.environment["PATH"].startswith(config.Spawner.cmd[0].rsplit("/", 1)[0])
+    assert config.Spawner.cmd[-1].endswith("/.venv/bin/jupyterhub-singleuser")
+    assert config.Spawner.environment["PATH"].startswith(config.Spawner.cmd[-1].rsplit("/", 1)[0])
+    # the memory limit that tests/test_hub_faults.py checks, and servers that outlive a restart of the hub
+    assert config.Spawner.cmd[:3] == ["prlimit", f"--data={4 * 2**30}", "--"]
+    assert config.JupyterHub.cleanup_servers is False
+    assert "--MappingKernelManager.cull_idle_timeout=2700" in config.Spawner.args
     assert callable(config.Spawner.pre_spawn_hook)
 
 
 def test_proxy_pin_is_stated_once():
     pins = set(re.findall(r"configurable-http-proxy@([\d.]+)", (DEPLOY / "README.md").read_text()))
     pins |= set(re.findall(r"configurable-http-proxy@([\d.]+)", (DEPLOY / "jupyterhub_config.py").read_text()))
-    pins |= set(re.findall(r"configurable-http-proxy@([\d.]+)", (ROOT / "tests" / "test_jupyterhub.py").read_text()))
+    pins |= set(re.findall(r"configurable-http-proxy@([\d.]+)",
+                           (ROOT / "gpucourse" / "tooling" / "hubrig.py").read_text()))
     assert len(pins) == 1, pins
 
 

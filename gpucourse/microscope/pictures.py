@@ -258,8 +258,10 @@ def threads_figure(array: str, points: list[tuple], block_dim, threads: int) -> 
             )
         )
     per_block = block_dim[0] * block_dim[1] * block_dim[2]
-    for edge in range(per_block, threads, per_block):  # block boundaries
-        fig.add_hline(y=edge - 0.5, line_color=BLACK, line_width=1, line_dash="dot")
+    from gpucourse.viz.charts import rules
+
+    rules(fig, "y", [edge - 0.5 for edge in range(per_block, threads, per_block)],  # block boundaries
+          color=BLACK, width=1, dash="dot")
     fig.update_layout(
         title=_title(f"Which thread touches which element of {array} (dotted lines: block edges)", ""),
         template="plotly_white",

@@ -83,10 +83,8 @@ def grid_2d_figure(rows: int = 20, cols: int = 40, block_x: int = 16, block_y: i
     fig.add_heatmap(z=block + 0.5, zmin=-0.5, zmax=blocks, colorscale=scale, showscale=False, customdata=labels,
                     hovertemplate="row %{y}, column %{x}: block %{customdata}<extra></extra>",
                     name="element's block (grey: idle thread)")
-    for x in range(0, width + 1, bx):
-        fig.add_vline(x=x - 0.5, line_color="#000000", line_width=1)
-    for y in range(0, height + 1, by):
-        fig.add_hline(y=y - 0.5, line_color="#000000", line_width=1)
+    charts.rules(fig, "x", [x - 0.5 for x in range(0, width + 1, bx)], color="#000000", width=1)
+    charts.rules(fig, "y", [y - 0.5 for y in range(0, height + 1, by)], color="#000000", width=1)
     fig.add_shape(type="rect", x0=-0.5, y0=-0.5, x1=cols - 0.5, y1=rows - 0.5, line={"color": "#000000", "width": 3,
                                                                                        "dash": "dash"})
     fig.update_yaxes(autorange="reversed")
