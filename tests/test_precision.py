@@ -301,3 +301,20 @@ def test_tensor_core_accumulation_is_never_stated_as_plain_fp32():
         for claim in re.finditer(r"tensor cores?[^.]{0,80}?accumulate[^.]{0,20}?\bin fp32", text, re.I):
             raise AssertionError(f"{path.name}: {claim.group(0)!r}")
         assert re.search(r"accumulate fp16 and bf16 products at about fp32 width", text) is None, path.name
+
+
+def test_the_accumulation_explorer_runs_the_kernels_where_a_move_stays_under_a_second(monkeypatch):
+    """Simulator mode: the Numba kernels up to 4,096 terms, NumPy's reference (the same table, tested
+    above) beyond, and the caption says which; a move to 16,384 terms then launches no simulated kernel."""
+    from gpucourse.lessons.precision import figures
+    from gpucourse.lessons.precision import model as precision_model
+
+    assert figures.widget_engine(4096) == "kernel" and figures.widget_engine(16384) == "numpy"
+    launches = []
+    real = precision_model.accumulate
+    monkeypatch.setattr(precision_model, "accumulate", lambda *a, **k: launches.append(a[1]) or real(*a, **k))
+    chart = figures.accumulation_widget(threaded=False)
+    assert launches and "the Numba kernels in the simulator" in charts.caption_of(chart.figure)
+    launches.clear()
+    chart.controls["max_n"].value = 16384
+    assert chart.errors == 0 and launches == [] and "NumPy" in charts.caption_of(chart.figure)

@@ -53,7 +53,8 @@ def accumulation_figure(data: str = "uniform", max_n: int = 4096, rows: int = 4,
     """Error vs n (log-log) for each accumulation method, with each format's unit roundoff."""
     table = errors if errors is not None else accumulation_errors(data, max_n, rows, engine=engine)
     where = ("the Numba kernels in the simulator" if engine == "kernel" and not runtime.is_gpu()
-             else f"the Numba kernels on {runtime.device().name}" if engine == "kernel" else "NumPy")
+             else f"the Numba kernels on {runtime.device().name}" if engine == "kernel"
+             else "NumPy, with the kernels' roundings (the same table, tested)")
     fig = charts.figure(
         f"Summing n float16 values ({data}): error vs n", "n (terms summed)", "error ÷ Σ|x| (log)",
         charts.source_caption("measured", f"results (not timings) computed now by {where}; median of {rows} "
@@ -310,8 +311,17 @@ def accumulation_widget(data: str = "uniform", max_n: int = 4096, *, threaded: b
     return LiveChart(
         {"data": w.Dropdown(options=DATA_KINDS, value=data, description="inputs"),
          "max_n": w.Dropdown(options=[256, 1024, 4096, 16384], value=max_n, description="up to n")},
-        compute=lambda data, max_n: accumulation_figure(data, max_n, rows=4),
+        compute=lambda data, max_n: accumulation_figure(data, max_n, rows=4, engine=widget_engine(max_n)),
         threaded=threaded, description="Error of each accumulator against the exact sum, vs n.")
+
+
+SIM_KERNEL_MAX_N = 4096  # past it the simulator's kernels take seconds per move (2.3 CPU-s at 16384)
+
+
+def widget_engine(max_n: int) -> str:
+    """The explorer's engine: the Numba kernels on a GPU, and in the simulator up to SIM_KERNEL_MAX_N terms;
+    beyond, NumPy's reference, which gives the same table (tests/test_precision.py) in a tenth of a second."""
+    return "kernel" if runtime.is_gpu() or max_n <= SIM_KERNEL_MAX_N else "numpy"
 
 
 def gradient_widget(fmt: str = "fp16", log2_scale: int = 0, *, threaded: bool = True):
