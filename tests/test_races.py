@@ -96,6 +96,11 @@ def test_histogram_figure_with_recording(monkeypatch):
 def test_histogram_widget_updates_and_reports_errors():
     widget = races.histogram_widget(threaded=False)
     assert widget.runs == 1 and widget.errors == 0
+    if not runtime.is_gpu():  # a move traces four launches: at most 1,024 values keeps it under a second
+        from gpucourse.lessons.races import figures as race_figures
+
+        assert widget.controls["items"].max == race_figures.WIDGET_SIM_ITEMS == 1024
+        assert widget.controls["items"].value == 1024  # the lesson's prediction: "The histogram has 1,024 values"
     widget.controls["bins"].value = 1
     assert widget.runs == 2 and "1 bin:" in widget.figure.layout.title.text
     widget.compute = lambda **values: races.histogram_figure(bins=0)

@@ -19,7 +19,6 @@ from gpucourse.lessons.races.experiments import (
 )
 from gpucourse.lessons.races.model import (
     LITMUS_FENCES,
-    SIM_MAX_ITEMS,
     _arrow,
     _bins,
     _box,
@@ -87,12 +86,18 @@ def histogram_figure(bins: int = 16, items: int = 1024, seed: int = 0) -> go.Fig
     return charts.legend_below(fig, 64)
 
 
+WIDGET_SIM_ITEMS = 1024  # the explorer's most values in the simulator (a move: four traced launches)
+
+
 def histogram_widget(threaded: bool = True) -> LiveChart:
     """Bins (contention) and items → counts lost and time per variant."""
     if runtime.is_gpu():
         items = widgets.SelectionSlider(options=[10**4, 10**5, 10**6, 10**7], value=10**6, description="items")
     else:
-        items = widgets.IntSlider(value=1024, min=0, max=SIM_MAX_ITEMS, step=256, description="items")
+        # up to 1,024 values a move traces four launches in under a second on one core (0.88 CPU-s at 1,024
+        # bins, the worst); the simulator's 4,096 (SIM_MAX_ITEMS) took 2.5 s: call histogram_figure for more
+        items = widgets.IntSlider(value=WIDGET_SIM_ITEMS, min=0, max=WIDGET_SIM_ITEMS, step=128,
+                                  description="items")
     return LiveChart(
         {"bins": widgets.SelectionSlider(options=[2**k for k in range(11)], value=16, description="bins"),
          "items": items, "seed": widgets.BoundedIntText(value=0, min=0, max=10**6, description="seed")},
