@@ -317,3 +317,25 @@ def test_counts_chart_stacks_legend_plots_ticks_and_caption():
     lines = caption.text.count("<br>") + 1
     assert fig.layout.margin.b >= -caption.yshift + 16 * lines  # and inside the figure
     assert "warp line issues" in fig.layout.annotations[2].text
+
+
+def test_atomics_as_compiled_says_so_without_the_cuda_packages(monkeypatch):
+    """macOS or Windows (test-platforms' "nocuda"): numba-cuda's PTX compiler is not there, and its package
+    metadata neither; the lesson's cell prints one line that says so, not a PackageNotFoundError."""
+    from importlib import metadata
+
+    from gpucourse.lessons.reductions import compiled
+
+    def missing(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "version", missing)
+    monkeypatch.setattr(compiled.ptxinfo, "compile_ptx",
+                        lambda pairs, cc: [{"error": "No module named 'numba.cuda'"} for _ in pairs])
+    compiled.atomics_as_compiled.cache_clear()
+    try:
+        table = compiled.atomics_as_compiled()
+    finally:
+        compiled.atomics_as_compiled.cache_clear()
+    assert "cannot compile PTX here" in table.attrs["source"] and "numba.cuda" in table.attrs["source"]
+    assert table["PTX atomics (atom/red)"].isna().all() and table.attrs["sass"] == {}

@@ -104,8 +104,15 @@ def atomics_as_compiled(arch: int = 90) -> pd.DataFrame:
     table = pd.DataFrame(rows)
     from importlib import metadata
 
-    ptx_tool = f"numba-cuda {metadata.version('numba-cuda')} compile_ptx for cc {arch // 10}.{arch % 10}"
-    if have_sass:
+    failed = [result["error"] for result in compiled if "ptx" not in result]
+    try:
+        ptx_tool = f"numba-cuda {metadata.version('numba-cuda')} compile_ptx for cc {arch // 10}.{arch % 10}"
+    except metadata.PackageNotFoundError:
+        failed = failed or ["numba-cuda is not installed"]
+    if failed:  # macOS or Windows without the CUDA packages: say so, no traceback
+        table.attrs["source"] = (f"numba-cuda cannot compile PTX here ({failed[0]}): the PTX and SASS counts need "
+                                 "the CUDA packages; see the Nsight Compute recording below for what the GPU ran")
+    elif have_sass:
         table.attrs["source"] = (f"compiled on this machine, no GPU: {ptx_tool}; ptxas "
                                  f"{_tool_version(ptxinfo.find_ptxas())} -arch=sm_{arch}; cuobjdump "
                                  f"{_tool_version(find_cuobjdump())} -sass. Static counts (in the code), "
