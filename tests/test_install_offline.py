@@ -1,7 +1,9 @@
 """The offline path of an HPC GPU node, rehearsed end to end (README, "An HPC node without internet"):
 
-1. a stand-in for the node's own Python: a venv holding only what the GPU image has (numpy, pandas, numba,
-   numba-cuda, torch, pytest, ... at locks/cu13.txt's pins; CPU torch here), installed from the registry;
+1. a stand-in for the node's own Python: a venv holding only a bare site stack (sitestack.BARE_SITE: numpy,
+   numba, numba-cuda, CuPy, torch, pandas, pytest and their own dependencies, at locks/cu13.txt's pins; CPU torch
+   here), installed from the registry; not what one node happened to hold besides (plotly's narwhals, say: a
+   wheelhouse that forgot it passed here while `import plotly` failed on a node that never had plotly);
 2. a wheelhouse made by `make wheelhouse` for this machine's Python and platform (the registry's last use);
 3. in a copy of the course, with no index (PIP_NO_INDEX, an unreachable PIP_INDEX_URL, no pip configuration):
    `make setup CUDA=system`, then `make doctor HEADLESS=1` and the GPU path (every lesson's sweeps, a LiveChart
@@ -30,11 +32,9 @@ from gpucourse.tooling.build import ROOT
 
 pytestmark = pytest.mark.slow
 
-# What an offline H100 node's python3 holds (data/reference/nvidia-h100-80gb-hbm3/first-contact/probe.jsonl),
-# less its CUDA wheels; their own dependencies come along, at locks/cu13.txt's pins.
-SITE_STACK = ("numpy", "pandas", "numba", "numba-cuda", "llvmlite", "torch", "pytest", "packaging", "pygments",
-              "narwhals", "setuptools", "psutil")
-NOT_IN_THE_LOCKS = ("pytest-timeout==2.5.0",)  # the node's version
+# A bare site stack, as every GPU image has it; their own dependencies come along, at locks/cu13.txt's pins.
+# Nothing more: a package listed here that the lock's packages need would hide a wheel missing from the wheelhouse.
+SITE_STACK = sitestack.BARE_SITE
 UNREACHABLE_INDEX = "http://127.0.0.1:9/simple"  # the discard port: an attempt to use an index fails at once
 SETUP_TIMEOUT_S = 300
 
@@ -100,7 +100,7 @@ def _make_site_stack(site: Path) -> Path:
     """A venv with only the GPU image's packages, from the registry (uv with pip's settings when it is here)."""
     subprocess.run([sys.executable, "-m", "venv", str(site)], check=True)
     python = install.venv_python(site)
-    wanted = ["-c", str(ROOT / "locks" / "cu13.txt"), *SITE_STACK, *NOT_IN_THE_LOCKS]
+    wanted = ["-c", str(ROOT / "locks" / "cu13.txt"), *SITE_STACK]
     listing = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
     options = install.uv_options(install.pip_settings(listing))
     has_uv = subprocess.run([sys.executable, "-m", "uv", "--version"], capture_output=True).returncode == 0
@@ -141,6 +141,8 @@ def offline_env(tmp_path_factory) -> OfflineEnv:
     seconds["make wheelhouse"] = time.perf_counter() - started
     environ, started = offline_environ(site_python), time.perf_counter()
     before = _site_freeze(site_python)
+    site_has = {sitestack.canonical(line.split("==")[0]) for line in before.splitlines() if "==" in line}
+    assert not site_has & set(sitestack.lock_pins(ROOT / sitestack.LOCK)), "the stand-in is not a bare site stack"
     setup = subprocess.run(["make", "setup", "CUDA=system", f"PYTHON={site_python}", f"WHEELHOUSE={wheelhouse}"],
                            cwd=course, env=environ, capture_output=True, text=True, timeout=SETUP_TIMEOUT_S)
     seconds["make setup CUDA=system (offline)"] = time.perf_counter() - started
@@ -151,7 +153,8 @@ def offline_env(tmp_path_factory) -> OfflineEnv:
 
 def test_setup_adds_only_the_lock_from_the_wheelhouse_and_reports_the_site_stack(offline_env):
     out = offline_env.setup.stdout
-    assert "system stack" in out and "6 wheel(s) match SHA256SUMS" in out and "kernel check skipped" in out
+    wheels = len(sitestack.lock_pins(ROOT / sitestack.LOCK))
+    assert "system stack" in out and f"{wheels} wheel(s) match SHA256SUMS" in out and "kernel check skipped" in out
     assert "the site's stack (Python" in out and "numba-cuda 0.30.4" in out
     assert (offline_env.course / ".venv" / ".setup-stamp").read_text().startswith("stack=system ")
     own = install.venv_python(offline_env.course / ".venv")

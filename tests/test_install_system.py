@@ -5,6 +5,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,82 @@ def test_the_system_lock_takes_its_pins_from_the_cuda_13_lock():
     assert system and {name: cu13.get(name) for name in system} == system
     # the node's own stack is never in it: the system stack keeps the site's versions
     assert not set(system) & {"numpy", "pandas", "numba", "numba-cuda", "llvmlite", "torch", "cupy-cuda13x"}
+
+
+
+# --- what the wheelhouse must carry: every run-time dependency a bare site stack lacks --------------------------------
+
+NODE_PYTHONS = ("3.11", "3.12", "3.13")  # the course's Pythons (pyproject's requires-python)
+
+
+def runtime_requirements(name: str, requires=metadata.requires) -> set[str]:
+    """The distributions ``name`` declares it needs at run time (no extras) on Linux, under any of NODE_PYTHONS."""
+    from packaging.requirements import Requirement
+
+    found = set()
+    for text in requires(name) or []:
+        requirement = Requirement(text)
+        environments = [{"extra": "", "python_version": v, "python_full_version": f"{v}.0", "sys_platform": "linux",
+                         "platform_system": "Linux", "os_name": "posix", "implementation_name": "cpython",
+                         "platform_python_implementation": "CPython"} for v in NODE_PYTHONS]
+        if requirement.marker is None or any(requirement.marker.evaluate(e) for e in environments):
+            found.add(sitestack.canonical(requirement.name))
+    return found
+
+
+def closure(names, requires=metadata.requires, stop=frozenset()) -> set[str]:
+    """``names`` and everything they need, transitively; a name in ``stop`` is neither taken nor followed."""
+    seen, todo = set(), [sitestack.canonical(n) for n in names]
+    while todo:
+        name = todo.pop()
+        if name in seen or name in stop:
+            continue
+        seen.add(name)
+        todo += runtime_requirements(name, requires)
+    return seen
+
+
+def uncarried(lock, bare_site, not_carried, requires=metadata.requires) -> set[str]:
+    """What the lock's packages need at run time that neither the lock, a bare site stack nor NOT_CARRIED has."""
+    site = closure(bare_site, requires)
+    return closure(lock, requires, stop=frozenset(site) | set(not_carried)) - {sitestack.canonical(n) for n in lock}
+
+
+def _installed_or_skip(names):
+    missing = []
+    for name in names:
+        try:
+            metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            missing.append(name)
+    if missing:
+        pytest.skip(f"reads the CUDA 13 environment's metadata (make setup); not installed here: {missing}")
+
+
+def test_the_wheelhouse_carries_every_runtime_dependency_a_bare_site_stack_lacks():
+    # derived from the installed packages' own metadata: plotly 7 needs narwhals, which a site that never had
+    # plotly lacks (`import plotly` failed on such a node); a dependency a future version adds fails here
+    lock = sitestack.lock_pins(ROOT / sitestack.LOCK)
+    _installed_or_skip([*lock, *sitestack.BARE_SITE])
+    assert uncarried(lock, sitestack.BARE_SITE, sitestack.NOT_CARRIED) == set()
+    assert uncarried(set(lock) - {"narwhals"}, sitestack.BARE_SITE, sitestack.NOT_CARRIED) == {"narwhals"}
+    # every exception is a real requirement of a carried package (none left behind when that one drops it)
+    declared = set().union(*(runtime_requirements(name) for name in lock))
+    assert set(sitestack.NOT_CARRIED) <= declared, set(sitestack.NOT_CARRIED) - declared
+
+
+def test_a_dependency_the_lock_lacks_is_found_through_the_metadata():
+    fake = {"plotly": ["narwhals>=1.15", "packaging"], "narwhals": ["pandas>=1; extra == 'pandas'"],
+            "packaging": [], "pytest": ["packaging>=24", "colorama>=0.4; sys_platform == 'win32'", "tomli>=2; "
+                                        "python_version < '3.11'"],
+            "ipython": ["jedi>=0.18", "traitlets>=5", "typing_extensions>=4.6; python_version < '3.12'"],
+            "jedi": ["parso"], "traitlets": [], "typing-extensions": []}
+    requires = fake.get
+    assert uncarried(["plotly"], ["pytest"], {}, requires) == {"narwhals"}
+    assert uncarried(["plotly", "narwhals"], ["pytest"], {}, requires) == set()
+    # a marker for one of the course's Pythons counts; an exception is not followed into its own needs
+    assert uncarried(["ipython", "traitlets"], ["pytest"], {"jedi": "terminal"}, requires) == {"typing-extensions"}
+    assert uncarried(["ipython", "traitlets"], ["pytest"], {}, requires) == {"jedi", "parso", "typing-extensions"}
 
 
 @pytest.mark.parametrize(("version", "spec", "ok"), [

@@ -37,6 +37,23 @@ NUMBA_CUDA_NUMPY_BELOW = {"0.30": "2.5"}
 # compiled against each other: a version outside what a site library requires breaks at import or at JIT time
 BOUND = ("numpy", "llvmlite", "numba")
 FROM_SITE = ("numpy", "pandas", "numba")  # the course's own dependencies that the site must provide
+# A bare site stack: what any GPU site's Python has (with their own dependencies, nothing more; the CuPy of the
+# site's CUDA major). The wheelhouse carries what the course adds and every run-time dependency of that which
+# these lack (tests/test_install_system.py derives it from the metadata; tests/test_install_offline.py's
+# stand-in for a site is exactly this).
+BARE_SITE = ("numpy", "numba", "numba-cuda", "cupy-cuda13x", "torch", "pandas", "pytest")
+# Requirements the lock's packages declare that the course never imports on a node: not carried, on purpose.
+NOT_CARRIED = {
+    "jedi": "IPython's completion at a terminal prompt",
+    "prompt-toolkit": "IPython's terminal prompt",
+    "stack-data": "IPython's verbose tracebacks",
+    "pexpect": "IPython's shell escapes (!cmd) at a terminal",
+    "matplotlib-inline": "IPython's matplotlib backend (the course draws with plotly)",
+    "ipython-pygments-lexers": "IPython's syntax highlighting of a traceback",
+    "psutil": "IPython's terminal (kitty graphics detection at a terminal start; the GPU path never imports it)",
+    "widgetsnbextension": "ipywidgets' JavaScript for the classic notebook (no notebook server on a node)",
+    "jupyterlab-widgets": "ipywidgets' JavaScript for JupyterLab (no JupyterLab on a node)",
+}
 # what a missing GPU library costs on a GPU (the lessons that import it)
 WHY_GPU = {"numba-cuda": "no kernel runs on the GPU without it", "torch": "lessons 04a, 07 and 08 use it on a GPU",
            "cupy": "on a GPU the lessons' array code (xp) and several sweeps use it"}
