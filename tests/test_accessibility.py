@@ -102,7 +102,7 @@ WITH_ARGUMENTS = {
     .picture_banks(op="load"),
     "microscope.picture_lanes": lambda: microscope.trace(_half_warp_branch, 1, 64, np.zeros(64)).picture_lanes(1),
     "microscope.picture_threads": lambda: microscope.trace(_half_warp_branch, 2, 32, np.zeros(64)).picture_threads(),
-    "lessons.races.weakmemory.timeline_figure": _stale_read_timeline,
+    "lessons.races.weakmemory.timeline.timeline_figure": _stale_read_timeline,
     "lessons.occupancy.figures.occupancy_chart": lambda: occupancy_lesson.occupancy_chart("threads_per_block"),
     "lessons.races.figures.memory_model_picture(fenced)": lambda: _races().memory_model_picture(fenced=True),
     "lessons.occupancy.figures.learner_curve_figure": lambda: occupancy_lesson.learner_curve_figure(
@@ -121,6 +121,7 @@ WITH_ARGUMENTS = {
 # Builders the test cannot call alone, each with why; a new builder must be callable or named here.
 NOT_CALLED = {
     "viz.charts.*": "the chart primitives every builder above is made of",
+    "chartlayout.*": "the layout under viz.charts and the microscope's pictures (fit, rules...)",
     "viz.cited.*": "adds published series and captions to a lesson figure (each lesson figure that uses it is checked)",
     "viz.predictions.mark_chart": "marks a LiveChart's figure with predictions.mark (checked above)",
     "microscope.pictures.*": "drawn through the microscope's picture_* methods (above)",

@@ -9,7 +9,7 @@ import gpucourse  # noqa: F401  (the mode first)
 from gpucourse import microscope
 from gpucourse.microscope import ncu_metrics
 from gpucourse.microscope.errors import MicroscopeError
-from gpucourse.microscope.profile import LINE_COLUMNS
+from gpucourse.microscope.nsight import LINE_COLUMNS
 
 LD_REQUESTS = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"
 LD_SECTORS = "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"

@@ -363,7 +363,7 @@ class SideBySide:
         return pd.DataFrame(rows).drop(columns=["kernel", "scale"])
 
     def __repr__(self) -> str:
-        from gpucourse.microscope.profile import format_value
+        from gpucourse.microscope.nsight import format_value
 
         if self.ncu is None:
             return f"{self.status}\n{self.profile!r}"
@@ -385,7 +385,7 @@ def side_by_side(kernel, griddim, blockdim, *args, registers_per_thread=None, fa
                  timeout_s: float = NCU_TIMEOUT_S, **trace_options) -> SideBySide:
     """The microscope's profile of ``kernel[griddim, blockdim](*args)`` and, where ncu and a GPU are here, ncu's
     profile of the same launch, metric by metric. Without them: the microscope's alone, and one line why."""
-    from gpucourse.microscope.profile import Profile, profile
+    from gpucourse.microscope import Profile, profile
 
     reason = availability()
     if reason:
@@ -532,7 +532,7 @@ class Beside:
     beside them (counts per warp, so that launches of different sizes compare)."""
 
     def __init__(self, profile, label: str, rows, recordings_: list[Recording]):
-        from gpucourse.microscope.profile import chosen_rows
+        from gpucourse.microscope.nsight import chosen_rows
 
         self.profile, self.label, self.recordings = profile, label, recordings_
         self.rows = chosen_rows(rows)
@@ -567,7 +567,7 @@ class Beside:
         return " ".join([mine, *(r.caption() for r in self.recordings)])
 
     def __repr__(self) -> str:
-        from gpucourse.microscope.profile import format_value
+        from gpucourse.microscope.nsight import format_value
 
         table = self.table()
         columns = [c for c in table.columns if c not in ("label", "unit", "scale", "exactness", "metric")]
@@ -581,7 +581,7 @@ class Beside:
     def _repr_html_(self) -> str:
         import html
 
-        from gpucourse.microscope.profile import format_value
+        from gpucourse.microscope.nsight import format_value
 
         table = self.table()
         shown = table.copy()

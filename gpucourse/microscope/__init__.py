@@ -67,11 +67,11 @@ from gpucourse.microscope.errors import (
     TraceTooLarge,
     WarpSyncError,
 )
-from gpucourse.microscope.launch import MAX_LINES, MAX_THREADS, trace
+from gpucourse.microscope.launch import MAX_LINES, MAX_THREADS, profile, trace
 from gpucourse.microscope.limits import ARCHS, check_shared_memory, validate_launch
 from gpucourse.microscope.memory import MemorySystem
+from gpucourse.microscope.nsight import Profile
 from gpucourse.microscope.pictures import OKABE_ITO
-from gpucourse.microscope.profile import Profile, profile
 from gpucourse.microscope.report import Report
 from gpucourse.microscope.warp import FULL_MASK, install_warp_intrinsics
 

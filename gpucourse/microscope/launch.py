@@ -1,4 +1,5 @@
-"""``trace()``: run one launch of a kernel in the simulator, under the microscope."""
+"""``trace()``: run one launch of a kernel in the simulator, under the microscope; ``profile()``: the same launch
+in Nsight Compute's words (nsight.py's ``Profile``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 
 from gpucourse.microscope.errors import KernelArgumentError, MicroscopeError, TraceTooLarge
 from gpucourse.microscope.limits import DEFAULT_CC, check_shared_memory, validate_launch
+from gpucourse.microscope.nsight import Profile
 from gpucourse.microscope.report import Report
 from gpucourse.microscope.scheduler import SCHEDULES, make_grid
 
@@ -245,6 +247,17 @@ def trace(
     for writeback in writebacks:
         writeback()
     return report
+
+
+def profile(kernel, griddim, blockdim, *args, registers_per_thread=None, shared_config_bytes=None,
+            **trace_options) -> Profile:
+    """Trace ``kernel[griddim, blockdim](*args)`` (``trace()``'s options apply) and report it in ncu's words.
+
+    ``registers_per_thread``: ptxas's count, for the occupancy rows (None: the register limit is left out).
+    ``shared_config_bytes``: the SM's shared-memory size the driver chose (ncu's launch__shared_mem_config_size;
+    None: the largest carve-out)."""
+    report = trace(kernel, griddim, blockdim, *args, **trace_options)
+    return Profile(report, registers_per_thread=registers_per_thread, shared_config_bytes=shared_config_bytes)
 
 
 @contextlib.contextmanager

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from gpucourse.chartlayout import place_caption, rules, source_caption
 from gpucourse.microscope.analysis import (
     BANK_WORD_BYTES,
     BANKS,
@@ -33,11 +34,11 @@ def _title(text: str, source: str) -> dict:
 
 
 def _caption(fig: go.Figure) -> go.Figure:
-    """The provenance line every course chart carries, under the x-axis title."""
-    from gpucourse.viz.charts import set_source, source_caption
-
+    """The provenance line every course chart carries, under the x-axis title. Placed by chartlayout, below the
+    microscope (viz sits above it): a count of the simulator is the same in a rehearsal, so it carries no rehearsal
+    mark (``viz.charts.set_source`` adds one to numbers that stand in for a GPU's)."""
     fig.update_layout(margin={"b": 120})
-    set_source(fig, source_caption("counted", "one launch traced in the simulator by gpucourse.microscope"))
+    place_caption(fig, source_caption("counted", "one launch traced in the simulator by gpucourse.microscope"))
     return fig
 
 
@@ -258,8 +259,6 @@ def threads_figure(array: str, points: list[tuple], block_dim, threads: int) -> 
             )
         )
     per_block = block_dim[0] * block_dim[1] * block_dim[2]
-    from gpucourse.viz.charts import rules
-
     rules(fig, "y", [edge - 0.5 for edge in range(per_block, threads, per_block)],  # block boundaries
           color=BLACK, width=1, dash="dot")
     fig.update_layout(

@@ -418,9 +418,9 @@ class Report:
         return sum(r["count"] for r in self._races)
 
     def profile(self, registers_per_thread=None):
-        """This launch in Nsight Compute's words (``gpucourse.microscope.profile``): ncu's metric names,
+        """This launch in Nsight Compute's words (``gpucourse.microscope.nsight``): ncu's metric names,
         the microscope's values, and how exact each one is."""
-        from gpucourse.microscope.profile import Profile
+        from gpucourse.microscope.nsight import Profile
 
         return Profile(self, registers_per_thread=registers_per_thread)
 

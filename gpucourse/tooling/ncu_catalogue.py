@@ -32,7 +32,7 @@ import numpy as np
 
 from gpucourse.measure import ncu
 from gpucourse.microscope.ncu_agreement import PREDICATED, SCALED, Relation, compare
-from gpucourse.microscope.profile import Profile
+from gpucourse.microscope.nsight import Profile
 
 RECORD_TIMEOUT_S = 90.0  # the quick GPU report's budget for the catalogue under ncu
 RECORDING_DIR = Path(__file__).resolve().parents[2] / "data" / "reference" / "nvidia-h100-80gb-hbm3" / "ncu"

@@ -38,7 +38,7 @@ from gpucourse.measure import runtime
 from gpucourse.lessons.coalescing import drift_aos, drift_reference, make_particles, strided_copy, warp_figure
 from gpucourse.tooling.grading import check
 from gpucourse.microscope import trace
-from gpucourse.microscope.profile import profile
+from gpucourse.microscope import profile
 
 cuda = runtime.cuda
 runtime.banner()

@@ -1,4 +1,5 @@
-"""``profile()``: one traced launch reported in Nsight Compute's words, per kernel and per source line.
+"""``Profile``: one traced launch reported in Nsight Compute's words, per kernel and per source line.
+``microscope.profile()`` (launch.py, beside ``trace()``) traces a launch and returns one.
 
     from gpucourse import microscope
     p = microscope.profile(my_kernel, grid, block, *args)      # the arguments of trace()
@@ -45,19 +46,6 @@ LINE_COLUMNS = (
     "L1 Wavefronts Shared Ideal",
     "L1 Wavefronts Shared Excessive",
 )
-
-
-def profile(kernel, griddim, blockdim, *args, registers_per_thread=None, shared_config_bytes=None,
-            **trace_options) -> Profile:
-    """Trace ``kernel[griddim, blockdim](*args)`` (``trace()``'s options apply) and report it in ncu's words.
-
-    ``registers_per_thread``: ptxas's count, for the occupancy rows (None: the register limit is left out).
-    ``shared_config_bytes``: the SM's shared-memory size the driver chose (ncu's launch__shared_mem_config_size;
-    None: the largest carve-out)."""
-    from gpucourse.microscope.launch import trace
-
-    report = trace(kernel, griddim, blockdim, *args, **trace_options)
-    return Profile(report, registers_per_thread=registers_per_thread, shared_config_bytes=shared_config_bytes)
 
 
 class Profile:
