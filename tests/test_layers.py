@@ -9,7 +9,7 @@ name that is also one of its submodules' names, unless it is that submodule (onc
 ``microscope/profile.py`` was imported anywhere, ``from gpucourse.microscope import profile`` gave the
 module, not the function the package exported under that name). Inside a lesson package the parts are layered too:
 kernels -> model -> experiments -> figures -> __init__ (a part imports only the parts before it;
-the lesson's whole-file helpers, e.g. races/weakmemory.py, sit below all four; reductions/compiled.py,
+the lesson's whole-file helpers, e.g. races/weakmemory/ (a package), sit below all four; reductions/compiled.py,
 which compiles the lesson's kernels as an experiment does, sits at experiments' rank). The grading package's
 rooms are layered the same way (GRADING_ROOMS): no room imports one after it, nor the package's face."""
 

@@ -203,3 +203,16 @@ def test_every_metric_says_how_exact_it_is_and_cites_its_source():
     assert "smsp__sass_inst_executed_op_global_red.sum" in wanted and not any(n.startswith("(") for n in wanted)
     notes = microscope.profile(odd_lanes_loop, 1, 32, np.zeros(32, np.float32)).notes()
     assert notes.count("source: ") == sum(len(m.docs) for m in ncu_metrics.METRICS)
+
+
+def test_the_microscopes_profile_is_the_function_whatever_was_imported_before():
+    # the module of that name once replaced the function on the package (a learner's import got the module)
+    import importlib
+    import inspect
+
+    for part in ("launch", "nsight", "report", "pictures"):
+        importlib.import_module(f"gpucourse.microscope.{part}")
+    from gpucourse.microscope import Profile, profile
+
+    assert inspect.isfunction(profile) and profile is microscope.profile and inspect.isclass(Profile)
+    assert profile.__module__ == "gpucourse.microscope.launch"
