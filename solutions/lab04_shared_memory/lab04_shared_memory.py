@@ -14,7 +14,7 @@
 # %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # # Lab 04 · Tiled matrix multiply and a conflict-free transpose
 #
-# *About 30 minutes. Goes with lesson 04 "Shared memory: tiling and bank conflicts".*
+# *About 65 minutes. Goes with lesson 04 "Shared memory: tiling and bank conflicts".*
 #
 # How to work: fill in every cell that says `YOUR CODE HERE` (delete the `raise
 # NotImplementedError()` line). Don't edit the test cells: they are locked and are graded

@@ -14,7 +14,7 @@
 # %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # # Lab 04a · Warp sums, a butterfly all-reduce and a warp-shuffle block scan
 #
-# *About 30 minutes. Goes with lesson 04a "Reductions, scans and warp primitives".*
+# *About 75 minutes. Goes with lesson 04a "Reductions, scans and warp primitives".*
 #
 # How to work: fill in every cell that says `YOUR CODE HERE` (delete the `raise
 # NotImplementedError()` line). Don't edit the test cells: they are locked and are graded

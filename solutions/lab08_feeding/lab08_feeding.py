@@ -14,7 +14,7 @@
 # %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # # Lab 08 · Capstone: why is my training step slow?
 #
-# *About 40 minutes. Goes with lesson 08 "Feeding the GPU"; uses lesson 07's bf16.*
+# *About 50 minutes. Goes with lesson 08 "Feeding the GPU"; uses lesson 07's bf16.*
 #
 # Below is a small PyTorch training loop with three planted causes of a slow step, all from the
 # course's "book of root causes": the host waits for the GPU several times a step, a batch is
