@@ -66,7 +66,7 @@ def f():
     core = unit.counts()
     assert (core.words, core.predicts, core.explorers, core.code_cells) == (267, 1, 1, 1)
     assert unit.core_min == pytest.approx(267 / 130 + 3 + 3 + 1)
-    assert unit.optional_min == pytest.approx(4 / 130 + 1 * minutes.SOLUTION_LINE_MIN + minutes.SOLUTION_CELL_MIN)
+    assert unit.optional_min == pytest.approx(6 / 130 + 1 * minutes.SOLUTION_LINE_MIN + minutes.SOLUTION_CELL_MIN)
     assert unit.stated_core_min == 10 and unit.sections[-1].stated_min == 2
     with pytest.raises(InvalidConfig, match="no jupytext cells"):
         minutes.parse("print(1)\n", "bad")

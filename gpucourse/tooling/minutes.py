@@ -284,7 +284,8 @@ def _first_cell(unit: Unit) -> str:
 def _off(where: str, stated: float, rule: float) -> str | None:
     if within_tolerance(stated, rule):
         return None
-    return f"{where}: states {stated:g} min, the rule counts {rule:.1f} (tolerance ±{max(TOLERANCE_MIN, TOLERANCE_SHARE * rule):.1f})"
+    tolerance = max(TOLERANCE_MIN, TOLERANCE_SHARE * rule)
+    return f"{where}: states {stated:g} min, the rule counts {rule:.1f} (tolerance ±{tolerance:.1f})"
 
 
 def unit_problems(unit: Unit, units: dict[str, Unit]) -> list[str]:
@@ -406,7 +407,7 @@ def agenda_problems(text: str, units: dict[str, Unit], where: str = "instructor/
             found.append(f"{where} '{heading}': states neither 'N hours' nor a span 'HH:MM–HH:MM'")
             continue
         clock = start
-        for time, minutes, what, notes in rows:
+        for time, minutes, what, _notes in rows:
             if _clock(time) != clock:
                 found.append(f"{where} '{heading}': {what.strip()} starts at {time}, the row before ends at "
                              f"{clock // 60}:{clock % 60:02d}")
@@ -440,7 +441,9 @@ def _slot_rule(what: str, units: dict[str, Unit]) -> float | str | None:
         return unit.exercise_min(set(range(first, last + 1)))
     part = re.search(r"part ([A-Z])\b", what)
     if part:
-        return unit.part_min(part.group(1)) if part.group(1) in unit.parts else f"{what}: {name} has no part {part.group(1)}"
+        if part.group(1) not in unit.parts:
+            return f"{what}: {name} has no part {part.group(1)}"
+        return unit.part_min(part.group(1))
     return unit.core_min
 
 
