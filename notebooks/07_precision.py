@@ -14,10 +14,10 @@
 # # 07 · Mixed precision and tensor cores
 #
 # **In 55 minutes you will predict what a number becomes in six formats, why fp16 training needs a
-# loss scaler and bf16 does not, and what a tensor core costs you in accuracy; 15 optional minutes
+# loss scaler and bf16 does not, and what a tensor core costs you in accuracy; 16 optional minutes
 # add what it buys you in speed and why a dimension of 50304 can beat 50257.**
 #
-# *Teaching 33 min · exercises 22 min · optional sections (marked in their headings) 15 min · prerequisites: lessons 00 (measuring) and 01 (warps); a
+# *Teaching 33 min · exercises 22 min · optional sections (marked in their headings) 16 min · prerequisites: lessons 00 (measuring) and 01 (warps); a
 # little PyTorch.*
 #
 # ## Objectives

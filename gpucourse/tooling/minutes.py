@@ -385,9 +385,42 @@ def instructor_problems(root: Path, units: dict[str, Unit]) -> list[str]:
         if (int(optional.group(1)) if optional else None) != unit.stated_optional_min:
             found.append(f"instructor/{path.name}: pacing's optional minutes differ from the lesson's header "
                          f"({unit.stated_optional_min})")
-        for lab, minutes in re.findall(r"\b[Ll]ab (\d\d[a-z]?)\b[^(\n]{0,30}\((\d+) min", text):
+        for lab, minutes in re.findall(r"\b[Ll]ab (\d\d[a-z]?)\b[^(\n]{0,30}\([^)]{0,40}?(\d+) min", text):
             found += _lab_mention(f"instructor/{path.name}", lab, int(minutes), units)
+        found += _pacing_sum(path.name, text, (unit.stated_core_min or 0) + (unit.stated_optional_min or 0))
     return found
+
+
+def _pacing_block(text: str) -> str:
+    """The pacing paragraph of a lesson's notes, with the bullets or the table that follow it."""
+    lines = text[text.index("Pacing ("):].splitlines()
+    block = [lines[0]]
+    for index, line in enumerate(lines[1:], 1):
+        if not line.strip():
+            following = next((ln for ln in lines[index + 1:] if ln.strip()), "")
+            if not following.startswith(("* ", "|")):
+                break
+        block.append(line)
+    return "\n".join(block)
+
+
+def _pacing_sum(name: str, text: str, total: int) -> list[str]:
+    """A table's minute ranges run from 0 to the total without a gap; a paragraph's items add up to it."""
+    block = _pacing_block(text)
+    ranges = re.findall(r"^\| (\d+)–(\d+) \|", block, re.M)
+    if ranges:
+        ends = [0] + [int(end) for _, end in ranges]
+        if [int(start) for start, _ in ranges] != ends[:-1] or ends[-1] != total:
+            return [f"instructor/{name}: the pacing table's minutes do not run from 0 to {total} without a gap"]
+        return []
+    body = block.split(")", 1)[1]  # without the "Pacing (N min ...)" total itself
+    while re.search(r"\([^()]*\)", body):
+        body = re.sub(r"\([^()]*\)", "", body)  # part totals, lab times and remarks in parentheses
+    items = sum(int(n) for n in re.findall(r"(\d+) min\b", body))
+    if items != total:
+        return [f"instructor/{name}: the pacing's items add up to {items} min, the lesson states {total} "
+                "(core and optional)"]
+    return []
 
 
 def _clock(text: str) -> int:
