@@ -20,8 +20,8 @@
 #
 # *35 minutes of core (teaching 30 · predictions and explorers 5) — the tree ladder 22, warp
 # shuffles and atomics 3, the library ceiling 5, objectives and wrap-up 5 — and 20 optional minutes
-# in two sections, marked in their headings: ballot and any 12, block scans 8. Then lab 04a (75 min: a butterfly all-reduce
-# with `shfl_xor_sync` and a warp-shuffle block scan) · prerequisites: lessons 01–04 (warps and
+# in two sections, marked in their headings: ballot and any 12, block scans 8. Then lab 04a (75 min:
+# a butterfly all-reduce with `shfl_xor_sync` and a warp-shuffle block scan) · prerequisites: lessons 01–04 (warps and
 # active lanes, divergence, sectors, shared memory, barriers and banks).*
 
 # %%

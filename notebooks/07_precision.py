@@ -17,8 +17,8 @@
 # loss scaler and bf16 does not, and what a tensor core costs you in accuracy; 16 optional minutes
 # add what it buys you in speed and why a dimension of 50304 can beat 50257.**
 #
-# *Teaching 33 min · exercises 22 min · optional sections (marked in their headings) 16 min · prerequisites: lessons 00 (measuring) and 01 (warps); a
-# little PyTorch.*
+# *Teaching 33 min · exercises 22 min · optional sections (marked in their headings) 16 min ·
+# prerequisites: lessons 00 (measuring) and 01 (warps); a little PyTorch.*
 #
 # ## Objectives
 # By the end you can:
@@ -29,9 +29,10 @@
 # 3. predict where a running fp16 sum stops growing, and fix it with fp32 accumulation or Kahan's
 #    compensation;
 # 4. explain why fp16 gradients underflow, how a loss scaler fixes it, and why bf16 needs none;
-# 5. rank the matmul dtypes by throughput and by error, and choose the cheapest that meets an error
-#    budget;
-# 6. *(optional section)* say why a matrix dimension of 50304 can beat 50257, and check it by measurement.
+# 5. rank the matmul dtypes by error (and, in the optional section, by throughput), and choose the
+#    cheapest that meets an error budget;
+# 6. *(optional section)* say why a matrix dimension of 50304 can beat 50257, and check it by
+#    measurement.
 
 # %%
 from gpucourse.measure import runtime
