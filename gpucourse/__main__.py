@@ -1,5 +1,5 @@
 """Command line: python -m gpucourse {setup,doctor,record,gpu-report,compile-check,notebooks,labs,lab,
-grade,feedback,book}."""
+grade,feedback,book,minutes}."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--jobs", type=int, default=None, help="students graded in parallel")
     sub.add_parser("feedback", help="generate feedback for every graded submission")
     sub.add_parser("book", help="build the static website into build/book/_build/html")
+    sub.add_parser("minutes", help="each lesson's and lab's minutes by the course's rule, against what they state")
     compile_check = sub.add_parser("compile-check", help="compile every kernel to SASS for each architecture")
     compile_check.add_argument("--arch", default=None, help="e.g. 75,80,86,89,90,100,120 (the default)")
     compile_check.add_argument("--only", default=None, help="only kernels whose label contains this text")
@@ -104,6 +105,10 @@ def _run(args) -> int:
         build_notebooks()  # what `make lab` does first (Windows has no make)
         launch(args.port)
         return 0
+    if args.command == "minutes":
+        from gpucourse.tooling.minutes import main as minutes
+
+        return minutes()
     if args.command == "book":
         from gpucourse.tooling.book import build as build_book
 

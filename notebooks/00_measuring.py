@@ -13,10 +13,10 @@
 # %% [markdown]
 # # 00 · Start here: measuring GPU code
 #
-# **In 30 minutes you will time a GPU kernel correctly, and know the two numbers every
+# **In 20 minutes you will time a GPU kernel correctly, and know the two numbers every
 # later chart is compared with: this device's copy bandwidth and matmul rate.**
 #
-# *Teaching 20 min · exercises 10 min · prerequisites: Python and NumPy; no CUDA needed.*
+# *Teaching 15 min · exercises 5 min · prerequisites: Python and NumPy; no CUDA needed.*
 #
 # ## Objectives
 # By the end you can:

@@ -13,13 +13,14 @@
 # %% [markdown]
 # # 00a · Your first kernels
 #
-# **In 35 minutes you will write a kernel as a function of its thread's coordinates, launch it with
+# **In 55 minutes you will write a kernel as a function of its thread's coordinates, launch it with
 # enough threads and a bounds check, and see — with the microscope — which thread touches which
-# element; then the same kernel in CuPy and in CUDA C++.** (*The microscope* is the course's tracing
-# simulator: it runs a kernel in Numba's CUDA simulator and records every memory access of every
-# thread, so it can count what a GPU would do, with or without a GPU.)
+# element; in 15 optional minutes, the same kernel in CuPy and in CUDA C++.** (*The microscope* is
+# the course's tracing simulator: it runs a kernel in Numba's CUDA simulator and records every memory
+# access of every thread, so it can count what a GPU would do, with or without a GPU.)
 #
-# *Teaching 25 min · predictions and explorers 10 min · then lab 00a (30 min, eight short puzzles) ·
+# *Teaching 35 min · predictions and explorers 20 min · optional sections (marked in their headings)
+# 15 min · then lab 00a (90 min, eight short puzzles) ·
 # prerequisites: Python and NumPy; lesson 00 helps but is not needed.*
 #
 # ## Objectives
@@ -30,8 +31,9 @@
 #    bounds check stops;
 # 3. write a 2-D kernel and a grid-stride loop, and predict how many elements each thread handles;
 # 4. say when Numba copies arrays between host and device, and avoid the copies you do not need;
-# 5. read the same kernel as Numba, as a CuPy `ElementwiseKernel` and as CUDA C++, and find its two
-#    loads, one fused multiply-add and one store in the PTX of the Numba and CUDA C++ versions.
+# 5. *(optional section)* read the same kernel as Numba, as a CuPy `ElementwiseKernel` and as CUDA
+#    C++, and find its two loads, one fused multiply-add and one store in the PTX of the Numba and
+#    CUDA C++ versions.
 #
 # This lesson runs with or without a GPU: without one, kernels run in Numba's CUDA simulator (results
 # correct to rounding, no timings: the PTX section shows why a GPU's last bit can differ), and the CuPy
@@ -252,7 +254,7 @@ first_kernels.copies_explorer()
 first_kernels.transfer_timings()
 
 # %% [markdown]
-# ## The same kernel in CuPy and in CUDA C++
+# ## The same kernel in CuPy and in CUDA C++ *(optional, 10 min)*
 #
 # Numba is one way to write a kernel. **CuPy** offers two more, for the same GPU:
 #
@@ -294,7 +296,7 @@ first_kernels.sources_side_by_side()
 first_kernels.ptx_counts_side_by_side()
 
 # %% [markdown]
-# ## Reading a profiler report
+# ## Reading a profiler report *(optional, 5 min)*
 #
 # On a GPU, the tool that tells you what a kernel did is a profiler: **Nsight Compute** (`ncu`). The
 # microscope gives the same report for a simulated launch, under ncu's own metric names. Here is your

@@ -13,10 +13,10 @@
 # %% [markdown]
 # # 01 · Warps and SIMT
 #
-# **In 25 minutes you will predict how many warps any block shape makes, and why a block of
+# **In 15 minutes you will predict how many warps any block shape makes, and why a block of
 # 33 threads costs what a block of 64 does.**
 #
-# *Teaching 15 min · exercises 10 min · prerequisites: lesson 00; lesson 00a if you have never written a kernel.*
+# *Teaching 10 min · exercises 5 min · prerequisites: lesson 00; lesson 00a if you have never written a kernel.*
 #
 # ## Objectives
 # By the end you can:

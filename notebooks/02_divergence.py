@@ -13,10 +13,10 @@
 # %% [markdown]
 # # 02 · Warp divergence
 #
-# **In 35 minutes you will predict what a data-dependent `if` costs a warp, check from the
+# **In 45 minutes you will predict what a data-dependent `if` costs a warp, check from the
 # compiler's output that the branch is really there, and decide when sorting the data first pays.**
 #
-# *Teaching 20 min · exercises 15 min · prerequisites: lesson 01 (warps and lanes).*
+# *Teaching 35 min · exercises 10 min · prerequisites: lesson 01 (warps and lanes).*
 #
 # ## Objectives
 # By the end you can:

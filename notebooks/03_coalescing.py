@@ -13,10 +13,10 @@
 # %% [markdown]
 # # 03 · Memory coalescing
 #
-# **In 30 minutes you will predict the bandwidth of a strided or misaligned copy from one number
+# **In 55 minutes you will predict the bandwidth of a strided or misaligned copy from one number
 # (sectors per warp request) and check it with the microscope.**
 #
-# *Teaching 20 min · exercises 10 min · prerequisites: lessons 00 (measuring) and 01 (warps).*
+# *Teaching 27 min · exercises 28 min · prerequisites: lessons 00 (measuring) and 01 (warps).*
 #
 # ## Objectives
 # By the end you can:

@@ -17,8 +17,8 @@
 # see what each of its two `syncthreads` protects; in part B you find how shared memory's banks
 # serve a warp and remove a 32-way bank conflict with one extra column.**
 #
-# *45 minutes in two halves — part A 25 min (teaching 17 · predictions and explorers 8), part B
-# 20 min (teaching 13 · predictions and explorers 7) — then lab 04 (30 min: its matmul exercises
+# *65 minutes in two halves — part A 35 min (teaching 23 · predictions and explorers 12), part B
+# 30 min (teaching 18 · predictions and explorers 12) — then lab 04 (65 min: its matmul exercises
 # belong to part A, its transpose to part B) · prerequisites: lessons 01–03 (warps, sectors,
 # coalescing).*
 
@@ -28,7 +28,7 @@ from gpucourse.measure import runtime
 runtime.banner()
 
 # %% [markdown]
-# ## Part A · Tiling and barriers (25 min)
+# ## Part A · Tiling and barriers (35 min)
 #
 # ### Objectives of part A
 # By the end of part A you can:
@@ -238,7 +238,7 @@ for bad in (lambda: tiling.check_tile(33), lambda: tiling.check_register_blockin
 # * A tile stops growing at 1,024 threads and 48 KB of static shared memory per block.
 
 # %% [markdown]
-# ## Part B · Banks and the transpose (20 min)
+# ## Part B · Banks and the transpose (30 min)
 #
 # ### Objectives of part B
 # By the end of part B you can:

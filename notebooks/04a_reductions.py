@@ -18,10 +18,10 @@
 # steps with warp shuffles, make a branch warp-uniform with a vote, and weigh the two classic block
 # scans by work against steps.**
 #
-# *40 minutes: a core of 27 (teaching 19 · predictions and explorers 8) — the tree ladder 15, warp
-# shuffles and atomics 7, the library ceiling 5 — and two **optional** sections, marked in their
-# headings: ballot and any 6 min, block scans 7 min. Then lab 04a (30 min: a butterfly all-reduce
-# with `shfl_xor_sync` and a warp-shuffle block scan) · prerequisites: lessons 01–04 (warps and
+# *35 minutes of core (teaching 30 · predictions and explorers 5) — the tree ladder 22, warp
+# shuffles and atomics 3, the library ceiling 5, objectives and wrap-up 5 — and 20 optional minutes
+# in two sections, marked in their headings: ballot and any 12, block scans 8. Then lab 04a (75 min:
+# a butterfly all-reduce with `shfl_xor_sync` and a warp-shuffle block scan) · prerequisites: lessons 01–04 (warps and
 # active lanes, divergence, sectors, shared memory, barriers and banks).*
 
 # %%
@@ -211,7 +211,7 @@ print(inspect.getsource(kernels.warp_shuffle_kernel))
 # atomics of different blocks land in an unknown order, so the float32 result can differ in its last
 # bits from run to run; for sums that must be bit-reproducible, keep the second pass.
 #
-# ## One decision per warp: ballot and any *(optional, 6 min)*
+# ## One decision per warp: ballot and any *(optional, 12 min)*
 #
 # Counting the elements above a threshold, the obvious kernel lets every passing lane do its own
 # `atomic.add(count, 0, 1)`: up to 32 atomics per warp **in the source**, all on one address, inside
@@ -295,7 +295,7 @@ ncu.beside_recorded(trace(kernels.count_above_per_lane, 2, 256, half, np.float32
 #   `SHFL` broadcasts the base and a `POPC` of the lower lanes gives each lane its offset — the
 #   ballot-and-popcount pattern you would write by hand.
 #
-# ## Block scans: work against steps *(optional, 7 min)*
+# ## Block scans: work against steps *(optional, 8 min)*
 #
 # A **prefix sum** (scan) writes, for every position, the sum of everything up to it. Two classic
 # block scans:

@@ -13,10 +13,10 @@
 # %% [markdown]
 # # 05 · Occupancy
 #
-# **In 40 minutes you will work out how many blocks of any kernel fit on an SM, name what stops
+# **In 45 minutes you will work out how many blocks of any kernel fit on an SM, name what stops
 # the next one, and say when that number matters for speed and when it does not.**
 #
-# *Teaching 25 min · exercises 15 min · prerequisites: lessons 01 (warps) and 04 (shared memory).*
+# *Teaching 25 min · exercises 20 min · prerequisites: lessons 01 (warps) and 04 (shared memory).*
 #
 # ## Objectives
 # By the end you can:

@@ -17,8 +17,8 @@
 # updates that get lost (two threads' read-modify-writes overlap); in part B, writes that another
 # block sees late or out of order (visibility and ordering, the memory model).**
 #
-# *45 minutes in two halves — part A 20 min (teaching 13 · exercises 7), part B 25 min (teaching
-# 17 · exercises 8); a break between them, or a day, works well · prerequisites: lesson 01
+# *55 minutes in two halves — part A 25 min (teaching 16 · exercises 9), part B 30 min (teaching
+# 27 · exercises 3); a break between them, or a day, works well · prerequisites: lesson 01
 # (warps), lesson 04 (shared memory and `syncthreads`).*
 
 # %%
@@ -27,7 +27,7 @@ from gpucourse.measure import runtime
 runtime.banner()
 
 # %% [markdown]
-# ## Part A · Lost updates (20 min)
+# ## Part A · Lost updates (25 min)
 #
 # ### Objectives of part A
 # By the end of part A you can:
@@ -193,7 +193,7 @@ races.training_figure(steps=25, seed=0)
 # * A lost update is silent: results come out slightly too small. Check against a reference.
 
 # %% [markdown]
-# ## Part B · Visibility and ordering: the memory model (25 min)
+# ## Part B · Visibility and ordering: the memory model (30 min)
 #
 # ### Objectives of part B
 # By the end of part B you can:

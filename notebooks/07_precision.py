@@ -13,12 +13,12 @@
 # %% [markdown]
 # # 07 · Mixed precision and tensor cores
 #
-# **In 45 minutes you will predict what a number becomes in six formats, why fp16 training needs a
-# loss scaler and bf16 does not, and what a tensor core buys you in speed and costs you in
-# accuracy.**
+# **In 55 minutes you will predict what a number becomes in six formats, why fp16 training needs a
+# loss scaler and bf16 does not, and what a tensor core costs you in accuracy; 16 optional minutes
+# add what it buys you in speed and why a dimension of 50304 can beat 50257.**
 #
-# *Teaching 30 min · exercises 15 min · prerequisites: lessons 00 (measuring) and 01 (warps); a
-# little PyTorch.*
+# *Teaching 33 min · exercises 22 min · optional sections (marked in their headings) 16 min ·
+# prerequisites: lessons 00 (measuring) and 01 (warps); a little PyTorch.*
 #
 # ## Objectives
 # By the end you can:
@@ -29,9 +29,10 @@
 # 3. predict where a running fp16 sum stops growing, and fix it with fp32 accumulation or Kahan's
 #    compensation;
 # 4. explain why fp16 gradients underflow, how a loss scaler fixes it, and why bf16 needs none;
-# 5. rank the matmul dtypes by throughput and by error, and choose the cheapest that meets an error
-#    budget;
-# 6. say why a matrix dimension of 50304 can beat 50257, and check it by measurement.
+# 5. rank the matmul dtypes by error (and, in the optional section, by throughput), and choose the
+#    cheapest that meets an error budget;
+# 6. *(optional section)* say why a matrix dimension of 50304 can beat 50257, and check it by
+#    measurement.
 
 # %%
 from gpucourse.measure import runtime
@@ -262,7 +263,7 @@ predictions.read_back(prediction_underflow, "fp16 storage: every dL/dy entry und
 precision.gradient_widget("fp16", 0)
 
 # %% [markdown]
-# ## Tensor cores: speed by dtype
+# ## Tensor cores: speed by dtype *(optional, 11 min)*
 #
 # A tensor core multiplies small matrix tiles per instruction; the CUDA cores do one fused
 # multiply-add per lane. NVIDIA's H100/H200 SXM datasheet gives (dense, no sparsity): FP32 on CUDA
@@ -353,7 +354,7 @@ predictions.read_back(prediction_accuracy_rank, "each format's error follows its
 # cores. Whether an error is acceptable depends on the computation: lab 07 asks you to pick the
 # cheapest format for a budget.
 #
-# ## Shapes: 50257 or 50304?
+# ## Shapes: 50257 or 50304? *(optional, 5 min)*
 #
 # GPT-2's vocabulary has 50257 tokens, so its output layer multiplies (tokens × 768) by
 # (768 × 50257). 50257 is odd; 50304 = 64 × 786 is the next multiple of 64. Tensor cores work on

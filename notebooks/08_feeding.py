@@ -17,11 +17,11 @@
 # GPU waiting — copies, launches, hidden synchronisations, memory round trips between small
 # kernels — and predict what pinned memory, streams, CUDA graphs and fusion each buy.**
 #
-# *39 minutes of core — the picture 6, §1 copies 7, §2 streams 10, §4 hidden synchronisations 7,
-# §5 fusion 9 — and 11 optional minutes — §3 launches and CUDA graphs 6, §6 the L2 5 — then the
-# capstone lab 08 "Why is my training step slow?" (40 min; it needs the core only) ·
+# *50 minutes of core — objectives and wrap-up 5, the picture 4, §1 copies 8, §2 streams 12, §4 hidden
+# synchronisations 9, §5 fusion 12 — and 13 optional minutes — §3 launches and CUDA graphs 7, §6 the
+# L2 6 — then the capstone lab 08 "Why is my training step slow?" (50 min; it needs the core only) ·
 # prerequisites: lessons 00 (events, asynchronous launches) and 03 (bytes and bandwidth); lesson 07
-# for the lab's bf16 step.* The optional sections say so in their titles: skip them in a 40-minute
+# for the lab's bf16 step.* The optional sections say so in their titles: skip them in a 50-minute
 # slot, or leave them as reading.
 #
 # ## Objectives
@@ -47,7 +47,7 @@ from gpucourse.measure import runtime
 runtime.banner()
 
 # %% [markdown]
-# ## The picture: three engines and a host (6 min)
+# ## The picture: three engines and a host (4 min)
 #
 # A GPU program is a conversation between the **host** (your Python process, which issues work)
 # and the device's engines: the **copy engines** move bytes over PCIe or NVLink-C2C (data-centre
@@ -88,7 +88,7 @@ pd.DataFrame([{"parameter": name, "default": getattr(feeding.DEFAULTS, name), "w
               for name, text in feeding.PARAM_SOURCES.items()])
 
 # %% [markdown]
-# ## 1 · Host ↔ device copies: pinned and pageable (7 min)
+# ## 1 · Host ↔ device copies: pinned and pageable (8 min)
 #
 # A copy costs a fixed latency plus bytes ÷ bandwidth, so small copies are latency-bound: a 4 KiB
 # copy moves its bytes in a fraction of a microsecond and pays microseconds of setup. Host memory
@@ -128,7 +128,7 @@ predict_64mib_gbps = ...
 feeding.copy_figure()
 
 # %% [markdown]
-# ## 2 · Streams: overlapping copies with compute (10 min)
+# ## 2 · Streams: overlapping copies with compute (12 min)
 #
 # On one stream, copy-in, kernel and copy-out run one after the other. Cut the data into chunks
 # and give them to two streams, and chunk 1's copy can run while chunk 0 computes: the copy
@@ -178,7 +178,7 @@ feeding.timeline_explorer()
 feeding.measured_overlap_figure(streams=2)
 
 # %% [markdown]
-# ## 3 · Launch overhead and CUDA graphs (optional, 6 min)
+# ## 3 · Launch overhead and CUDA graphs (optional, 7 min)
 #
 # Each launch costs the host a few microseconds (source 002 says "a few microseconds of CPU +
 # driver overhead" — a claim; the GPU tier measures it). When a kernel runs for less than that,
@@ -210,7 +210,7 @@ predict_graph_us_per_kernel = ...
 feeding.launch_figure()
 
 # %% [markdown]
-# ## 4 · Hidden synchronisations (7 min)
+# ## 4 · Hidden synchronisations (9 min)
 #
 # Some innocent-looking lines make the host wait for the GPU to drain: `loss.item()`,
 # `float(loss)`, `if loss < best:` (Python needs a bool now), `print(tensor)` (it must read the
@@ -265,7 +265,7 @@ predict_what_the_sync_costs = "..."
 feeding.sync_figure()
 
 # %% [markdown]
-# ## 5 · Fusion: bytes, not FLOPs (9 min)
+# ## 5 · Fusion: bytes, not FLOPs (12 min)
 #
 # The chain `y = (max(2x + bias, 0))² + 1`, written as five tensor operations, launches five
 # kernels; each reads its input from memory and writes its output back. One fused kernel reads `x`
@@ -340,7 +340,7 @@ feeding.fusion_claim_figure()
 # a high memory throughput (Nsight Compute's "Memory Throughput" near the top, "Compute (SM)" near
 # the bottom), and gaps between them when the launches cannot keep up.
 #
-# ## 6 · The L2: when the working set fits (optional, 5 min)
+# ## 6 · The L2: when the working set fits (optional, 6 min)
 #
 # Between the SMs and HBM sits the **L2** (50 MB on an H100, by NVIDIA's Hopper whitepaper; the
 # banner's device reports its own size). A kernel that sweeps a working set again and again gets it

@@ -14,7 +14,7 @@
 # %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # # Lab 00a · First kernels: eight puzzles
 #
-# *About 30 minutes. Goes with lesson 00a "Your first kernels".*
+# *About 90 minutes. Goes with lesson 00a "Your first kernels".*
 #
 # How to work: fill in every cell that says `YOUR CODE HERE` (delete the `raise
 # NotImplementedError()` line). Each puzzle gives you the launch; you write the kernel's body. Don't

@@ -14,7 +14,7 @@
 # %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # # Lab 01 · Indices, bounds and warps
 #
-# *About 25 minutes. Goes with lesson 01 "Warps and SIMT".*
+# *About 30 minutes. Goes with lesson 01 "Warps and SIMT".*
 #
 # How to work: fill in every cell that says `YOUR CODE HERE` (delete the `raise
 # NotImplementedError()` line). Don't edit the test cells: they are locked and are graded

@@ -14,7 +14,7 @@
 # %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # # Lab 02 · Make the warps agree
 #
-# *About 30 minutes. Goes with lesson 02 "Warp divergence".*
+# *About 50 minutes. Goes with lesson 02 "Warp divergence".*
 #
 # A warp pays for every path any of its lanes takes. In this lab you first count that cost, then
 # restructure two divergent kernels so that every warp takes one path: once by **remapping

@@ -14,7 +14,7 @@
 # %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # # Lab 03 · Coalescing: count sectors, fix layouts
 #
-# *About 40 minutes. Goes with lesson 03 "Memory coalescing".*
+# *About 45 minutes. Goes with lesson 03 "Memory coalescing".*
 #
 # How to work: fill in every cell that says `YOUR CODE HERE` (delete the `raise
 # NotImplementedError()` line). Don't edit the test cells: they are locked and are graded

@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: nbgrader,-all
+#     cell_metadata_filter: jupyter,nbgrader,-all
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -14,7 +14,7 @@
 # %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # # Lab 04 · Tiled matrix multiply and a conflict-free transpose
 #
-# *About 30 minutes. Goes with lesson 04 "Shared memory: tiling and bank conflicts".*
+# *About 65 minutes. Goes with lesson 04 "Shared memory: tiling and bank conflicts".*
 #
 # How to work: fill in every cell that says `YOUR CODE HERE` (delete the `raise
 # NotImplementedError()` line). Don't edit the test cells: they are locked and are graded
@@ -57,9 +57,12 @@ runtime.banner()
 # often do: C = A · Bᵀ with A of m × k, Bᵀ given as an n × k float32 array `bt`, C of m × n. The
 # tiled kernel of exercise 2 gives each block a T × T tile of C (m and n multiples of T here, k
 # any); the block reads a T-row strip of A and a T-row strip of `bt`, every element once.
-# Write `tiled_traffic_bytes(m, k, n, tile)`: the bytes the kernel requests from global memory
+#
+# **Goal.** `tiled_traffic_bytes(m, k, n, tile)`: the bytes the kernel requests from global memory
 # (how many blocks read each element of A? of `bt`? C is written once).
-# Reference: m = 16, k = 24, n = 8, T = 8 → 3584 bytes.
+#
+# **Evidence to reach**: m = 16, k = 24, n = 8, T = 8 → 3584 bytes; one tile (8, 8, 8, 8) → every
+# matrix exactly once.
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def tiled_traffic_bytes(m, k, n, tile):
@@ -83,23 +86,40 @@ for m, k, n, t, expected in [(32, 8, 16, 8, 6144), (16, 16, 16, 16, 3072), (64, 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex2_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## Exercise 2 · The tiled matrix multiply (6 points)
 #
-# Write the kernel `tiled_matmul_bt(a, bt, c)`: `a` is m × k, `bt` is n × k (B transposed), `c`
-# is m × n, all float32, and the result is `c = a @ bt.T` (reference: `reference_matmul_bt`). The
-# lesson's kernel multiplies A by B as it is; here element (kk, col) of B is `bt[col, kk]`. The
-# launch is fixed:
+# **Goal.** A kernel `tiled_matmul_bt(a, bt, c)` that computes `c = a @ bt.T` (`a` is m × k, `bt` is
+# n × k — B transposed — and `c` is m × n, all float32; reference: `reference_matmul_bt`) for **any**
+# m, k, n ≥ 1, and that reads global memory only as often as exercise 1 counts: through two
+# `(TILE, TILE)` float32 tiles in shared memory. Then `launch_tiled_matmul_bt(a, bt)`, which allocates
+# `c` (zeros, float32), launches the kernel and returns `c`.
 #
-# * blocks of `(TILE, TILE)` threads, grid `(⌈n / TILE⌉, ⌈m / TILE⌉)`;
-# * thread `(tx, ty)` of block `(bx, by)` computes `c[by·TILE + ty, bx·TILE + tx]`;
-# * the block walks along k in steps of `TILE`: at each step every thread copies **one** element
-#   of A and **one** element of `bt` into two `cuda.shared.array((TILE, TILE), float32)` tiles,
-#   then the block multiplies the two tiles;
-# * any m, k, n ≥ 1: a thread whose element lies outside A or `bt` stores 0 in the tile instead,
-#   and a thread outside C skips the final write (but still helps to load the tiles);
-# * the tiles' shared-memory accesses must be free of bank conflicts (the microscope checks it).
+# The launch is the contract the checks use: blocks of `(TILE, TILE)` threads, grid
+# `(⌈n / TILE⌉, ⌈m / TILE⌉)`, and thread `(tx, ty)` of block `(bx, by)` owns `c[by·TILE + ty, bx·TILE + tx]`.
 #
-# Use `cuda.syncthreads()` wherever one thread must not run ahead of the others. Then write
-# `launch_tiled_matmul_bt(a, bt)`, which allocates `c` (zeros, float32), launches the kernel and
-# returns `c`.
+# **Evidence to reach** (`show_matmul()` below shows each one; the test cells check them on more sizes):
+#
+# * `correct: True`, also when m, k and n are not multiples of TILE (12 × 20 times (10 × 20)ᵀ);
+# * an empty race table (`racing access pairs: 0`) under the random interleaving of threads, and
+#   still the right result;
+# * `max_ways` 1 on every shared-memory line: no bank conflict;
+# * the global loads' `bytes_requested` add up to exercise 1's count without C's store: for 16 × 16
+#   matrices and TILE = 8, 4 · 2 · 16 · 16 · 2 = 4,096 bytes.
+#
+# *Hints: in the collapsed cell below (click its ⋯ to open it). Try without them first.*
+
+# %% [markdown] jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "ex2_hints", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# **Hints for exercise 2**
+#
+# * Lesson 04's `tiled_matmul` (part A) has the shape: the block walks along k in steps of `TILE`; at
+#   each step every thread copies **one** element of A and **one** element of `bt` into the two
+#   `cuda.shared.array((TILE, TILE), float32)` tiles, then the block multiplies the two tiles.
+# * Element (kk, col) of B is `bt[col, kk]`.
+# * The edges: a thread whose element lies outside A or `bt` stores 0 in the tile instead (a 0 adds
+#   nothing to the products), and a thread outside C skips the final write — but still helps to load
+#   the tiles.
+# * Barriers: one `cuda.syncthreads()` after the tiles are written and before anyone reads them, and
+#   one before the next step overwrites them.
+# * Banks: the 32 lanes of a warp differ mostly in `tx`. Index each tile so that lanes with
+#   neighbouring `tx` read neighbouring words, or the very same word (a broadcast).
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 @cuda.jit
@@ -210,20 +230,32 @@ check(lambda: len(report.banks()) > 0 and report.max_bank_ways() == 1)
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex3_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## Exercise 3 · A transpose without bank conflicts (2 points)
 #
-# The naive transpose below reads rows (coalesced) but writes columns: each lane of a warp
-# stores into a different row, 32 sectors per request. The fix is to go through a shared
-# tile: a block of `(TILE_T, ROWS)` = 32 × 8 threads reads a 32 × 32 tile of `src` row by row
-# into shared memory (each thread handles rows `ty, ty + 8, ty + 16, ty + 24` of the tile),
-# waits, then writes the mirrored tile of `dst` row by row, reading the shared tile by
-# *columns*. With a 32 × 32 shared tile that column read is a 32-way bank conflict.
+# **Goal.** `transpose_tiled(src, dst)`, so that `dst = src.T` for any shape, launched by the given
+# `launch_transpose` (blocks of `(TILE_T, ROWS)` = 32 × 8 threads, one block per 32 × 32 tile of
+# `src`), with **both** global accesses coalesced. The naive transpose below cannot do that: it reads
+# rows but writes columns, 32 sectors per store request.
 #
-# Write `transpose_tiled(src, dst)` (so that `dst = src.T` for any shape) with a shared tile
-# padded so that the microscope counts **no bank conflict at all** (max ways = 1), and with
-# both global accesses coalesced. `launch_transpose` (given) launches it.
+# **Evidence to reach** (the test cell's microscope report on a 32 × 32 matrix, then more shapes):
+#
+# * the right result for 20 × 32, 32 × 32 and ragged shapes;
+# * `report.sectors_per_request(op="load")` and `report.sectors_per_request(op="store")` both 4;
+# * `report.max_bank_ways()` 1: no bank conflict at all in shared memory;
+# * no race.
 #
 # On a GPU, Numba must know a shared array's shape when it compiles the kernel: write it with
 # numbers or module-level names only, e.g. `(TILE_T, 32)`. Arithmetic such as `TILE_T + 2`
 # inside the kernel runs in the simulator but does not compile for a GPU.
+#
+# *Hints: in the collapsed cell below (click its ⋯ to open it). Try without them first.*
+
+# %% [markdown] jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "ex3_hints", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# **Hints for exercise 3**
+#
+# * Go through a shared tile: the block reads a 32 × 32 tile of `src` row by row into shared memory
+#   (each thread handles rows `ty, ty + 8, ty + 16, ty + 24` of the tile), waits, then writes the
+#   mirrored tile of `dst` row by row, reading the shared tile by *columns*.
+# * With a 32 × 32 shared tile that column read is a 32-way bank conflict (lesson 04, part B): words
+#   32 floats apart share a bank. One extra column changes the distance between them.
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_given", "locked": true, "schema_version": 3, "solution": false, "task": false}
 TILE_T = 32

@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: nbgrader,-all
+#     cell_metadata_filter: jupyter,nbgrader,-all
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -14,7 +14,7 @@
 # %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # # Lab 04a · Warp sums, a butterfly all-reduce and a warp-shuffle block scan
 #
-# *About 30 minutes. Goes with lesson 04a "Reductions, scans and warp primitives".*
+# *About 75 minutes. Goes with lesson 04a "Reductions, scans and warp primitives".*
 #
 # How to work: fill in every cell that says `YOUR CODE HERE` (delete the `raise
 # NotImplementedError()` line). Don't edit the test cells: they are locked and are graded
@@ -87,19 +87,31 @@ runtime.banner()
 # ## Exercise 1 · The last warp, through shared memory (2 points)
 #
 # Before shuffles, the last 32 values of a tree reduction were summed by one warp in shared memory
-# without any barrier, trusting that its lanes ran in lockstep. Since Volta they may not: a warp
-# that exchanges values through shared memory must call `cuda.syncwarp()` between a write and the
-# reads of other lanes.
+# without any barrier, trusting that its lanes ran in lockstep. Since Volta they may not.
 #
-# Write `warp_sum_shared(x, out)`, launched with blocks of **one warp** (32 threads): block b sums
-# the 64 elements `x[64·b]` … `x[64·b + 63]` (those that exist) and writes the sum to `out[b]`.
+# **Goal.** `warp_sum_shared(x, out)`, launched with blocks of **one warp** (32 threads): block b sums
+# the 64 elements `x[64·b]` … `x[64·b + 63]` (those that exist) and writes the sum to `out[b]`,
+# through a tree in a 32-word `cuda.shared.array(WARP, float32)` — the last warp of the lesson's tree
+# reduction, written so that it stays right however the warp's lanes are scheduled.
 #
-# * lane `l` loads `x[64·b + l] + x[64·b + l + 32]` (0 for an element past the end of `x`) into
-#   `buf[l]` of a `cuda.shared.array(WARP, float32)`;
-# * then sequential addressing: for s = 16, 8, 4, 2, 1 the lanes `l < s` do `buf[l] += buf[l + s]`;
-# * lane 0 writes `buf[0]` to `out[b]`;
-# * put `cuda.syncwarp()` wherever a lane reads what another lane wrote (every lane must call it:
-#   keep it outside the `if`).
+# **Evidence to reach** (the test cell; the microscope's random schedule interleaves the lanes):
+#
+# * the right sums for ragged sizes (1, 33, 64, 100 and 129 elements);
+# * `report.race_count()` 0 under the random schedule: no lane reads a word that another lane may
+#   still be writing;
+# * `report.max_bank_ways()` 1.
+#
+# *Hints: in the collapsed cell below (click its ⋯ to open it). Try without them first.*
+
+# %% [markdown] jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "ex1_hints", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# **Hints for exercise 1**
+#
+# * Lane `l` first adds its block's two elements `x[64·b + l]` and `x[64·b + l + 32]` (0 for an
+#   element past the end of `x`) and puts the sum in `buf[l]`.
+# * Then sequential addressing, as in lesson 04a's ladder: for s = 16, 8, 4, 2, 1 the lanes `l < s`
+#   do `buf[l] += buf[l + s]`; lane 0 writes `buf[0]` to `out[b]`.
+# * A warp that exchanges values through shared memory must call `cuda.syncwarp()` between a write
+#   and the reads of other lanes. Every lane must call it: keep it outside the `if`.
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 @cuda.jit
@@ -150,18 +162,29 @@ for n, seed in [(1, 2), (33, 3), (64, 4), (129, 5)]:
 # The lesson's warp sum leaves the total in lane 0 only (`shfl_down_sync`: lane l reads lane
 # l + offset, and the upper lanes keep their own values). Normalising needs it in **every** lane.
 #
-# Write `warp_share(x, out)`, launched with blocks of `BLOCK` = 128 threads: thread `i`
+# **Goal.** `warp_share(x, out)`, launched with blocks of `BLOCK` = 128 threads: thread `i`
 # (`cuda.grid(1)`) writes `out[i] = x[i] / s`, where `s` is the sum of the 32 elements of its warp,
 # `x[32·w]` … `x[32·w + 31]` (an element past the end of `x` counts as 0, and a thread past the end
-# writes nothing; see `reference_warp_share`).
+# writes nothing; see `reference_warp_share`). Every lane gets `s` from the warp's registers with
+# `cuda.shfl_xor_sync(FULL_MASK, v, m)`.
 #
-# * Use `cuda.shfl_xor_sync(FULL_MASK, v, m)` for m = 16, 8, 4, 2, 1: lane l exchanges with lane
-#   l XOR m, so after five steps **every** lane holds the whole sum (a *butterfly*).
+# **Evidence to reach** (`show_share()` below, then the two test cells):
+#
+# * the right shares for ragged sizes;
+# * the lines that call `shfl_xor_sync` run with all 32 lanes active in every issue, at least five
+#   issues per warp;
+# * no shared-memory access at all.
+#
+# *Hints: in the collapsed cell below (click its ⋯ to open it). Try without them first.*
+
+# %% [markdown] jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "ex2_hints", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# **Hints for exercise 2**
+#
+# * With `cuda.shfl_xor_sync(FULL_MASK, v, m)` lane l receives the `v` of lane l XOR m. For
+#   m = 16, 8, 4, 2, 1, add what you receive to what you hold: after five steps **every** lane holds
+#   the whole sum (a *butterfly*).
 # * Every lane calls every shuffle (no `if` around it, no early `return`): all 32 are in the mask.
 # * No shared memory and no barrier: the warp's registers are enough.
-#
-# The microscope then checks that `shfl_xor_sync` is what sums, that no shared memory is touched,
-# and that every lane of every warp took part in every shuffle.
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 @cuda.jit
@@ -254,24 +277,35 @@ check(lambda: len(report.requests("shared")) == 0)
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex3_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## Exercise 3 · A block scan from warp scans (4 points)
 #
-# Write `block_scan(x, out)`, launched with blocks of `BLOCK` = 128 threads: thread t of block b
+# **Goal.** `block_scan(x, out)`, launched with blocks of `BLOCK` = 128 threads: thread t of block b
 # writes to `out[128·b + t]` the **exclusive** prefix sum of its block's segment,
 # `x[128·b] + … + x[128·b + t − 1]`, and 0 for t = 0 (segments are independent; see
 # `reference_block_scan`). The lesson's block scans go through shared memory at every step; this one
-# does not:
+# scans each warp in registers with `cuda.shfl_up_sync` and uses shared memory only to combine the
+# four warps.
 #
-# 1. **Warp scan.** Each thread loads its element (0 past the end). With
-#    `cuda.shfl_up_sync(FULL_MASK, v, d)` for d = 1, 2, 4, 8, 16, lane l adds the value d lanes
-#    below it *if* `l >= d` (every lane calls the shuffle; only the add is conditional): an
-#    inclusive scan of the warp's 32 values, 5 steps (Hillis–Steele, in registers).
-# 2. **Block pass over the warp totals.** Lane 31 of each warp writes its warp's total to
-#    `totals[w]` of a `cuda.shared.array(WARPS, float32)`; one barrier; then each thread adds the
-#    totals of the warps before its own.
-# 3. Exclusive = inclusive − the thread's own element. Threads past the end take part but write
-#    nothing.
+# **Evidence to reach** (`show_scan()` below, then the two test cells):
 #
-# The microscope then checks: no race with its random schedule, `shfl_up_sync` used, at most **two**
-# barriers per warp (a shared-memory tree needs one per step: 8 for 128 threads) and no bank conflict.
+# * the right scan for ragged sizes (1, 31, 127, 129, 200 and 300 elements), also when the threads
+#   interleave at random;
+# * lines that call `shfl_up_sync`, with all 32 lanes active;
+# * at most **two** barriers per warp (`barriers per warp` in `show_scan()`; a shared-memory tree
+#   needs one per step: 8 for 128 threads);
+# * no race and no bank conflict.
+#
+# *Hints: in the collapsed cell below (click its ⋯ to open it). Try without them first.*
+
+# %% [markdown] jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "ex3_hints", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# **Hints for exercise 3**
+#
+# * **Warp scan.** Each thread loads its element (0 past the end). With
+#   `cuda.shfl_up_sync(FULL_MASK, v, d)` for d = 1, 2, 4, 8, 16, lane l adds the value d lanes below it
+#   *if* `l >= d` (every lane calls the shuffle; only the add is conditional): an inclusive scan of the
+#   warp's 32 values in 5 steps (Hillis–Steele, in registers).
+# * **Block pass over the warp totals.** Lane 31 of each warp writes its warp's total to `totals[w]` of
+#   a `cuda.shared.array(WARPS, float32)`; one barrier; then each thread adds the totals of the warps
+#   before its own.
+# * Exclusive = inclusive − the thread's own element. Threads past the end take part but write nothing.
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 @cuda.jit

@@ -14,7 +14,7 @@
 # %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # # Lab 05 · Occupancy by hand
 #
-# *About 30 minutes. Goes with lesson 05 "Occupancy".*
+# *About 55 minutes. Goes with lesson 05 "Occupancy".*
 #
 # How to work: fill in every cell that says `YOUR CODE HERE` (delete the `raise
 # NotImplementedError()` line). Don't edit the test cells: they are locked and are graded

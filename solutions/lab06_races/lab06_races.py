@@ -14,7 +14,7 @@
 # %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # # Lab 06 · Fix the races
 #
-# *About 45 minutes. Goes with lesson 06 "Races and the memory consistency model".*
+# *About 60 minutes. Goes with lesson 06 "Races and the memory consistency model".*
 #
 # How to work: fill in every cell that says `YOUR CODE HERE` (delete the `raise
 # NotImplementedError()` line). Don't edit the test cells: they are locked and are graded

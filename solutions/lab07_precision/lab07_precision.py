@@ -14,7 +14,7 @@
 # %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # # Lab 07 · Precision budgets
 #
-# *About 30 minutes. Goes with lesson 07 "Mixed precision and tensor cores".*
+# *About 45 minutes. Goes with lesson 07 "Mixed precision and tensor cores".*
 #
 # Tensor cores read fp16 (or bf16, fp8) inputs and usually **accumulate at about fp32 width** (fp16
 # and fp8 inputs may also be given an fp16 accumulator, and the hardware's fp32-wide sum is not a

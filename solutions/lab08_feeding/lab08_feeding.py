@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: nbgrader,-all
+#     cell_metadata_filter: jupyter,nbgrader,-all
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -14,16 +14,15 @@
 # %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # # Lab 08 · Capstone: why is my training step slow?
 #
-# *About 40 minutes. Goes with lesson 08 "Feeding the GPU"; uses lesson 07's bf16.*
+# *About 50 minutes. Goes with lesson 08 "Feeding the GPU"; uses lesson 07's bf16.*
 #
-# Below is a small PyTorch training loop with three planted causes of a slow step, all from the
-# course's "book of root causes": the host waits for the GPU several times a step, a batch is
-# prepared on the host inside the loop, and a chain of tiny unfused operations runs where one would
-# do. You will **profile** it with `torch.profiler`, find **which line** causes each count, and
-# **fix** it.
+# Below is a small PyTorch training loop whose step is slower than it needs to be, for reasons
+# lesson 08 ("Feeding the GPU") teaches. Nobody tells you which: you will **profile** it with
+# `torch.profiler`, find **which line** causes each count that should not be there, and **fix** the
+# loop until its profile shows none of them.
 #
-# Two more changes from the same book — bf16 matmuls under autocast and a width that is a multiple
-# of 8 — are **not causes of this slow step**: one step multiplies 64×256 by 256×1020, so little
+# Two more changes from the course's "book of root causes" — bf16 matmuls under autocast and a
+# width that is a multiple of 8 — are **not causes of this slow step**: one step multiplies 64×256 by 256×1020, so little
 # time goes to matmuls; the step is bound by launches and the host. They pay once matmuls dominate
 # (large batches and widths: NVIDIA's *Deep Learning Performance Guide*, "Matrix Multiplication
 # Background"). You make them too, and the last cell, on a GPU, measures what each fix buys here,
@@ -133,15 +132,24 @@ runtime.banner()
 # `torch.profiler` records every operator the step runs (`aten::...`), with the shapes and dtypes
 # of its inputs. The table below lists the operators that run **per step** (so what runs once per
 # call is gone), most frequent first. On a GPU it also records the kernels and the runtime's calls
-# (`cudaStreamSynchronize` is the host waiting); on the CPU it records the same operators. What to
-# look for:
+# (`cudaStreamSynchronize` is the host waiting); on the CPU it records the same operators. The
+# course's spy (`feeding.spy`) adds `host sync: …` rows: the lines of *your* code that make the host
+# wait on a GPU, counted on the CPU too.
+#
+# Read it as lesson 08 taught: which rows mean the host waits for the GPU, which mean work that
+# belongs outside the loop, which mean many tiny kernels where one would do — and which lines of the
+# code cause them?
+#
+# *Hints: in the collapsed cell below (click its ⋯ to open it). Try without them first.*
+
+# %% [markdown] jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "profile_hints", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# **Hints: what the rows mean**
 #
 # * `aten::_local_scalar_dense`: Python asked for a number (`.item()`, `float(t)`, `print(t)`,
 #   `if t:`) — on a GPU, the host waits for every queued kernel, then copies the value back;
-# * `host sync: …`: the course's spy (`feeding.spy`) counts the lines of *your* code that make the
-#   host wait on a GPU, on the CPU too: `.tolist()` and `.cpu()` (no `_local_scalar_dense`: on a GPU
-#   they are a device-to-host `aten::_to_copy`), `torch.cuda.synchronize()`, and every copy to the
-#   device **without `non_blocking=True`** — PyTorch then copies and waits for the stream
+# * `host sync: …`: `.tolist()` and `.cpu()` (no `_local_scalar_dense`: on a GPU they are a
+#   device-to-host `aten::_to_copy`), `torch.cuda.synchronize()`, and every copy to the device
+#   **without `non_blocking=True`** — PyTorch then copies and waits for the stream
 #   (`cudaMemcpyAsync` + `cudaStreamSynchronize`); on the CPU such a copy is a no-op, but the line
 #   is the same;
 # * `aten::randn`, `aten::std` …: work that makes the data, inside the loop;
@@ -208,16 +216,30 @@ check(findings["activation_ops"] == elementwise_ops(SlowMLP().act, torch.randn(3
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex2_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## Exercise 2 · One operator for the activation, and a shape for the tensor cores (3 points)
 #
-# Write `gelu_fused(h)`: the **same function** as `SlowMLP.act` (GELU in its tanh form) in **one**
-# operator — PyTorch has it built in (`torch.nn.functional.gelu`; read its `approximate`
-# argument). Then `FastMLP`: `SlowMLP` with `gelu_fused` as its activation and a hidden width that
-# is a multiple of 8 — the nearest one at or above the old width, so the model does not shrink.
+# **Goal.** `gelu_fused(h)`: the **same function** as `SlowMLP.act` in **one** operator. Then
+# `FastMLP`: `SlowMLP` with `gelu_fused` as its activation and a hidden width that is a multiple of
+# 8 — the nearest one at or above the old width, so the model does not shrink.
+#
+# **Evidence to reach** (the test cell):
+#
+# * `torch.allclose(gelu_fused(h), SlowMLP().act(h), atol=1e-5)` for h from −6 to 6;
+# * `elementwise_ops(gelu_fused, h) == 1`: the profiler sees one operator where it saw nine;
+# * every dimension of every matmul in a step of `FastMLP` a multiple of 8.
 #
 # The width is a habit for large matmuls (tensor cores work on tiles whose sides are multiples of
 # 8 for 16-bit inputs), not a cure for this step: the last cell measures whether it buys anything
-# here. A different function (ReLU, or the erf form of GELU) is not a fix: the model would learn
-# something else. (On a GPU `torch.compile` would fuse the hand-written chain for you; the lab does
-# not depend on a compiler.)
+# here. A different function (ReLU, or another form of the same curve) is not a fix: the model would
+# learn something else. (On a GPU `torch.compile` would fuse the hand-written chain for you; the lab
+# does not depend on a compiler.)
+#
+# *Hints: in the collapsed cell below (click its ⋯ to open it). Try without them first.*
+
+# %% [markdown] jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "ex2_hints", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# **Hints for exercise 2**
+#
+# * Read `SlowMLP.act` in the setup cell: which activation is that formula? (GELU, in its tanh form.)
+# * PyTorch has it built in as one operator: `torch.nn.functional.gelu` (imported here as `F`); read
+#   its `approximate` argument.
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def gelu_fused(h):
@@ -255,26 +277,38 @@ check(all(d % 8 == 0 for m in matmuls(slow_train, FastMLP) for s in m["shapes"] 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex3_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## Exercise 3 · A loop that keeps the GPU fed (4 points)
 #
-# Write `fast_train(model, steps, bf16=True)`, the same training as `slow_train` (SGD, learning
-# rate 0.5, mean squared error against `x @ TEACHER`), but:
+# **Goal.** `fast_train(model, steps, bf16=True)`: the same training as `slow_train` (SGD, learning
+# rate 0.5, mean squared error against `x @ TEACHER`, `model.to(DEVICE)` first), returning all
+# `steps` losses as **one tensor**, with a loop that keeps a GPU fed: the host never waits for the
+# GPU inside it, no data is made inside it, and with `bf16=True` the matmuls read bf16 while the
+# weights (the "master" copy the optimizer updates) stay fp32; `bf16=False` runs the same loop in
+# fp32, so that the last cell can measure bf16 on its own.
 #
-# 1. **the host never waits inside the loop**: keep each step's loss on the device (a tensor) and
-#    return all of them as one tensor of `steps` losses; no `.item()`, `float()`, `print()`, `if`,
-#    `.tolist()`, `.cpu()` or `torch.cuda.synchronize()` inside the loop, and no copy to the device
-#    without `non_blocking=True`;
-# 2. **no data made inside the loop**: make every batch before the loop, in one go
-#    (`torch.randn(steps, BATCH, FEATURES)`, normalised as `host_batch` does, over the batch
-#    dimension). Either make them on `DEVICE` (`device=DEVICE`) and only index them in the loop, or —
-#    as lesson 08 teaches for data that comes from the host — keep them on the host in **pinned**
-#    memory (`.pin_memory()`, only when `DEVICE == "cuda"`: without a GPU there is nothing to pin
-#    for) and copy each batch in the loop with `.to(DEVICE, non_blocking=True)`;
-# 3. **bf16 where it is safe**: with `bf16=True`, run the forward pass and the loss under
-#    `torch.autocast(device_type=..., dtype=torch.bfloat16)` so that the matmuls read bf16; with
-#    `bf16=False` the same loop in fp32 (autocast's `enabled` argument), so that the last cell can
-#    measure bf16 on its own. The weights (the "master" copy the optimizer updates) stay fp32 — do
-#    not convert the model.
+# **Evidence to reach** (what the profile of your loop shows, per step; the test cell checks it for
+# `FastMLP` and `SlowMLP`, with `bf16=True` and `bf16=False`):
 #
-# Call `model.to(DEVICE)` first, like `slow_train`.
+# * `feeding.host_syncs(per_step_counts(fast_train, FastMLP))` is empty: no `_local_scalar_dense`
+#   and no `host sync: …` row;
+# * `aten::randn`, `aten::normal_` and `aten::std` 0 times per step;
+# * the matmuls' first two inputs `c10::BFloat16` with `bf16=True`, `float` with `bf16=False`;
+# * every parameter still `torch.float32` after training, and the losses of 30 steps finite and falling
+#   to under half.
+#
+# *Hints: in the collapsed cell below (click its ⋯ to open it). Try without them first.*
+
+# %% [markdown] jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "ex3_hints", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# **Hints for exercise 3**
+#
+# * Keep each step's loss on the device (write it into a tensor made before the loop): no `.item()`,
+#   `float()`, `print()`, `if`, `.tolist()`, `.cpu()` or `torch.cuda.synchronize()` inside the loop,
+#   and no copy to the device without `non_blocking=True`.
+# * Make every batch before the loop, in one go (`torch.randn(steps, BATCH, FEATURES)`, normalised as
+#   `host_batch` does, over the batch dimension). Either make them on `DEVICE` (`device=DEVICE`) and only
+#   index them in the loop, or — as lesson 08 teaches for data that comes from the host — keep them on
+#   the host in **pinned** memory (`.pin_memory()`, only when `DEVICE == "cuda"`: without a GPU there is
+#   nothing to pin for) and copy each batch in the loop with `.to(DEVICE, non_blocking=True)`.
+# * Run the forward pass and the loss under `torch.autocast(device_type=..., dtype=torch.bfloat16)`;
+#   its `enabled` argument switches it off for `bf16=False`. Do not convert the model.
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def fast_train(model, steps, bf16=True):
