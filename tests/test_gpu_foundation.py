@@ -6,11 +6,9 @@ Run on a machine with an NVIDIA GPU: `pytest -m gpu`. Expectations are ratios me
 import json
 
 import numpy as np
-import pandas as pd
 import pytest
 from gpu_expectations import expect
 
-from gpucourse.errors import CourseError
 from gpucourse.measure import harness, recording, reference, runtime
 
 pytestmark = pytest.mark.gpu
@@ -103,12 +101,10 @@ def test_record_writes_provenance_for_the_foundation_sweeps(tmp_path):
     for key in harness.REQUIRED_PROVENANCE:  # the keys a contributed recording must carry (C1: not old names)
         assert meta["device"][key] not in (None, "", {}), key
     assert meta["device"]["contract"] == harness.contract().name
-    if harness.contract().name == "quick":  # inside a quick report: recorded, and never drawn by a lesson
-        with pytest.raises(CourseError, match="quick validation recording"):
-            reference.load("warps.staircase", root=tmp_path)
-        data = pd.read_csv(written[0].parent / "warps.staircase.csv")
-    else:
-        data = reference.load("warps.staircase", root=tmp_path).data
+    rec = reference.load("warps.staircase", root=tmp_path)
+    if harness.contract().name == "quick":  # inside a quick report: kept in quick/, drawn with its contract named
+        assert written[0].parent.name == "quick" and rec.quick and "quick contract" in rec.caption()
+    data = rec.data
     assert data.median_ms.gt(0).all() and data.timing_method.notna().all()
 
 

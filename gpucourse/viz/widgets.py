@@ -4,9 +4,14 @@
     chart   # displays the controls, a status line, the chart and a "show data" table
 
 ``compute(**values)`` returns a plotly Figure (measured on a GPU, recorded or counted in the
-simulator). A change re-runs it, updates the chart's figure in place and redraws it. Changes made
-while a run is in flight coalesce: when it finishes, only the latest values run (no queue of stale
-runs). Runs longer than a second show progress; errors appear as one line in the widget.
+simulator). Without a GPU, where more than one GPU has recorded sweeps in data/reference/, the
+chart gets a "recorded on" dropdown: ``compute`` then runs inside ``reference.chosen(gpu)``, so every
+``reference.load`` it makes takes that GPU's recording (default: the newest). On a GPU there is no
+such choice: the live measurement is the chart.
+
+A change re-runs it, updates the chart's figure in place and redraws it. Changes made while a run
+is in flight coalesce: when it finishes, only the latest values run (no queue of stale runs).
+Runs longer than a second show progress; errors appear as one line in the widget.
 
 The chart is drawn by an ``Output`` widget holding the figure as plotly's JSON mimetype, which
 JupyterLab's plotly extension renders with the one plotly.js it loads per page. Not a plotly
@@ -29,7 +34,22 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from gpucourse.errors import CourseError, explain_gpu_error
+from gpucourse.measure import reference, runtime
 from gpucourse.viz.charts import data_table, fit
+
+NEWEST_RECORDING = "the newest recording"
+
+
+def recorded_gpu_choice() -> widgets.Dropdown | None:
+    """Without a GPU, where several GPUs recorded sweeps: a dropdown of them (value None: the newest)."""
+    if runtime.is_gpu():
+        return None
+    found = reference.gpus()
+    if len(found) < 2:
+        return None
+    options = [(NEWEST_RECORDING, None)] + [(reference.device_name(gpu), gpu) for gpu in found]
+    return widgets.Dropdown(options=options, value=None, description="recorded on",
+                            tooltip="Which GPU's recording the chart draws (the course's, never yours)")
 
 
 class LiveChart(widgets.VBox):
@@ -59,9 +79,11 @@ class LiveChart(widgets.VBox):
                                               tooltip="Show the chart's numbers as a table")
         self.table = widgets.HTML()
         self.show_data.observe(self._toggle_table, names="value")
-        for control in controls.values():
+        self.recorded_gpu = recorded_gpu_choice()
+        shown = list(controls.values()) + ([self.recorded_gpu] if self.recorded_gpu is not None else [])
+        for control in shown:
             control.observe(self._on_change, names="value")
-        box = widgets.HBox(list(controls.values()), layout=widgets.Layout(flex_flow="row wrap"))
+        box = widgets.HBox(shown, layout=widgets.Layout(flex_flow="row wrap"))
         head = [widgets.HTML(f"<p>{html.escape(description)}</p>")] if description else []
         self._run(self.values())
         if self.figure is None:  # the first run failed: an empty chart under its message
@@ -125,7 +147,8 @@ class LiveChart(widgets.VBox):
         self.progress.value = 0.0
         kwargs = dict(values, progress=self._report_progress) if self._wants_progress else values
         try:
-            fig = self.compute(**kwargs)
+            with reference.chosen(self.recorded_gpu.value if self.recorded_gpu is not None else None):
+                fig = self.compute(**kwargs)
         except CourseError as exc:
             self._fail(str(exc))
             return

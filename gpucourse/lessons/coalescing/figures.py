@@ -168,7 +168,9 @@ def stride_figure(dtype="float32", stride=None, progress=None) -> go.Figure:
     charts.line(fig, strides, model, "sector model: useful ÷ fetched bytes × copy ceiling", 1)
     if data is not None:
         data = data.sort_values("stride")
-        charts.line(fig, data.stride, data.gbps, "measured: effective GB/s (useful bytes)", 0, dash="solid")
+        who = "measured now" if runtime.is_gpu() else "recorded by the course (caption)"
+        charts.line(fig, data.stride, data.gbps, f"{who}: effective GB/s (useful bytes)", 0, dash="solid",
+                    error_y=reference.spread(data, "gbps"))
     else:
         cited.no_data(fig, "No GPU timing to show here: the dashed line is the sector model", "strided copy")
     _ceiling_lines(fig, ceiling, datasheet)

@@ -587,7 +587,8 @@ def speed_figure(kind: str = "memory", progress=None) -> go.Figure:
                           "occupancy (hover for GB/s)", cited.STREAM)
     for index, (name, group) in enumerate(data.groupby("kernel", sort=False)):
         ilp = int(group.ilp.iloc[0])
-        charts.line(fig, group.occupancy_pct, group[column], f"{name} (ILP {ilp})", index, dash="solid")
+        charts.line(fig, group.occupancy_pct, group[column], f"{name} (ILP {ilp})", index, dash="solid",
+                    error_y=reference.spread(group, column))
     _add_speed_model(fig, model, kernels, axis="y2")
     fig.update_layout(
         yaxis2={"title": "model: speed ÷ speed at 100 % occupancy", "overlaying": "y", "side": "right",

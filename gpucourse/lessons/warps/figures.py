@@ -61,7 +61,8 @@ def staircase_figure(max_threads: int = 128) -> go.Figure:
     charts.line(fig, threads, model, "model: ⌈threads/32⌉ warps per block", 1, line_shape="hv")
     if data is not None and len(data):
         one_warp = float(data.median_ms[data.warps_per_block == 1].median())
-        charts.line(fig, data.threads_per_block, data.median_ms / one_warp, "time (÷ time of 1-warp blocks)", 0)
+        charts.line(fig, data.threads_per_block, data.median_ms / one_warp, "time (÷ time of 1-warp blocks)", 0,
+                    error_y=reference.spread(data, "median_ms", scale=1 / one_warp))
     else:
         cited.no_data(fig, "No GPU timing to show: the dashed staircase is the model", "warp staircase")
     return fig
