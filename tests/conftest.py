@@ -68,3 +68,14 @@ def _hold_group(item) -> None:
         item._nodeid = wanted
     if item.nodeid != wanted:
         raise pytest.UsageError(f"cannot put {item.nodeid} in its xdist group: this pytest names nodes differently")
+
+
+@pytest.fixture
+def no_recordings(tmp_path, monkeypatch):
+    """An empty data/reference/: the lessons' charts as they are where the course holds no recording."""
+    from gpucourse.measure import reference
+
+    empty = tmp_path / "no-recordings"
+    empty.mkdir()
+    monkeypatch.setattr(reference, "REFERENCE_ROOT", empty)
+    return empty

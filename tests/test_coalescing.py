@@ -283,9 +283,10 @@ def test_stride_figure_from_a_recording(monkeypatch):
     monkeypatch.setattr(runtime, "is_gpu", lambda: False)
     monkeypatch.setattr(reference, "load", lambda name, gpu=None: fake_recording(name, frame))
     fig = coalescing.stride_figure("float32")
-    assert charts.caption_of(fig).startswith("Recorded on a real GPU: recorded on NVIDIA H200, 2026-10-01")
+    assert charts.caption_of(fig).startswith("Recorded on a real GPU: measured by this course on an NVIDIA H200 (not "
+                                             "your GPU), full contract, 0.5 s of GPU time a point, 2026-10-01")
     assert fig.layout.yaxis.title.text == "effective bandwidth (GB/s)"
-    measured = next(t for t in fig.data if t.name.startswith("measured"))
+    measured = next(t for t in fig.data if t.name.startswith("recorded by the course"))
     assert list(measured.x) == [1, 8] and list(measured.y) == [3900.0, 500.0]
     model = next(t for t in fig.data if t.name.startswith("sector model"))
     assert model.y[0] == pytest.approx(4000.0) and model.y[5] == pytest.approx(500.0)

@@ -256,7 +256,7 @@ def test_sparse_table_counts_the_sort_paying_off_in_warp_instructions():
     assert any(a.text == "no lane ran a body" for a in empty.layout.annotations)
 
 
-def test_claims_table_tests_the_folklore():
+def test_claims_table_tests_the_folklore(no_recordings):
     table = divergence.claims(128).set_index("claim")
     half = table.loc["`if (threadIdx.x < 16)` halves throughput"]
     assert half["model: time (×)"] == 2.0 and half["microscope: SIMT efficiency of the bodies"] == 0.5
@@ -274,7 +274,7 @@ def test_claims_table_tests_the_folklore():
 # --- figures ---------------------------------------------------------------------------------------
 
 
-def test_fraction_figure_without_a_recording_shows_the_model_and_says_so():
+def test_fraction_figure_without_a_recording_shows_the_model_and_says_so(no_recordings):
     fig = divergence.fraction_figure(0.5, "interleaved", 128, "same")
     assert [t.name for t in fig.data] == [f"model: {p}" for p in divergence.PLACEMENTS]
     assert fig.layout.xaxis.title.text == "fraction of lanes on path A"
@@ -306,7 +306,9 @@ def test_fraction_figure_draws_a_recording_beside_the_model(monkeypatch):
     fig = divergence.fraction_figure(0.5, "interleaved", 128, "same")
     names = [t.name for t in fig.data]
     assert "recorded: interleaved" in names and "model: interleaved" in names and len(names) == 8
-    assert charts.caption_of(fig).startswith("Recorded on a real GPU: recorded on Test GPU, 2026-10-01")
+    assert charts.caption_of(fig).startswith(
+        "Recorded on a real GPU: measured by this course on a Test GPU (not your GPU), full contract")
+    assert "2026-10-01" in charts.caption_of(fig)
     assert "recorded at f = 0.5: 1.90×" in fig.layout.title.text
     assert divergence.claims(128).iloc[0]["GPU: recorded time (×)"] == "1.90× (Test GPU)"
     predicated = divergence.predicated_figure()

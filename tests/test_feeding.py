@@ -226,7 +226,7 @@ def test_event_timelines_are_drawn_as_streams_never_as_engines():
     assert "stream interval between two CUDA events" in caption and "not when a copy engine" in caption
 
 
-def test_the_fusion_chart_keeps_bytes_and_time_on_separate_axes_with_units():
+def test_the_fusion_chart_keeps_bytes_and_time_on_separate_axes_with_units(no_recordings):
     """Review 3.3 #2: model ms and counted MB never share one axis."""
     fig = feeding.fusion_figure(n=1 << 24)
     by_name = {t.name: t for t in fig.data}

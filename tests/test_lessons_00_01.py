@@ -40,7 +40,7 @@ def test_lane_map_figure_names_partial_warps():
     assert charts.caption_of(fig).startswith("Model")
 
 
-def test_staircase_without_a_gpu_shows_the_model_and_says_there_is_no_recording():
+def test_staircase_without_a_gpu_shows_the_model_and_says_there_is_no_recording(no_recordings):
     fig = warps.staircase_figure(128)
     names = [t.name for t in fig.data]
     assert names == ["model: ⌈threads/32⌉ warps per block"]
@@ -53,7 +53,7 @@ def test_coverage_figure_counts_idle_threads():
     assert "grid 3×3" in fig.layout.title.text and f"{48 * 48 - 37 * 45} threads must skip" in fig.layout.title.text
 
 
-def test_async_analogy_is_labelled_as_an_analogy_not_gpu_time(monkeypatch):
+def test_async_analogy_is_labelled_as_an_analogy_not_gpu_time(monkeypatch, no_recordings):
     fig = measuring.async_pitfall_figure()
     assert charts.caption_of(fig).startswith("CPU analogy, not a GPU timing")
     # Counted, not timed: the "kernel" may start only once the launch has been timed, so the order
@@ -78,7 +78,7 @@ def test_async_analogy_is_labelled_as_an_analogy_not_gpu_time(monkeypatch):
     assert waited_ms >= 50 and launch_ms < waited_ms
 
 
-def test_roofline_without_a_gpu_draws_only_datasheet_lines():
+def test_roofline_without_a_gpu_draws_only_datasheet_lines(no_recordings):
     fig = measuring.roofline_figure("fp32")
     assert [t.name.split(":")[0] for t in fig.data] == ["datasheet"]
     assert max(fig.data[0].y) == pytest.approx(67.0)

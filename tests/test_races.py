@@ -88,7 +88,8 @@ def test_histogram_figure_with_recording(monkeypatch):
             for b in (1, 16, 1024) for v, t in zip(races.VARIANTS, (1.0, 4.0, 0.5), strict=True)]
     monkeypatch.setattr(reference, "load", lambda name, *a, **k: fake_recording(name, pd.DataFrame(rows)))
     fig = races.histogram_figure(bins=8, items=256)
-    assert "recorded on NVIDIA H200, 2026-10-01" in charts.caption_of(fig)
+    assert "measured by this course on an NVIDIA H200 (not your GPU)" in charts.caption_of(fig)
+    assert "2026-10-01" in charts.caption_of(fig)
     assert "nearest recorded: 16 bins" in charts.caption_of(fig)
     assert list(fig.data[-1].y) == [1.0, 4.0, 0.5] and fig.data[-1].xaxis == "x2"
 
@@ -203,7 +204,7 @@ def test_litmus_figure_with_recording(monkeypatch):
     fig = races.litmus_figure(runs=5)
     assert [t.name for t in fig.data] == ["weak-memory model (race scheduler)", "GPU"]
     assert list(fig.data[1].y) == [0, 0, 0, 0] and fig.data[1].text[0] == "0 of 1,000"
-    assert "recorded on NVIDIA H200" in charts.caption_of(fig)
+    assert "measured by this course on an NVIDIA H200" in charts.caption_of(fig)
 
 
 def test_sweeps_are_registered():

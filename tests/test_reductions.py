@@ -199,7 +199,7 @@ def test_figures_name_their_source():
 
 
 @sim_only
-def test_the_ladder_without_a_gpu_says_so():
+def test_the_ladder_without_a_gpu_says_so(no_recordings):
     fig = reductions.ladder_figure()
     assert "No GPU" in fig.layout.title.text
     assert "only on a GPU" in charts.caption_of(fig)

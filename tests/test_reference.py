@@ -35,7 +35,8 @@ def test_record_writes_csv_and_provenance_then_load_reads_them(tmp_path, fake_gp
     assert meta["sweeps"]["demo.sweep"]["rows"] == 2
     rec = reference.load("demo.sweep", root=tmp_path)
     assert list(rec.data.ms) == [0.5, 0.25]
-    assert "recorded on NVIDIA Test GPU" in rec.caption()
+    assert rec.caption().startswith("measured by this course on an NVIDIA Test GPU (not your GPU), full contract, "
+                                    "0.5 s of GPU time a point, ")
 
 
 def test_a_sweep_missing_its_columns_is_refused(tmp_path, fake_gpu):

@@ -258,7 +258,7 @@ def test_barrier_figure_maps_the_wrong_outputs():
 # --- figures and the no-data honesty -----------------------------------------------------------------------
 
 
-def test_ladder_charts_without_a_gpu_or_recording_show_the_model_and_the_published_ladder():
+def test_ladder_charts_without_a_gpu_or_recording_show_the_model_and_the_published_ladder(no_recordings):
     if runtime.is_gpu():
         pytest.skip("simulator-mode behaviour")
     fig = tiling.gflops_figure(tile=16)
@@ -299,7 +299,7 @@ def test_recorded_ladder_is_drawn_with_its_provenance(monkeypatch):
         pytest.skip("simulator-mode behaviour")
     data = fake_recording(monkeypatch)
     fig = tiling.gflops_figure(tile=16)
-    assert charts.caption_of(fig).startswith("Recorded on a real GPU: recorded on Test GPU")
+    assert charts.caption_of(fig).startswith("Recorded on a real GPU: measured by this course on a Test GPU")
     measured = [t for t in fig.data if not t.name.startswith("model")]
     assert [t.name for t in measured] == [r.label for r in tiling.ladder(16)]
     assert list(measured[1].y) == list(data[data.rung == "tiled 16"].gflops)
@@ -315,7 +315,7 @@ def test_library_fraction():
     assert list(tiling.add_library_fraction(data).fraction_of_library) == [0.25, 1.0]
 
 
-def test_transpose_figure_shows_ways_beside_bandwidth():
+def test_transpose_figure_shows_ways_beside_bandwidth(no_recordings):
     plain, padded = tiling.transpose_figure(32, 0), tiling.transpose_figure(32, 1)
     assert "32-way bank conflict" in plain.layout.title.text
     assert "conflict-free" in padded.layout.title.text
@@ -327,7 +327,7 @@ def test_transpose_figure_shows_ways_beside_bandwidth():
         assert "no GPU here" in charts.caption_of(plain)
 
 
-def test_folklore_table_states_the_model_and_never_invents_a_measurement():
+def test_folklore_table_states_the_model_and_never_invents_a_measurement(no_recordings):
     table = tiling.folklore_table()
     assert table.iloc[1]["best / worst transpose bandwidth"] == "≤ 4.5×"
     if not runtime.is_gpu():

@@ -93,7 +93,8 @@ class Recording:
 
     @property
     def date(self) -> str:
-        return self.provenance.get("sweeps", {}).get(self.name, {}).get("date", "unknown date")[:10]
+        date = self.provenance.get("sweeps", {}).get(self.name, {}).get("date")
+        return date[:10] if date else "unknown date"
 
     @property
     def contract(self) -> str:

@@ -1,0 +1,171 @@
+"""The lessons draw the course's own recordings (data/reference/<gpu>/ and <gpu>/quick/) without a GPU:
+captioned with device, contract and date, never as the learner's GPU, with their spread; a missing
+recording leaves the model and a plain sentence; where two GPUs recorded a sweep the learner picks."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+from gpucourse.errors import CourseError
+from gpucourse.lessons import coalescing, divergence, feeding, measuring, occupancy, races, reductions, tiling, warps
+from gpucourse.measure import reference, runtime
+from gpucourse.viz import charts
+
+H200 = "nvidia-h200"
+H200_QUICK = reference.REFERENCE_ROOT / H200 / reference.QUICK_FOLDER
+
+# One chart per lesson that has a sweep (lesson 07's precision package is wired by its own helper).
+FIGURES = {
+    "00 measuring.async_pitfall": measuring.async_pitfall_figure,
+    "01 warps.staircase": warps.staircase_figure,
+    "02 divergence.fraction": divergence.fraction_figure,
+    "03 coalescing.stride": coalescing.stride_figure,
+    "04 tiling.matmul": tiling.gflops_figure,
+    "04a reductions.sum": reductions.ladder_figure,
+    "05 occupancy.memory_bound": occupancy.speed_figure,
+    "06 races.histogram": races.histogram_figure,
+    "08 feeding.copy": feeding.copy_figure,
+}
+
+
+def _sweep(key: str) -> str:
+    return key.split(" ", 1)[1]
+
+
+def _quick_provenance() -> dict:
+    return json.loads((H200_QUICK / reference.PROVENANCE_FILE).read_text())
+
+
+def _ys(fig) -> list[tuple]:
+    return [tuple(t.y) for t in fig.data if getattr(t, "y", None) is not None]
+
+
+@pytest.fixture
+def simulator():
+    assert not runtime.is_gpu()
+
+
+@pytest.mark.parametrize("key", FIGURES)
+def test_each_lesson_chart_draws_the_committed_recording_with_its_contract(key, simulator, tmp_path, monkeypatch):
+    meta = _quick_provenance()
+    entry = meta["sweeps"][_sweep(key)]
+    fig = FIGURES[key]()
+    caption = charts.caption_of(fig)
+    # device, contract, its GPU time a point and the date, all from the files (never typed here)
+    assert f"measured by this course on an {meta['device']['device']} (not your GPU)" in caption, caption
+    assert f"{entry['contract']} contract, 0.1 s of GPU time a point" in caption, caption
+    assert entry["date"][:10] in caption and f"quick/{_sweep(key)}.csv" in caption, caption
+    # the recording adds traces the chart without it lacks
+    monkeypatch.setattr(reference, "REFERENCE_ROOT", tmp_path)
+    without = FIGURES[key]()
+    assert _ys(fig) != _ys(without)
+    assert "measured by this course" not in charts.caption_of(without)
+
+
+@pytest.mark.parametrize("key", FIGURES)
+def test_without_a_recording_the_model_stays_with_a_plain_sentence(key, simulator, tmp_path, monkeypatch):
+    monkeypatch.setattr(reference, "REFERENCE_ROOT", tmp_path)  # an empty data/reference/
+    fig = FIGURES[key]()
+    caption = charts.caption_of(fig)
+    assert fig.data and "measured by this course" not in caption
+    texts = caption + " ".join(str(a.text) for a in fig.layout.annotations)
+    assert "no recording" in texts.lower() or "Published by" in texts or "Model" in texts, texts
+
+
+def test_the_stride_chart_draws_the_recorded_gbps_with_their_iqr(simulator):
+    rec = reference.load("coalescing.stride")
+    trace = next(t for t in coalescing.stride_figure().data if t.name.startswith("recorded by the course"))
+    rows = rec.data.sort_values("stride")
+    assert list(trace.y) == list(rows.gbps)
+    expected = rows.gbps * rows.iqr_ms / rows.median_ms / 2
+    assert list(trace.error_y.array) == pytest.approx(list(expected))
+
+
+def test_spread_is_the_iqr_in_the_columns_units():
+    rows = pd.DataFrame({"median_ms": [2.0, 4.0], "iqr_ms": [0.2, 0.4], "gbps": [100.0, 50.0]})
+    assert reference.spread(rows, "gbps")["array"] == pytest.approx([5.0, 2.5])
+    assert reference.spread(rows, "median_ms")["array"] == pytest.approx([0.1, 0.2])
+    assert reference.spread(rows, "median_ms", scale=0.5)["array"] == pytest.approx([0.05, 0.1])
+    assert reference.spread(rows.drop(columns="iqr_ms"), "gbps") is None  # nothing to show: no bars
+
+
+def _two_gpus(tmp_path) -> str:
+    """data/reference/ with the H200's quick recording and a second GPU's: a TEST FIXTURE, its numbers the
+    H200's halved so that the two can be told apart (never committed, never a measurement)."""
+    shutil.copytree(H200_QUICK, tmp_path / H200 / reference.QUICK_FOLDER)
+    other = tmp_path / "test-gpu" / reference.QUICK_FOLDER
+    shutil.copytree(H200_QUICK, other)
+    meta = json.loads((other / reference.PROVENANCE_FILE).read_text())
+    meta["device"]["device"] = "NVIDIA Test GPU"
+    meta["sweeps"]["coalescing.stride"]["date"] = "2026-01-01T00:00:00+00:00"
+    (other / reference.PROVENANCE_FILE).write_text(json.dumps(meta))
+    data = pd.read_csv(other / "coalescing.stride.csv")
+    data.assign(gbps=data.gbps / 2).to_csv(other / "coalescing.stride.csv", index=False)
+    return "test-gpu"
+
+
+def test_the_gpu_chosen_changes_the_drawn_trace_and_caption(simulator, tmp_path, monkeypatch):
+    other = _two_gpus(tmp_path)
+    monkeypatch.setattr(reference, "REFERENCE_ROOT", tmp_path)
+    assert reference.gpus() == [H200, other]
+    default = coalescing.stride_figure()
+    assert "NVIDIA H200" in charts.caption_of(default)  # the newest recording by default
+    with reference.chosen(other):
+        picked = coalescing.stride_figure()
+    assert "NVIDIA Test GPU" in charts.caption_of(picked)
+    assert _ys(picked) != _ys(default)
+    with reference.chosen("a-gpu-with-no-recording"):  # a GPU without this sweep: the default, captioned
+        assert charts.caption_of(coalescing.stride_figure()) == charts.caption_of(default)
+
+
+def test_the_chart_widget_offers_the_choice_and_redraws(simulator, tmp_path, monkeypatch):
+    other = _two_gpus(tmp_path)
+    monkeypatch.setattr(reference, "REFERENCE_ROOT", tmp_path)
+    chart = coalescing.stride_widget(threaded=False)
+    assert chart.recorded_gpu is not None and chart.recorded_gpu.value is None  # None: the newest
+    assert ("NVIDIA Test GPU", other) in chart.recorded_gpu.options
+    before = _ys(chart.figure)
+    chart.recorded_gpu.value = other
+    assert "NVIDIA Test GPU" in charts.caption_of(chart.figure) and _ys(chart.figure) != before
+
+
+def test_one_gpu_or_a_gpu_here_means_no_choice(simulator, tmp_path, monkeypatch):
+    assert coalescing.stride_widget(threaded=False).recorded_gpu is None  # only the H200 recorded
+    _two_gpus(tmp_path)
+    monkeypatch.setattr(reference, "REFERENCE_ROOT", tmp_path)
+    monkeypatch.setattr(runtime, "is_gpu", lambda: True)  # on a GPU the live measurement is the chart
+    from gpucourse.viz import widgets
+
+    assert widgets.recorded_gpu_choice() is None
+
+
+def test_a_full_recording_comes_before_the_same_gpus_quick_one(tmp_path):
+    shutil.copytree(H200_QUICK, tmp_path / H200 / reference.QUICK_FOLDER)
+    meta = _quick_provenance()
+    meta["device"]["contract"] = "full"
+    meta["sweeps"] = {"coalescing.stride": {**meta["sweeps"]["coalescing.stride"], "contract": "full"}}
+    (tmp_path / H200 / reference.PROVENANCE_FILE).write_text(json.dumps(meta))
+    shutil.copy(H200_QUICK / "coalescing.stride.csv", tmp_path / H200)
+    rec = reference.load("coalescing.stride", root=tmp_path)
+    assert rec.contract == "full" and "full contract, 0.5 s of GPU time a point" in rec.caption()
+    assert reference.load("coalescing.offset", root=tmp_path).quick
+
+
+def test_quick_recordings_stay_in_their_folder_and_say_so(tmp_path):
+    shutil.copytree(H200_QUICK, tmp_path / H200)  # a quick recording where full ones go
+    with pytest.raises(CourseError, match="quick validation recording"):
+        reference.load("coalescing.stride", root=tmp_path)
+    shutil.rmtree(tmp_path / H200)
+    shutil.copytree(H200_QUICK, tmp_path / H200 / reference.QUICK_FOLDER)
+    path = tmp_path / H200 / reference.QUICK_FOLDER / reference.PROVENANCE_FILE
+    meta = json.loads(path.read_text())
+    meta["device"]["contract"] = "full"
+    for entry in meta["sweeps"].values():
+        entry["contract"] = "full"
+    path.write_text(json.dumps(meta))  # quick/ whose provenance does not say quick
+    with pytest.raises(CourseError, match="does not say contract 'quick'"):
+        reference.load("coalescing.stride", root=tmp_path)
