@@ -114,6 +114,13 @@ prediction_stride_32_fraction = "..."  # e.g. "1/32" or "1/8" or something else
 # exists yet. The dashed line is the sector model; the black dashed line is the measured copy
 # ceiling, the grey dotted ones the datasheet figure and the folklore's 1/32. The star marks
 # your stride.
+#
+# Without a GPU you see the course's own recording: a quick one, on an NVIDIA H200, with float32
+# strides 1, 2, 8 and 32 (the caption names the contract and the date; it is not your GPU). It
+# does not agree with the model past stride 8: at stride 32 the H200 kept about **1/25** of its
+# copy ceiling, not the model's 1/8 — closer to the folklore's 1/32. The next section counts the
+# sectors; "Why about 8× and not 32×" below says what the model leaves out. A later version of
+# this experiment will look at that gap more closely.
 
 # %%
 coalescing.stride_widget(stride=32)
@@ -254,6 +261,7 @@ coalescing.layout_bandwidth_figure()
 #   of the ceiling. That 8× is the **sector model's** figure, not a hardware bound: the L2 may
 #   fetch more than the one 32-byte sector a lane needs from DRAM (up to a 128-byte line per
 #   miss), and DRAM page and TLB misses add cost at large strides, so a GPU can lose more than 8×.
+#   The course's H200 recording does: about 25× at stride 32 (the chart above).
 #   The model also charges random addresses the same as a large stride (32 sectors per
 #   request); a GPU may do worse there too.
 # * **Caches soften the loss.** The model treats each warp alone. At offset 1 the fifth sector

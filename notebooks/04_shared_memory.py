@@ -121,13 +121,15 @@ tiling.roofline_figure(tile=16, n=4096)
 # %% [markdown]
 # The ladder measured: GFLOP/s against N for each rung, next to cuBLAS (fp32, TF32 off) in the
 # same run. On a GPU each point is measured now (result checked against float64 first, then
-# events, warm-up, median of ≥ 10 samples). Without a GPU the chart shows a recording made on a
-# real GPU; until one exists it shows a published ladder instead, labelled as such: Simon Boehm's
-# SGEMM_CUDA kernels (naive, coalesced, shared-memory tiled, register-blocked, warp-tiled) against
-# cuBLAS on an RTX A6000 at N = 4096 (CUDA C++, not the course's Numba kernels; not your GPU). The
-# dotted lines are the roofline's bound for the naive and the tiled rung. Look at the tiled rung:
-# there, shared-memory tiling alone reached only about 13 % of cuBLAS — far below what the traffic
-# model allows. The model bounds a kernel by its memory traffic; it says nothing about the
+# events, warm-up, median of ≥ 10 samples). Without a GPU the chart shows the course's own
+# recording: a quick one, on an NVIDIA H200, at N = 1024 only (the caption names the contract and the
+# date; not your GPU). Where no recording exists it shows a published ladder instead, labelled as
+# such: Simon Boehm's SGEMM_CUDA kernels (naive, coalesced, shared-memory tiled, register-blocked,
+# warp-tiled) against cuBLAS on an RTX A6000 at N = 4096 (CUDA C++, not the course's Numba kernels;
+# not your GPU). The dotted lines are the roofline's bound for the naive and the tiled rung. Look at
+# the tiled rung: in the H200 recording, shared-memory tiling alone (16 × 16) reached about a fifth
+# of cuBLAS and less than half of its dotted bound (in the published ladder, about 13 % of cuBLAS) —
+# below what the traffic model allows. The model bounds a kernel by its memory traffic; it says nothing about the
 # instructions each loaded value costs, which register blocking and warp tiling cut.
 
 # %%

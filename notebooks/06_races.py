@@ -341,10 +341,11 @@ predictions.read_back(prediction_mp_allowed,
 # compiler or workload may show it.
 #
 # The chart puts the model's counts (random schedules of `mp_kernel` under the race scheduler and
-# the weak-memory model) beside the GPU's. **When this lesson was written no GPU recording of this
-# sweep existed**: it is registered as `races.litmus_mp`, and `make record` on a GPU captures its
-# counts with provenance. Without a GPU and without a recording, the GPU side stays empty — nothing is
-# estimated — and the table under the chart says so; once a recording exists, both show it.
+# the weak-memory model) beside the GPU's. Without a GPU, the GPU side is the course's own recording
+# of `races.litmus_mp`: a quick one, on an NVIDIA H200 (the caption names the contract and the date;
+# not your GPU). It saw the weak outcome **zero** times in every placement, fenced or not (the table
+# under the chart gives the runs): the legitimate zero described above, not a proof. Where no
+# recording exists the GPU side stays empty — nothing is estimated — and the table says so.
 #
 # <details><summary>Description of the picture</summary>
 #
@@ -364,7 +365,7 @@ races.litmus_recording_table()
 
 # %%
 predictions.read_back(prediction_gpu_weak_per_million, "nothing: a model says what is allowed, not how often",
-                      stands_in="nothing (no GPU recording of races.litmus_mp yet: see the table above)",
+                      stands_in="the course's H200 recording in the table above (a quick one; not your GPU)",
                       unit="per million")
 
 # %% [markdown]

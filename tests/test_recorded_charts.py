@@ -83,6 +83,8 @@ def test_the_stride_chart_draws_the_recorded_gbps_with_their_iqr(simulator):
     assert list(trace.y) == list(rows.gbps)
     expected = rows.gbps * rows.iqr_ms / rows.median_ms / 2
     assert list(trace.error_y.array) == pytest.approx(list(expected))
+    assert "error bars: the IQR of the timings" in charts.caption_of(coalescing.stride_figure())
+    assert "error bars" not in charts.caption_of(tiling.gflops_figure())  # no bars drawn there: none claimed
 
 
 def test_spread_is_the_iqr_in_the_columns_units():

@@ -115,14 +115,15 @@ class Recording:
             return f"{self.contract} contract"
         return f"{self.contract} contract, {terms.min_total_ms / 1000:g} s of GPU time a point"
 
-    def caption(self) -> str:
-        """Who measured, on what, under which contract, when, and the file (never the learner's GPU)."""
+    def caption(self, *, bars: bool = False) -> str:
+        """Who measured, on what, under which contract, when, and the file (never the learner's GPU);
+        ``bars``: the chart draws ``spread``'s error bars, and the caption says what they are."""
         try:
             where = self.path.relative_to(REFERENCE_ROOT.parent.parent)
         except ValueError:
             where = self.path
         article = "an" if self.device[:1].upper() in "AEFHILMNORSX" else "a"  # an NVIDIA, an H100, a Tesla
-        bars = "; error bars: the IQR of the timings" if "iqr_ms" in self.data else ""
+        bars = "; error bars: the IQR of the timings" if bars and "iqr_ms" in self.data else ""
         return (f"measured by this course on {article} {self.device} (not your GPU), {self.contract_text()}, "
                 f"{self.date} ({where}){bars}")
 

@@ -73,7 +73,7 @@ def _bandwidth_data(sweep: str, name: str | None, progress=None):
         data = rec.data if name is None else rec.data[rec.data.dtype == name]
         if not len(data):
             return None, None, None, charts.source_caption("none", f"the recording has no {name} rows")
-        caption = charts.source_caption("recorded", rec.caption())
+        caption = charts.source_caption("recorded", rec.caption(bars=True))
     ceiling = float(data.copy_ceiling_gbps.median())
     datasheet = data.datasheet_gbps.dropna() if "datasheet_gbps" in data else pd.Series(dtype=float)
     return data, ceiling, (float(datasheet.iloc[0]) if len(datasheet) else None), caption
@@ -217,7 +217,9 @@ def offset_figure(dtype="float32", offset=None, progress=None) -> go.Figure:
                 "sector model (each warp on its own, no cache reuse)", 1, line_shape="hv")
     if data is not None:
         data = data.sort_values("offset")
-        charts.line(fig, data.offset, data.gbps, "measured: effective GB/s", 0, dash="solid")
+        who = "measured now" if runtime.is_gpu() else "recorded by the course (caption)"
+        charts.line(fig, data.offset, data.gbps, f"{who}: effective GB/s", 0, dash="solid",
+                    error_y=reference.spread(data, "gbps"))
     else:
         cited.no_data(fig, "No GPU timing to show here: the dashed line is the sector model", "strided copy")
     _ceiling_lines(fig, ceiling, datasheet)
@@ -258,7 +260,9 @@ def layout_bandwidth_figure(progress=None) -> go.Figure:
                         _bandwidth_title(ceiling), caption)
     fig.update_xaxes(categoryorder="array", categoryarray=list(LAYOUTS))
     if data is not None:
-        fig.add_bar(x=list(data.layout), y=list(data.gbps), name="measured: effective GB/s (useful bytes)",
+        fig.add_bar(x=list(data.layout), y=list(data.gbps), error_y=reference.spread(data, "gbps"),
+                    name=f"{'measured now' if runtime.is_gpu() else 'recorded by the course'}: effective GB/s "
+                         "(useful bytes)",
                     marker={"color": charts.PALETTE[5], "line": {"color": "#000"}})
     else:
         cited.no_data(fig, "No GPU timing to show here: the markers are the model's bounds", "strided copy")

@@ -472,7 +472,7 @@ def driver_comparison_figure() -> go.Figure:
         rec = reference.load("occupancy.driver")
         data = rec.data if rec else None
         source = (
-            charts.source_caption("recorded", rec.caption())
+            charts.source_caption("recorded", rec.caption(bars=True))
             if rec
             else charts.source_caption(
                 "none", "no GPU here and no recording of this comparison yet (run `make record` on a GPU)"
@@ -558,7 +558,7 @@ def speed_figure(kind: str = "memory", progress=None) -> go.Figure:
         rec = reference.load(f"occupancy.{kind}_bound")
         data = rec.data if rec else None
         source = (
-            charts.source_caption("recorded", rec.caption())
+            charts.source_caption("recorded", rec.caption(bars=True))
             if rec
             else charts.source_caption(
                 "none", "no GPU here and no recording of this sweep yet (run `make record` on a GPU); "

@@ -53,7 +53,7 @@ def staircase_figure(max_threads: int = 128) -> go.Figure:
     else:
         rec = reference.load("warps.staircase")
         data = None if rec is None else rec.data[rec.data.threads_per_block <= max_threads]
-        source = charts.source_caption("recorded", rec.caption()) if rec else charts.source_caption(
+        source = charts.source_caption("recorded", rec.caption(bars=True)) if rec else charts.source_caption(
             "none", "no GPU here and no recording of this sweep yet (run `make record` on a GPU)")
     fig = charts.figure("Compute-bound kernel: time vs threads per block", "threads per block",
                         "time relative to one warp (×)", source)
