@@ -286,7 +286,7 @@ def test_stride_figure_from_a_recording(monkeypatch):
     assert charts.caption_of(fig).startswith("Recorded on a real GPU: measured by this course on an NVIDIA H200 (not "
                                              "your GPU), full contract, 0.5 s of GPU time a point, 2026-10-01")
     assert fig.layout.yaxis.title.text == "effective bandwidth (GB/s)"
-    measured = next(t for t in fig.data if t.name.startswith("recorded by the course"))
+    measured = next(t for t in fig.data if t.name.startswith("recorded on the course's"))
     assert list(measured.x) == [1, 8] and list(measured.y) == [3900.0, 500.0]
     model = next(t for t in fig.data if t.name.startswith("sector model"))
     assert model.y[0] == pytest.approx(4000.0) and model.y[5] == pytest.approx(500.0)

@@ -78,7 +78,8 @@ def test_without_a_recording_the_model_stays_with_a_plain_sentence(key, simulato
 
 def test_the_stride_chart_draws_the_recorded_gbps_with_their_iqr(simulator):
     rec = reference.load("coalescing.stride")
-    trace = next(t for t in coalescing.stride_figure().data if t.name.startswith("recorded by the course"))
+    lead = "recorded on the course's NVIDIA H200 (quick)"
+    trace = next(t for t in coalescing.stride_figure().data if t.name.startswith(lead))
     rows = rec.data.sort_values("stride")
     assert list(trace.y) == list(rows.gbps)
     expected = rows.gbps * rows.iqr_ms / rows.median_ms / 2

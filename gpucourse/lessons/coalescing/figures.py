@@ -79,6 +79,12 @@ def _bandwidth_data(sweep: str, name: str | None, progress=None):
     return data, ceiling, (float(datasheet.iloc[0]) if len(datasheet) else None), caption
 
 
+def _who(sweep: str) -> str:
+    """Whose numbers a bandwidth series is, for its legend entry: measured now, or the course's recording."""
+    rec = None if runtime.is_gpu() else reference.load(sweep)
+    return "measured now" if rec is None else f"recorded on the course's {rec.device} ({rec.contract})"
+
+
 def _ceiling_lines(fig: go.Figure, ceiling, datasheet) -> None:
     if ceiling:
         charts.hline(fig, ceiling, f"measured copy ceiling {ceiling:.0f} GB/s")
@@ -168,9 +174,8 @@ def stride_figure(dtype="float32", stride=None, progress=None) -> go.Figure:
     charts.line(fig, strides, model, "sector model: useful ÷ fetched bytes × copy ceiling", 1)
     if data is not None:
         data = data.sort_values("stride")
-        who = "measured now" if runtime.is_gpu() else "recorded by the course (caption)"
-        charts.line(fig, data.stride, data.gbps, f"{who}: effective GB/s (useful bytes)", 0, dash="solid",
-                    error_y=reference.spread(data, "gbps"))
+        charts.line(fig, data.stride, data.gbps, f"{_who('coalescing.stride')}: effective GB/s (useful bytes)", 0,
+                    dash="solid", error_y=reference.spread(data, "gbps"))
     else:
         cited.no_data(fig, "No GPU timing to show here: the dashed line is the sector model", "strided copy")
     _ceiling_lines(fig, ceiling, datasheet)
@@ -217,8 +222,7 @@ def offset_figure(dtype="float32", offset=None, progress=None) -> go.Figure:
                 "sector model (each warp on its own, no cache reuse)", 1, line_shape="hv")
     if data is not None:
         data = data.sort_values("offset")
-        who = "measured now" if runtime.is_gpu() else "recorded by the course (caption)"
-        charts.line(fig, data.offset, data.gbps, f"{who}: effective GB/s", 0, dash="solid",
+        charts.line(fig, data.offset, data.gbps, f"{_who('coalescing.offset')}: effective GB/s", 0, dash="solid",
                     error_y=reference.spread(data, "gbps"))
     else:
         cited.no_data(fig, "No GPU timing to show here: the dashed line is the sector model", "strided copy")
@@ -261,8 +265,7 @@ def layout_bandwidth_figure(progress=None) -> go.Figure:
     fig.update_xaxes(categoryorder="array", categoryarray=list(LAYOUTS))
     if data is not None:
         fig.add_bar(x=list(data.layout), y=list(data.gbps), error_y=reference.spread(data, "gbps"),
-                    name=f"{'measured now' if runtime.is_gpu() else 'recorded by the course'}: effective GB/s "
-                         "(useful bytes)",
+                    name=f"{_who('coalescing.layout')}: effective GB/s (useful bytes)",
                     marker={"color": charts.PALETTE[5], "line": {"color": "#000"}})
     else:
         cited.no_data(fig, "No GPU timing to show here: the markers are the model's bounds", "strided copy")

@@ -601,7 +601,7 @@ def speed_figure(kind: str = "memory", progress=None) -> go.Figure:
     if kind == "memory" and datasheet:
         charts.hline(fig, datasheet, f"datasheet {datasheet:.0f} GB/s", faint=True)
     fig.update_xaxes(range=[0, 105])
-    return fig
+    return cited.stack_below(fig)  # the caption (a recording's runs to three lines) above the model's note
 
 
 def speed_explorer(*, threaded: bool = True):
