@@ -77,7 +77,7 @@ class Contract:
 
 
 # "quick": the validation profile of `gpu-report --quick` (GPUCOURSE_MEASURE=quick); a recording made
-# with it is marked as such and is never drawn by a lesson as a full recording.
+# with it is marked as such; a lesson draws it labelled with this contract, never as a full recording.
 LIVE_MIN_TOTAL_MS = 30.0  # a chart a widget redraws: a response in about a second, not six full contracts
 
 CONTRACTS = {"full": Contract("full", 500.0, 25.0, 20.0), "quick": Contract("quick", 100.0, 5.0, 3.0)}

@@ -6,7 +6,8 @@
 One direction: this module uses the format and registry (reference) and the rehearsal; neither
 imports it. Each row carries how it was timed (``method``, ``launches_per_sample``, from the
 harness's ledger), every ceiling is measured afresh for the recording, and a quick recording (the
-validation contract and ``plans.QUICK_PLANS``) is marked so and kept apart, never drawn by a lesson.
+validation contract and ``plans.QUICK_PLANS``) is marked so and kept apart in ``<gpu>/quick/``; the
+lessons draw it labelled with its contract (``reference.Recording.caption``), never as a full one.
 """
 
 from __future__ import annotations
