@@ -172,3 +172,15 @@ def test_quick_recordings_stay_in_their_folder_and_say_so(tmp_path):
     path.write_text(json.dumps(meta))  # quick/ whose provenance does not say quick
     with pytest.raises(CourseError, match="does not say contract 'quick'"):
         reference.load("coalescing.stride", root=tmp_path)
+
+
+def test_a_recorded_time_is_labelled_recorded_not_modelled(simulator):
+    """08's fusion chart told recorded from modelled times by the caption's words; the caption changed once."""
+    names = [t.name for t in feeding.fusion_figure().data]
+    assert "time, ms (recorded)" in names and not any("model" in n for n in names)
+
+
+def test_a_recording_without_the_rows_asked_for_says_so(simulator):
+    caption = charts.caption_of(divergence.sort_pays_figure(density=1 / 32))  # the quick recording kept 0.25
+    assert "the course's recording" in caption and "has no rows at density 0.0312 (it has 0.25)" in caption
+    assert "no recording of this sweep yet" not in caption

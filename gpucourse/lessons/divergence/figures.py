@@ -114,9 +114,12 @@ def _room_for_two_legend_rows(fig: go.Figure) -> go.Figure:
     return fig
 
 
-def _source_or_none(data, rec, missing: str) -> str:
+def _source_or_none(data, rec, missing: str, *, absent: str = "") -> str:
+    """The caption: the recording, or why nothing is drawn (``absent``: what the recording lacks, where one exists)."""
     if data is not None:
         return charts.source_caption("recorded", rec.caption())
+    if rec is not None and absent:
+        return charts.source_caption("none", f"the course's recording ({rec.caption()}) has no {absent}; {missing}")
     return charts.source_caption(
         "none", f"no GPU here and no recording of this sweep yet (`make record` on a GPU makes one); "
                 f"{missing}")
@@ -251,7 +254,9 @@ def sort_pays_figure(density: float = 1 / 32) -> go.Figure:
         rec = reference.load("divergence.sort_pays")
         data = None if rec is None else rec.data[np.isclose(rec.data.density, density)]
         data = data if data is not None and len(data) else None
-        source = _source_or_none(data, rec, "the dotted line is a model upper bound (branch bodies only)")
+        recorded = "" if rec is None else ", ".join(f"{d:.3g}" for d in sorted(set(rec.data.density)))
+        source = _source_or_none(data, rec, "the dotted line is a model upper bound (branch bodies only)",
+                                 absent=f"rows at density {density:.3g} (it has {recorded})")
     fig = charts.figure(f"Sparse data, {density:.3g} non-zero: speed-up from sorting first",
                         "path A cost (FMA iterations)", "unsorted time ÷ time with the fix (×)", source)
     flags = lane_flags(MODEL_THREADS, density, "random")

@@ -25,6 +25,11 @@ KIND_LABELS = {"launch": "host: issuing a launch or copy", "host": "host: Python
 KIND_PATTERNS = {"launch": "|", "host": "/", "wait": ".", "copy": "x", "kernel": ""}
 
 
+
+def _recorded(source: str) -> bool:
+    """Whether a chart's caption is a recording's (charts.source_caption("recorded", …))."""
+    return source.startswith(charts.source_caption("recorded"))
+
 def published_hbm_gbps(gpu: str = "NVIDIA H100 PCIe") -> float:
     """The best streaming-kernel GB/s published for ``gpu`` (gpu-benches, data/published/)."""
     table = published.load("gpu-benches-stream", "scale_gbps_vs_occupancy")
@@ -185,7 +190,7 @@ def copy_figure() -> go.Figure:
         charts.line(fig, part.bytes, part.gbps, f"{kind} host memory", i)
     fig.update_xaxes(type="log")
     fig.update_yaxes(type="log")
-    return fig if "recorded" in source or runtime.is_gpu() else cited.because(fig, "host copies")
+    return fig if _recorded(source) or runtime.is_gpu() else cited.because(fig, "host copies")
 
 
 # --- launches and graphs ------------------------------------------------------------------------
@@ -209,7 +214,7 @@ def launch_figure() -> go.Figure:
         part = data[data.way == way]
         charts.line(fig, part.kernels, part.us_per_kernel, way, i)
     fig.update_xaxes(type="log")
-    return fig if "recorded" in source or runtime.is_gpu() else cited.because(fig, "launch timing")
+    return fig if _recorded(source) or runtime.is_gpu() else cited.because(fig, "launch timing")
 
 
 # --- hidden synchronisations --------------------------------------------------------------------
@@ -232,7 +237,7 @@ def sync_figure() -> go.Figure:
     fig = charts.figure(title, "", "ms per step", source)
     fig.add_bar(x=list(data.way), y=list(data.ms_per_step), marker_color=charts.PALETTE[:2], name="ms per step",
                 text=[f"{v:.3g} ms" for v in data.ms_per_step], textposition="outside")
-    return fig if "recorded" in source or runtime.is_gpu() else cited.because(fig, "host sync")
+    return fig if _recorded(source) or runtime.is_gpu() else cited.because(fig, "host sync")
 
 
 # --- fusion -------------------------------------------------------------------------------------
@@ -256,7 +261,7 @@ def fusion_figure(n: int = 1 << 24) -> go.Figure:
         source = ("Bytes counted (exact); times from the bandwidth model at the streaming rate "
                   f"{published.caption('gpu-benches-stream')} published for an H100 PCIe ({gbps:.0f} GB/s) "
                   "— a model, not your GPU")
-    modelled = not runtime.is_gpu() and "recorded" not in source  # the published rate × counted bytes
+    modelled = not runtime.is_gpu() and not _recorded(source)  # the published rate × counted bytes
     time_is = "model: published H100 PCIe rate × counted bytes" if modelled else (
         "measured" if runtime.is_gpu() else "recorded")
     fig = charts.figure(f"The chain y = (max(2x + b, 0))² + 1, n = {n:,}", "", "", source, height=460)
@@ -314,7 +319,7 @@ def l2_figure() -> go.Figure:
             "model", f"L2 50 MB (H100 whitepaper); HBM {hbm:.0f} GB/s {published.caption('gpu-benches-stream')}; "
                      f"L2 = {model.L2_OVER_HBM}× HBM is an assumption · no GPU, no recording of feeding.l2")
     fig = charts.figure(title, "working set (MiB, log)", "GB/s", source, height=460)
-    modelled = not runtime.is_gpu() and "recorded" not in source  # the published HBM rate, L2 assumed
+    modelled = not runtime.is_gpu() and not _recorded(source)  # the published HBM rate, L2 assumed
     charts.line(fig, data.working_set_bytes / 2**20, data.gbps,
                 "published HBM rate, L2 an assumed multiple (model)" if modelled else "copy (read + write)", 0)
     fig.add_vline(x=float(data.l2_bytes.iloc[0]) / 2**20, line_dash="dash", annotation_text="L2 size")
