@@ -25,10 +25,10 @@ KIND_LABELS = {"launch": "host: issuing a launch or copy", "host": "host: Python
 KIND_PATTERNS = {"launch": "|", "host": "/", "wait": ".", "copy": "x", "kernel": ""}
 
 
-
 def _recorded(source: str) -> bool:
     """Whether a chart's caption is a recording's (charts.source_caption("recorded", …))."""
     return source.startswith(charts.source_caption("recorded"))
+
 
 def published_hbm_gbps(gpu: str = "NVIDIA H100 PCIe") -> float:
     """The best streaming-kernel GB/s published for ``gpu`` (gpu-benches, data/published/)."""
