@@ -16,8 +16,9 @@
 # **In 55 minutes you will write a kernel as a function of its thread's coordinates, launch it with
 # enough threads and a bounds check, and see — with the microscope — which thread touches which
 # element; in 15 optional minutes, the same kernel in CuPy and in CUDA C++.** (*The microscope* is
-# the course's tracing simulator: it runs a kernel in Numba's CUDA simulator and records every memory
-# access of every thread, so it can count what a GPU would do, with or without a GPU.)
+# the course's tracing simulator: it runs a kernel in Numba's CUDA simulator and
+# records every memory access of every thread, so it can count what a GPU would do, with or without a
+# GPU.)
 #
 # *Teaching 35 min · predictions and explorers 20 min · optional sections (marked in their headings)
 # 15 min · then lab 00a (90 min, eight short puzzles) ·
