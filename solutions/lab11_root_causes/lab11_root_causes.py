@@ -14,7 +14,7 @@
 # %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # # Lab 11 · Root causes: why is this one slow?
 #
-# *About 75 minutes. Goes after lesson 08 "Feeding the GPU"; uses lessons 02, 03, 04, 05 and 08.*
+# *About 90 minutes. Goes after lesson 08 "Feeding the GPU"; uses lessons 02, 03, 04, 05 and 08.*
 #
 # Six pieces of code, each slow for **one** reason the course has taught. Nobody tells you which.
 # For each one you **profile** it, **name** the cause in the course's fixed vocabulary, give the
@@ -123,8 +123,11 @@ for name, c in counts.items():
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex1_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## Exercise 1 · Name each cause (6 points)
 #
-# `causes`: a dictionary from each mystery's name (`rootcauses.MYSTERIES`) to **one** word of
-# `rootcauses.CAUSES`. One mystery, one cause: a list, or a string with several words, earns 0.
+# **Goal.** `causes`: a dictionary from each mystery's name (`rootcauses.MYSTERIES`) to **one** word of
+# `rootcauses.CAUSES`: the reason that mystery is slow.
+#
+# **Evidence to reach**: your profiles above. One mystery, one cause: a list, or a string with several
+# words, earns 0 — naming everything is not a diagnosis.
 #
 # *Hints: in the collapsed cell below. Try without them first.*
 
@@ -157,10 +160,13 @@ check(causes == {"brighten": "uncoalesced", "tally": "bank_conflicts", "price_or
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex2_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## Exercise 2 · The evidence (6 points)
 #
-# `evidence`: a dictionary from each mystery's name to a pair `(metric, value)`: the name of a metric (or
+# **Goal.** `evidence`: a dictionary from each mystery's name to a pair `(metric, value)`: the name of a metric (or
 # profiler row) that shows the cause you named, exactly as your profile output prints it, and its value
 # there. Read it from your own output (`p.value(metric)`, or the count in `feeding.profile_counts`);
-# the grader profiles the mystery again and compares. A metric that does not show this cause (the
+# the grader profiles the mystery again and compares.
+#
+# **Evidence to reach**: the metric shows the cause you named (the vocabulary's table above), and its value
+# is what the mystery's profile shows. A metric that does not show this cause (the
 # thread count, say) earns 0, even with its right value.
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
