@@ -80,8 +80,8 @@ def test_lab11_round_trip(tmp_path):
         "fix_without_evidence": with_cells(solution, {"ex2_solution": NO_EVIDENCE}),
         "made_up_value": with_cells(solution, {"ex2_solution": MADE_UP}),
         "changes_result": with_cells(solution, changes_result),
-        "patched_course": with_course_patched(with_cells(solution, {"ex1_solution": EVERY_CAUSE_STRING,
-                                                                    "ex2_solution": MADE_UP, **changes_result})),
+        # a wrong cause that passes the visible checks, behind a patch of the course's checks: 0 (GraderIntegrity)
+        "patched_course": with_course_patched(with_cells(solution, {"ex1_solution": WRONG_CAUSE})),
     }, tmp_path / "grade")
     everything = {"ex1_test": 6, "ex2_test": 6, "ex3_test": 4, "ex4_test": 2}
     assert scores["solution"].cells == everything
