@@ -93,5 +93,6 @@ def test_lab11_round_trip(tmp_path):
     assert any("the host still waits" in e for e in errors(scores["wrong_cause_still_waits"].notebook))
     for student in ("fix_without_evidence", "made_up_value"):
         assert scores[student].cells == {**everything, "ex2_test": 0, "ex3_test": 0}, student
-        assert any("a fix without its evidence" in e for e in errors(scores[student].notebook)), student
+    # the made-up value fails the visible checks; the wrong metric (with its true value) only the hidden ones
+    assert any("a fix without its evidence" in e for e in errors(scores["made_up_value"].notebook))
     assert scores["changes_result"].cells == {**everything, "ex3_test": 0, "ex4_test": 0}
