@@ -399,6 +399,7 @@ feeding.l2_figure()
 # * `.item()`, `.tolist()`, `.cpu()`, `print(tensor)`, `if tensor:` and a blocking `.to("cuda")` are
 #   synchronisations — find them in the profiler (`aten::_local_scalar_dense`, device-to-host
 #   `_to_copy`, `cudaStreamSynchronize`), and keep them out of the loop.
+# * After the capstone: [lab 11 "Root causes"](../labs/lab11_root_causes/lab11_root_causes.ipynb) — six unknown slow kernels and steps; name each cause, show its metric, fix it.
 #
 # **Next:** the capstone lab 08 "Why is my training step slow?": profile a training loop with three
 # planted causes, find the line behind each count, fix them, and on a GPU measure what each fix —

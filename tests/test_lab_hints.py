@@ -1,4 +1,4 @@
-"""Labs 04, 04a and 08 ask for a goal and the evidence to reach, not a recipe to type.
+"""Labs 04, 04a, 08 and 11 ask for a goal and the evidence to reach, not a recipe to type.
 
 Issue 41 part 3 (review, "labs mostly test careful transcription"): each exercise's text states the
 goal and what the checks must show; the recipe's steps moved into a hints cell that the released lab
@@ -22,6 +22,8 @@ RECIPES = {
                           "for d = 1, 2, 4, 8, 16", "Lane 31 of each warp", "Exclusive = inclusive"],
     "lab08_feeding": ["`aten::_local_scalar_dense`: Python asked", "`torch.nn.functional.gelu`", "approximate",
                       "torch.randn(steps, BATCH, FEATURES)", ".pin_memory()", "torch.autocast("],
+    "lab11_root_causes": ["`b * TALLY_BLOCK + t`", "`torch.clamp(max_norm / norm, max=1.0)`", "`torch._foreach_mul_`",
+                          "a tuple of four `float32` indexed by `k`"],
 }
 # Words that announce the goal and the evidence in every exercise's text.
 EVIDENCE = ("**Goal.**", "**Evidence to reach**")
