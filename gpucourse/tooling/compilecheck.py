@@ -131,6 +131,10 @@ KERNELS = (
     CheckedKernel("08", "gpucourse.lessons.feeding.kernels", "fused_chain", f"void({F1}, {F1}, {F1})"),
     CheckedKernel("08", "gpucourse.lessons.feeding.kernels", "add_one", f"void({F1})"),
     CheckedKernel("08", "gpucourse.lessons.feeding.kernels", "sweep_copy", f"void({F1}, {F1}, int64)"),
+    CheckedKernel("lab11", "gpucourse.lessons.rootcauses.kernels", "brighten", f"void({F1}, {F1}, int64, int64)"),
+    CheckedKernel("lab11", "gpucourse.lessons.rootcauses.kernels", "tally", f"void({I1}, {I1}, int64)"),
+    CheckedKernel("lab11", "gpucourse.lessons.rootcauses.kernels", "price_orders", f"void({F1}, {F1}, {F1}, {I1})"),
+    CheckedKernel("lab11", "gpucourse.lessons.rootcauses.kernels", "flip_blocks", f"void({F1}, {F1})"),
 )
 
 
@@ -164,6 +168,10 @@ LAB_KERNELS = (
     _lab("06", "lab06_races", "handoff", f"void({I1}, {I1}, {I1}, int64, int64)"),
     _lab("07", "lab07_precision", "dot_fp32_kernel", f"void({F2C}, {F2C}, {F1})"),
     _lab("07", "lab07_precision", "dot_kahan_kernel", f"void({F2C}, {F2C}, {F1})"),
+    _lab("11", "lab11_root_causes", "brighten_fixed", f"void({F1}, {F1}, int64, int64)"),
+    _lab("11", "lab11_root_causes", "tally_fixed", f"void({I1}, {I1}, int64)"),
+    _lab("11", "lab11_root_causes", "price_orders_fixed", f"void({F1}, {F1}, {F1}, {I1})"),
+    _lab("11", "lab11_root_causes", "flip_blocks_fixed", f"void({F1}, {F1})"),
 )
 ALL_KERNELS = KERNELS + LAB_KERNELS
 

@@ -202,6 +202,8 @@ check(evidence["decay_all"][1] >= 8)
 #
 # **Goal.** `fixed_kernels`: a dictionary from each kernel mystery's name to your fixed kernel (a
 # `@cuda.jit` function with the **same arguments**), which gives the **same output** on the same inputs.
+# (On a GPU, numba-cuda needs a shared array's size as a constant: a number or a module-level name, not
+# an expression such as `A * B` inside the kernel; the simulator accepts either.)
 #
 # **Evidence to reach** (`run_fixed(kernel, name)` runs yours on the mystery's inputs):
 #
@@ -233,9 +235,12 @@ def brighten_fixed(out, img, height, width):
         out[i] = min(img[i] * 1.5 + 0.1, 1.0)
 
 
+FIXED_TABLE_WORDS = BINS * TALLY_BLOCK  # a shared array's size must be a constant on a GPU
+
+
 @cuda.jit
 def tally_fixed(out, classes, per_thread):
-    table = cuda.shared.array(BINS * TALLY_BLOCK, int32)  # bin-major: lane t's words are consecutive
+    table = cuda.shared.array(FIXED_TABLE_WORDS, int32)  # bin-major: lane t's words are consecutive
     t = cuda.threadIdx.x
     i = cuda.grid(1)
     n_threads = cuda.gridDim.x * cuda.blockDim.x

@@ -20,6 +20,9 @@ BINS = 8                        # tally: classes 0..7
 TALLY_BLOCK = 64                # tally: threads per block
 ROW = 32                        # tally: ints per thread's row of counts, "padded to a full row of banks"
 STAGE_FLOATS = 12288            # flip: the staging buffer, 48 KiB, "room for any block"
+# A shared array's size must be a constant when numba-cuda compiles for a GPU (the simulator accepts
+# an expression): one name for the product.
+TABLE_WORDS = TALLY_BLOCK * ROW
 
 
 @cuda.jit
@@ -37,7 +40,7 @@ def tally(out, classes, per_thread):
     """Each thread counts the classes (0..BINS-1) of its ``per_thread`` items in its own row of a
     shared table, then writes its BINS counts to ``out``. Item k of thread i is
     ``classes[k * n_threads + i]``."""
-    table = cuda.shared.array(TALLY_BLOCK * ROW, int32)
+    table = cuda.shared.array(TABLE_WORDS, int32)
     t = cuda.threadIdx.x
     i = cuda.grid(1)
     n_threads = cuda.gridDim.x * cuda.blockDim.x
