@@ -298,4 +298,6 @@ def grade_lab(lab: str, submissions: dict[str, nbformat.NotebookNode], tmp: Path
     assert any("GraderIntegrity" in note for note in notes), f"no note says why it earned 0: {notes}"
     for student in (s for s in scores if s.startswith("hooks_")):  # with_ipython_hooks: wrong answers
         assert scores[student].total == 0, f"{student}, which installs an IPython hook, earned {scores[student].cells}"
+        notes = scores[student].notebook.metadata.get("gpucourse", {}).get("summary", [])
+        assert any("HooksRestored" in note for note in notes), f"{student}: no note says its hooks were put back"
     return scores

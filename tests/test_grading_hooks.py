@@ -37,7 +37,8 @@ def test_a_hook_makes_a_wrong_test_cell_pass_until_the_restore(shell, student):
     assert shell.run_cell(IPYTHON_HOOKS[student], silent=True).success
     assert not _fails(shell), f"{student} should have made the test cell pass (else this test proves nothing)"
     changed = hooks.restore_hooks()
-    assert changed, "the restore should report what it put back"
+    assert {"hooks_ast": "ast_transformers", "hooks_input": "input_transformers_post",
+            "hooks_events": "events.callbacks['pre_run_cell']"}[student] in changed, changed
     assert _fails(shell), f"after the restore the test cell must fail again ({student})"
     assert hooks.restore_hooks() == []  # nothing left to put back
 
@@ -51,11 +52,15 @@ def test_methods_replaced_on_the_instance_and_swapped_objects_are_put_back(shell
     shell.events = type(events)(shell, {"pre_run_cell": None})
     shell.input_transformer_manager.cleanup_transforms.insert(0, lambda lines: ["pass\n"])
     shell.set_custom_exc((AssertionError,), lambda *args, **kwargs: [])
+    callbacks = events.callbacks  # the header's events object, whose table is put back too
+    pre_run_cell = callbacks["pre_run_cell"]
+    callbacks["pre_run_cell"] = [lambda info=None: None]  # a new list in the table
     changed = " ".join(hooks.restore_hooks())
     for name in ("run_cell", "transform_cell", "display_pub", "events", "CustomTB", "custom_exceptions"):
         assert name in changed, (name, changed)
     assert shell.run_cell.__func__ is run_cell.__func__ and "run_cell" not in vars(shell)
     assert shell.display_pub is pub and shell.events is events
+    assert callbacks["pre_run_cell"] is pre_run_cell
     assert shell.CustomTB is handler and shell.custom_exceptions == caught
     assert _fails(shell)
 

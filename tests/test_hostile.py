@@ -16,7 +16,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from labtools import COURSE_PATCH
+from labtools import COURSE_PATCH, with_ipython_hooks
 
 from gpucourse.measure import runtime
 from gpucourse.tooling.build import to_notebook
@@ -251,6 +251,7 @@ def _submissions(root: Path) -> dict:
     return {
         "solution": solution,
         "untouched": untouched,
+        **with_ipython_hooks(_cells(untouched, VISIBLY_RIGHT)),
         "python_loop": _cells(solution, {"ex3_solution": "def warps(threads):\n    while True:\n        pass\n"}),
         "njit_loop": _cells(solution, {"ex2_solution": NJIT_LOOP}),
         "kernel_loop": _cells(solution, {"ex2_solution": KERNEL_LOOP}),
@@ -306,6 +307,9 @@ EXPECTED = {  # ex1, ex2, ex3 (2 points each)
     "redefined_check": (0, 2, 2),  # hidden tests use the grader's own check
     "patched_grader": (0, 0, 0),  # tampering: every graded cell scores 0
     "patched_numpy": (0, 0, 0),
+    # wrong answers that pass the visible tests, behind an IPython hook that would skip the test cells'
+    # asserts and hidden-test calls (labtools.IPYTHON_HOOKS): put back before each graded cell
+    **dict.fromkeys(("hooks_ast", "hooks_input", "hooks_events"), (0, 0, 0)),
     **{f"unseen_{name}": (2, 0, 2) for name in UNSEEN_TAMPERING},  # the wrong scaled fails its hidden test
     "big_output": (2, 2, 2),
     "reads_secrets": (0, 2, 2),  # nothing could be read, so the cheat fails

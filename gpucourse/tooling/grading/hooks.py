@@ -63,26 +63,27 @@ def snapshot_hooks(shell=None) -> bool:
     kernel = getattr(shell, "kernel", None)
     if kernel is not None:
         objects.append(kernel)
-    containers = []  # (the list or dict, its contents): its contents put back in place
-    manager = getattr(shell, "input_transformer_manager", None)
-    for owner in (manager, getattr(shell, "input_splitter", None)):  # the legacy lists too
-        for value in list(vars(owner).values()) if owner is not None and hasattr(owner, "__dict__") else ():
+    containers = []  # (what, the list or dict, its contents): its contents put back in place
+    for owner_name in ("input_transformer_manager", "input_splitter"):  # the legacy lists too
+        owner = getattr(shell, owner_name, None)
+        for name, value in list(vars(owner).items()) if hasattr(owner, "__dict__") else ():
             if type(value) is list:
-                containers.append((value, tuple(value)))
+                containers.append((f"{owner_name}.{name}", value, tuple(value)))
     for name in ("ast_transformers", "input_transformers_post"):
         value = getattr(shell, name, None)
         if type(value) is list:
-            containers.append((value, tuple(value)))
+            containers.append((name, value, tuple(value)))
     events = getattr(shell, "events", None)
     callbacks = getattr(events, "callbacks", None)
     if type(callbacks) is dict:
         attrs.append((events, "callbacks", callbacks))
-        containers.append((callbacks, tuple(callbacks.items())))
-        containers += [(value, tuple(value)) for value in callbacks.values() if type(value) is list]
+        containers.append(("events.callbacks", callbacks, tuple(callbacks.items())))
+        containers += [(f"events.callbacks[{event!r}]", value, tuple(value))
+                       for event, value in callbacks.items() if type(value) is list]
     handlers = getattr(kernel, "shell_handlers", None)
     if type(handlers) is dict:
         attrs.append((kernel, "shell_handlers", handlers))
-        containers.append((handlers, tuple(handlers.items())))
+        containers.append(("kernel.shell_handlers", handlers, tuple(handlers.items())))
     instances = [(obj, tuple(vars(obj).items())) for obj in objects if hasattr(obj, "__dict__")]
     _HOOKS = {"shell": shell, "attrs": attrs, "containers": containers, "instances": instances,
               "user_ns": getattr(shell, "user_ns", None)}
@@ -119,16 +120,16 @@ def restore_hooks() -> list[str]:
             if callable(value) and dict.get(current, name) is not value:
                 dict.__setitem__(current, name, value)
                 changed.append(f"{type(obj).__name__}.{name} (replaced on the instance)")
-    for container, contents in hooks["containers"]:
+    for what, container, contents in hooks["containers"]:
         if type(container) is list:
             if len(container) != len(contents) or any(a is not b for a, b in zip(container, contents, strict=False)):
                 list.__setitem__(container, slice(None), list(contents))
-                changed.append(f"a list of hooks (now {len(contents)} long)")
+                changed.append(what)
         elif dict.__len__(container) != len(contents) or any(
                 dict.get(container, key) is not value for key, value in contents):
             dict.clear(container)
             dict.update(container, contents)
-            changed.append("a table of callbacks or handlers")
+            changed.append(what)
     return sorted(set(changed))
 
 
