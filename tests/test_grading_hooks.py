@@ -114,3 +114,17 @@ def test_the_scan_reports_hooks_reached_through_any_alias_of_get_ipython(source)
 ])
 def test_the_scan_leaves_ordinary_uses_of_the_shell_alone(source):
     assert scan_learner_code(source) == ([], []), source
+
+
+def test_hooks_found_again_after_a_graded_cell_are_hostile_unless_a_library_adds_them(shell):
+    # what GuardedExecute's check after a graded cell counts as tampering (a thread or asyncio task that
+    # put a hook back): transformers, methods replaced on the shell, callbacks run before a cell
+    shell.ast_transformers.append(object())
+    shell.events.register("pre_run_cell", lambda info=None: None)
+    shell.run_code = lambda *args, **kwargs: None
+    found = hooks.hostile(hooks.restore_hooks())
+    assert any("ast_transformers" in f for f in found) and any("pre_run_cell" in f for f in found), found
+    assert any("run_code" in f for f in found), found
+    # a first `import matplotlib.pyplot` in a kernel registers a post_execute callback: not tampering
+    shell.events.register("post_execute", lambda: None)
+    assert hooks.hostile(hooks.restore_hooks()) == []

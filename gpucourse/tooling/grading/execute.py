@@ -25,7 +25,7 @@ from traitlets import Enum, Integer, List, Unicode
 
 from gpucourse.tooling.grading.header import header_note, write_header
 from gpucourse.tooling.grading.hidden import INTEGRITY
-from gpucourse.tooling.grading.hooks import READY, RESTORE_EXPRESSION
+from gpucourse.tooling.grading.hooks import READY, RESTORE_EXPRESSION, hostile
 from gpucourse.tooling.grading.notes import NOTE_KEY, add_note, is_grade, is_locked
 from gpucourse.tooling.sandbox import kernel_environment, sandbox_command, sandbox_note, sandbox_paths
 
@@ -157,6 +157,8 @@ class GuardedExecute(Execute):
             if is_grade(cell) and is_locked(cell):
                 integrity = self._restore_before_test_cell(cell)
             cell, resources = super().preprocess_cell(cell, resources, index)
+            if is_grade(cell) and is_locked(cell) and not integrity and self._stopped is None:
+                integrity = self._restore_before_test_cell(cell, after=True)
         except DeadKernelError:
             self._stopped = "an earlier cell that stopped the kernel"
             add_note(cell, "KernelDied", "the Python process running this notebook stopped while "
@@ -178,11 +180,14 @@ class GuardedExecute(Execute):
                       as_error=False)
         return cell, resources
 
-    def _restore_before_test_cell(self, cell) -> str | None:
+    def _restore_before_test_cell(self, cell, *, after: bool = False) -> str | None:
         """Before a graded cell: the kernel puts back the snapshot and IPython's hooks (``hooks.py``),
         asked outside any cell: an empty execute request, whose user expression IPython evaluates past
         every transformer and event callback. None when it did; else why the notebook counts as tampered
-        with (no ``READY`` in the reply, or the course's own code had changed)."""
+        with (no ``READY`` in the reply, or the course's own code had changed). ``after``: the same,
+        right after the graded cell, where a transformer, a method replaced on the shell or a
+        ``pre_run_cell`` callback found again means learner code put one back meanwhile (a thread, an
+        asyncio task, the cell's own calls): tampering too."""
         msg_id = self.kc.execute("", silent=True, store_history=False,
                                  user_expressions={"gpucourse": RESTORE_EXPRESSION})
         reply = run_sync(self.async_wait_for_reply)(msg_id, cell)
@@ -191,13 +196,19 @@ class GuardedExecute(Execute):
         with contextlib.suppress(ValueError, SyntaxError):
             text = str(ast.literal_eval(text))
         if not text.startswith(READY):
-            return ("the kernel did not put back IPython's hooks before this graded cell (its reply was "
+            return ("the kernel did not put back IPython's hooks around this graded cell (its reply was "
                     f"{text[:80]!r}): something replaced how the kernel answers")
         hooks, _, course = text[len(READY):].partition(" | course: ")
-        if hooks.strip():
+        hooks = [item for item in hooks.strip().removeprefix("hooks: ").split(", ") if item]
+        if course:
+            return f"the course's own code was changed: {course}"
+        if after and hostile(hooks):
+            return ("IPython hooks were installed again while this graded cell ran or the kernel waited "
+                    f"({', '.join(hostile(hooks)[:3])})")
+        if hooks and not after:
             add_note(cell, "HooksRestored", "before this cell the grader put back IPython hooks that the "
-                     f"notebook had changed ({hooks.strip().removeprefix('hooks: ')[:200]})", as_error=False)
-        return f"the course's own code was changed: {course}" if course else None
+                     f"notebook had changed ({', '.join(hooks[:4])[:200]})", as_error=False)
+        return None
 
     def output(self, outs, msg, display_id, cell_index):
         content = msg.get("content", {})

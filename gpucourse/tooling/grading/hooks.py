@@ -133,6 +133,22 @@ def restore_hooks() -> list[str]:
     return sorted(set(changed))
 
 
+# What only hostile code changes while a graded cell runs or while the kernel waits between requests (a
+# thread or an asyncio task that puts a hook back after the restore): a transformer, a method replaced on
+# an instance, an exception handler, a callback run before a cell. (A first ``import matplotlib.pyplot``
+# registers a ``post_execute`` callback: not on this list.)
+CHANGES_LATER_CELLS = ("ast_transformers", "input_transformers_post", "input_transformer_manager.",
+                       "input_splitter.", "(replaced on the instance)", "CustomTB", "custom_exceptions",
+                       "events.callbacks['pre_", "events.callbacks ", "ZMQInteractiveShell.events",
+                       "InteractiveShell.events", "EventManager.callbacks", "shell_handlers")
+
+
+def hostile(changed: list[str]) -> list[str]:
+    """Of the hooks ``restore_hooks`` put back, those in ``CHANGES_LATER_CELLS``."""
+    return [item for item in changed if any(mark in item or item.endswith(mark.strip()) for mark in
+                                             CHANGES_LATER_CELLS)]
+
+
 def before_test_cell() -> str:
     """What the grader calls, outside any cell, before each graded cell: the snapshot and IPython's hooks
     put back. ``READY``, then the course's own code that had changed (tampering), if any."""
@@ -141,5 +157,5 @@ def before_test_cell() -> str:
     hooks = restore_hooks()
     sys.settrace(None)
     sys.setprofile(None)
-    reply = READY + (" hooks: " + ", ".join(hooks[:4]) if hooks else "")
+    reply = READY + (" hooks: " + ", ".join(hooks) if hooks else "")
     return reply + (" | course: " + ", ".join(course[:3]) if course else "")
