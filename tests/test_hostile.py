@@ -172,8 +172,9 @@ LEAKY = '''def add_one(x):
 '''
 
 
-# Tampering the scan does not recognise: each makes the visible `np.allclose` check pass a wrong
-# `scaled`; the hidden block runs against the header's snapshot, so the wrong answer still fails.
+# Tampering the scan does not recognise: each would make the visible `np.allclose` check pass a wrong
+# `scaled`; the snapshot is put back before every graded cell (and again in its hidden block), so the
+# visible check fails the wrong answer with its own message.
 UNSEEN_TAMPERING = {
     "alias": "m = np\nm.allclose = lambda *args, **kwargs: True\n",
     "vars": "import operator\n\noperator.setitem(vars(np), 'allclose', lambda *args, **kwargs: True)\n",
@@ -429,9 +430,9 @@ def test_tampering_scores_0_and_a_redefined_check_is_only_noted(graded):
     assert "kernel header failed" not in (root / "grades.csv").read_text()  # every kernel had its snapshot
     for name in PATCHES:  # seen by the scan or at run time, a patch of the course is tampering
         assert "GraderIntegrity" in _feedback_text(root, name), name
-    for name in UNSEEN_TAMPERING:  # the visible check was fooled, the hidden one (on the snapshot) not
-        text = _feedback_text(root, f"unseen_{name}")
-        assert GENERIC_FAILURE in text and "GraderIntegrity" not in text, name
+    for name in UNSEEN_TAMPERING:  # the snapshot is put back before every graded cell (hooks.before_test_cell):
+        text = _feedback_text(root, f"unseen_{name}")  # the visible check sees the real np.allclose too
+        assert "every element of scaled(ones, 2) should be 2" in text and "GraderIntegrity" not in text, name
 
 
 def test_megabytes_of_output_are_cut(graded):
