@@ -42,6 +42,7 @@ SNAPSHOT = ["tests/test_grading.py", "-k", "snapshot or check or comparison"]
 HOLES = ["tests/test_grading.py", "-k", "course_itself or displayed_value or put_back"]
 HOOKS = ["tests/test_grading_hooks.py", "-k", "not scan"]
 HOOK_SCAN = ["tests/test_grading_hooks.py", "-k", "scan"]
+HOSTILE_BATCH = ["tests/test_hostile.py", "-k", "exact_score"]  # one real grading batch: about 2 minutes
 WARP = ["tests/test_microscope_warp.py"]
 
 
@@ -245,6 +246,10 @@ MUTATIONS: list[Mutation] = [
     Mutation("hook-objects-not-put-back", "gpucourse/tooling/grading/hooks.py",
              "object.__setattr__(obj, name, value)  # a trait", "pass  # a trait",
              "display_pub, events, CustomTB, ast_transformers swapped for other objects are put back", HOOKS),
+    Mutation("grader-skips-the-hook-restore", "gpucourse/tooling/grading/execute.py",
+             "integrity = self._restore_before_test_cell(cell)\n", "integrity = None\n",
+             "the grader puts IPython's hooks back before each graded cell (labtools.IPYTHON_HOOKS earn 0)",
+             HOSTILE_BATCH),
     Mutation("scan-misses-ipython-hooks", "gpucourse/tooling/grading/scan.py",
              "tampering += _ipython_hooks(tree, {**locked, **mine})", "pass",
              "hooks reached through any alias of get_ipython() are tampering", HOOK_SCAN),
