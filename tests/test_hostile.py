@@ -385,6 +385,9 @@ def test_every_case_gets_its_exact_score_and_the_batch_carries_on(graded):
     assert "no lab00_hostile.ipynb" in rows["misnamed"]["note"]
     assert (root / "grades_by_cell.csv").read_text().count("\n") >= 3 * 17
     assert f"lab00_hostile: {len(EXPECTED)} graded" in printed
+    for student in ("hooks_ast", "hooks_input", "hooks_events"):  # put back before each graded cell, so the
+        text = _feedback_text(root, student)  # check after the cell finds nothing put back again
+        assert "HooksRestored" in text and "GraderIntegrity" not in text, student
 
 
 def test_time_limits_end_with_a_readable_note(graded):
