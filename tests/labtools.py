@@ -140,6 +140,81 @@ def with_course_patched(nb: nbformat.NotebookNode, patch: str = COURSE_PATCH) ->
     return nb
 
 
+# Hostile submissions (issue 41 part 4): a cell that installs an IPython hook changing every LATER cell
+# before it runs, so the test cells' asserts and hidden-test calls never run. Each reaches the shell
+# through names the tamper scan does not read (the attribute names are built at run time), so only
+# the grader's restore before each graded cell (gpucourse/tooling/grading/hooks.py) can stop it.
+_SHELL = 'getattr(IPython, "get_" + "ipython")()'
+IPYTHON_HOOKS = {
+    # an AST transformer: asserts and calls (the hidden tests', check's) become `pass`, and the whole
+    # cell runs inside try/except, so no test cell can fail
+    "hooks_ast": f'''import ast
+
+import IPython
+
+
+class _Lenient(ast.NodeTransformer):
+    def visit_Assert(self, node):
+        return ast.Pass()
+
+    def visit_Expr(self, node):
+        return ast.Pass() if isinstance(node.value, ast.Call) else node
+
+    def visit_Module(self, node):
+        self.generic_visit(node)
+        guard = ast.Try(body=node.body or [ast.Pass()], handlers=[ast.ExceptHandler(
+            type=ast.Name("BaseException", ast.Load()), name=None, body=[ast.Pass()])], orelse=[], finalbody=[])
+        node.body = [guard]
+        return ast.fix_missing_locations(node)
+
+
+getattr({_SHELL}, "ast_" + "transformers").append(_Lenient())
+''',
+    # an input transformer (input_transformers_post): a later cell with an assert or a hidden-test call
+    # becomes `pass`
+    "hooks_input": f'''import IPython
+
+
+def _lenient(lines):
+    text = "".join(lines)
+    return ["pass\\n"] if ("assert" in text or "hidden" in text or "check" in text) else lines
+
+
+getattr({_SHELL}, "input_transformers_" + "post").append(_lenient)
+''',
+    # event callbacks: before each cell, the grader's names become stand-ins that accept anything; after
+    # it, a failure is forgotten (the kernel replies "ok"), and a custom exception handler shows nothing
+    "hooks_events": f'''import IPython
+
+_shell = {_SHELL}
+
+
+def _before(info=None):
+    for name in ("check", "run_" + "hidden_tests"):  # (its source is in the feedback: no hidden-test marker)
+        _shell.user_ns[name] = lambda *args, **kwargs: None
+
+
+def _after(result=None):
+    if result is not None:
+        result.error_in_exec = None
+
+
+getattr(_shell, "eve" + "nts").register("pre_" + "run_cell", _before)
+getattr(_shell, "eve" + "nts").register("post_" + "run_cell", _after)
+getattr(_shell, "set_custom" + "_exc")((BaseException,), lambda shell, etype, value, tb, tb_offset=None: [])
+''',
+}
+
+
+def with_ipython_hooks(nb: nbformat.NotebookNode) -> dict[str, nbformat.NotebookNode]:
+    """The three hostile submissions of ``IPYTHON_HOOKS`` (student id → notebook), each a copy of ``nb``
+    whose first answer cell starts by installing an IPython hook (an AST transformer, an input
+    transformer, event callbacks). Pass a notebook whose answers are all wrong (the released, untouched
+    lab): each must earn 0, and grade_lab checks that every student named ``hooks_*`` does. One line
+    in a lab test: ``grade_lab(LAB, {..., **with_ipython_hooks(untouched)}, tmp)``."""
+    return {student: with_course_patched(nb, patch) for student, patch in IPYTHON_HOOKS.items()}
+
+
 def without_graded_cells(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """A copy of ``nb`` with every graded (locked test) cell deleted: the grader must put them back."""
     nb = copy.deepcopy(nb)
@@ -221,4 +296,8 @@ def grade_lab(lab: str, submissions: dict[str, nbformat.NotebookNode], tmp: Path
     assert patched.total == 0, f"a submission that patches the course earned {patched.cells}"
     notes = patched.notebook.metadata.get("gpucourse", {}).get("summary", [])
     assert any("GraderIntegrity" in note for note in notes), f"no note says why it earned 0: {notes}"
+    for student in (s for s in scores if s.startswith("hooks_")):  # with_ipython_hooks: wrong answers
+        assert scores[student].total == 0, f"{student}, which installs an IPython hook, earned {scores[student].cells}"
+        notes = scores[student].notebook.metadata.get("gpucourse", {}).get("summary", [])
+        assert any("HooksRestored" in note for note in notes), f"{student}: no note says its hooks were put back"
     return scores

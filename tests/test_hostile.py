@@ -16,7 +16,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from labtools import COURSE_PATCH
+from labtools import COURSE_PATCH, with_ipython_hooks
 
 from gpucourse.measure import runtime
 from gpucourse.tooling.build import to_notebook
@@ -172,8 +172,9 @@ LEAKY = '''def add_one(x):
 '''
 
 
-# Tampering the scan does not recognise: each makes the visible `np.allclose` check pass a wrong
-# `scaled`; the hidden block runs against the header's snapshot, so the wrong answer still fails.
+# Tampering the scan does not recognise: each would make the visible `np.allclose` check pass a wrong
+# `scaled`; the snapshot is put back before every graded cell (and again in its hidden block), so the
+# visible check fails the wrong answer with its own message.
 UNSEEN_TAMPERING = {
     "alias": "m = np\nm.allclose = lambda *args, **kwargs: True\n",
     "vars": "import operator\n\noperator.setitem(vars(np), 'allclose', lambda *args, **kwargs: True)\n",
@@ -251,6 +252,7 @@ def _submissions(root: Path) -> dict:
     return {
         "solution": solution,
         "untouched": untouched,
+        **with_ipython_hooks(_cells(untouched, VISIBLY_RIGHT)),
         "python_loop": _cells(solution, {"ex3_solution": "def warps(threads):\n    while True:\n        pass\n"}),
         "njit_loop": _cells(solution, {"ex2_solution": NJIT_LOOP}),
         "kernel_loop": _cells(solution, {"ex2_solution": KERNEL_LOOP}),
@@ -306,6 +308,9 @@ EXPECTED = {  # ex1, ex2, ex3 (2 points each)
     "redefined_check": (0, 2, 2),  # hidden tests use the grader's own check
     "patched_grader": (0, 0, 0),  # tampering: every graded cell scores 0
     "patched_numpy": (0, 0, 0),
+    # wrong answers that pass the visible tests, behind an IPython hook that would skip the test cells'
+    # asserts and hidden-test calls (labtools.IPYTHON_HOOKS): put back before each graded cell
+    **dict.fromkeys(("hooks_ast", "hooks_input", "hooks_events"), (0, 0, 0)),
     **{f"unseen_{name}": (2, 0, 2) for name in UNSEEN_TAMPERING},  # the wrong scaled fails its hidden test
     "big_output": (2, 2, 2),
     "reads_secrets": (0, 2, 2),  # nothing could be read, so the cheat fails
@@ -380,6 +385,9 @@ def test_every_case_gets_its_exact_score_and_the_batch_carries_on(graded):
     assert "no lab00_hostile.ipynb" in rows["misnamed"]["note"]
     assert (root / "grades_by_cell.csv").read_text().count("\n") >= 3 * 17
     assert f"lab00_hostile: {len(EXPECTED)} graded" in printed
+    for student in ("hooks_ast", "hooks_input", "hooks_events"):  # put back before each graded cell, so the
+        text = _feedback_text(root, student)  # check after the cell finds nothing put back again
+        assert "HooksRestored" in text and "GraderIntegrity" not in text, student
 
 
 def test_time_limits_end_with_a_readable_note(graded):
@@ -425,9 +433,9 @@ def test_tampering_scores_0_and_a_redefined_check_is_only_noted(graded):
     assert "kernel header failed" not in (root / "grades.csv").read_text()  # every kernel had its snapshot
     for name in PATCHES:  # seen by the scan or at run time, a patch of the course is tampering
         assert "GraderIntegrity" in _feedback_text(root, name), name
-    for name in UNSEEN_TAMPERING:  # the visible check was fooled, the hidden one (on the snapshot) not
-        text = _feedback_text(root, f"unseen_{name}")
-        assert GENERIC_FAILURE in text and "GraderIntegrity" not in text, name
+    for name in UNSEEN_TAMPERING:  # the snapshot is put back before every graded cell (hooks.before_test_cell):
+        text = _feedback_text(root, f"unseen_{name}")  # the visible check sees the real np.allclose too
+        assert "every element of scaled(ones, 2) should be 2" in text and "GraderIntegrity" not in text, name
 
 
 def test_megabytes_of_output_are_cut(graded):

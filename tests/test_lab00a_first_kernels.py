@@ -12,6 +12,7 @@ from labtools import (
     solution_notebook,
     with_cells,
     with_course_patched,
+    with_ipython_hooks,
     without_graded_cells,
 )
 
@@ -113,6 +114,7 @@ def test_lab00a_round_trip(tmp_path):
     scores = grade_lab(LAB, {
         "solution": solution,
         "untouched": release_notebook(LAB),
+        **with_ipython_hooks(release_notebook(LAB)),  # no answers, behind IPython hooks (labtools.IPYTHON_HOOKS): 0
         # independent defects in one notebook: each costs its own puzzle's cells only; its test cells are
         # deleted (the cell before each is a locked `show` cell) and must be put back and graded
         "sloppy": without_graded_cells(with_cells(solution, {

@@ -4,7 +4,7 @@ loses its points however the plain launch behaves (in the simulator it raises; o
 past the array unnoticed, which `PADDED_NO_BOUNDS_CHECK` reproduces here): the microscope sees it."""
 
 import pytest
-from labtools import grade_lab, release_notebook, solution_notebook, with_cells, with_course_patched
+from labtools import grade_lab, release_notebook, solution_notebook, with_cells, with_course_patched, with_ipython_hooks
 
 LAB = "lab01_warps"
 
@@ -78,6 +78,7 @@ def test_lab01_round_trip(tmp_path):
     scores = grade_lab(LAB, {
         "solution": solution,
         "untouched": release_notebook(LAB),
+        **with_ipython_hooks(release_notebook(LAB)),  # no answers, behind IPython hooks (labtools.IPYTHON_HOOKS): 0
         "no_bounds_check": with_cells(solution, {"ex3_solution": NO_BOUNDS_CHECK}),
         # ex4_test reads only warp_and_lane: its mistake rides with one of exercise 3's (one kernel fewer)
         "rows_only_check+swapped_axes": with_cells(solution, {"ex3_solution": ROWS_ONLY_CHECK,

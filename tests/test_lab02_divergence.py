@@ -4,7 +4,7 @@ give the wrong answer, and kernels that give the right answer but still diverge 
 divergence by computing both paths in every lane)."""
 
 import pytest
-from labtools import grade_lab, release_notebook, solution_notebook, with_cells, with_course_patched
+from labtools import grade_lab, release_notebook, solution_notebook, with_cells, with_course_patched, with_ipython_hooks
 
 LAB = "lab02_divergence"
 
@@ -145,6 +145,7 @@ def test_lab02_round_trip(tmp_path):
     scores = grade_lab(LAB, {
         "solution": solution,
         "untouched": release_notebook(LAB),
+        **with_ipython_hooks(release_notebook(LAB)),  # no answers, behind IPython hooks (labtools.IPYTHON_HOOKS): 0
         "wrong_a": with_cells(solution, {"ex1_solution": COST_PER_LANE, "ex2_solution": STILL_DIVERGENT_PARITY,
                                          "ex3_solution": SORTED_BUT_WRITES_IN_SORTED_ORDER}),
         "wrong_b": with_cells(solution, {"ex2_solution": BOTH_PATHS_IN_EVERY_LANE,

@@ -4,7 +4,7 @@ kernel whose results are right but whose accesses are not coalesced loses the co
 profile read by the store metrics' names (or the folklore's prediction) loses exercise 4's."""
 
 import pytest
-from labtools import grade_lab, release_notebook, solution_notebook, with_cells, with_course_patched
+from labtools import grade_lab, release_notebook, solution_notebook, with_cells, with_course_patched, with_ipython_hooks
 
 LAB = "lab03_coalescing"
 
@@ -79,6 +79,7 @@ def test_lab03_round_trip(tmp_path):
     scores = grade_lab(LAB, {
         "solution": solution,
         "untouched": release_notebook(LAB),
+        **with_ipython_hooks(release_notebook(LAB)),  # no answers, behind IPython hooks (labtools.IPYTHON_HOOKS): 0
         # correct but uncoalesced, in both exercises
         "uncoalesced": with_cells(solution, {"ex2_solution": SOA_AS_TRANSPOSED_VIEW,
                                              "ex3_solution": STILL_COLUMN_WISE}),

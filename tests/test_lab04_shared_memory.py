@@ -4,7 +4,7 @@ A·B kernel copied for this lab's A·Bᵀ, the square traffic formula) lose the 
 get wrong — a kernel without a barrier must fail even when its result looks right."""
 
 import pytest
-from labtools import grade_lab, release_notebook, solution_notebook, with_cells, with_course_patched
+from labtools import grade_lab, release_notebook, solution_notebook, with_cells, with_course_patched, with_ipython_hooks
 
 LAB = "lab04_shared_memory"
 
@@ -97,6 +97,7 @@ def test_lab04_round_trip(tmp_path):
     scores = grade_lab(LAB, {
         "solution": solution,
         "untouched": release_notebook(LAB),
+        **with_ipython_hooks(release_notebook(LAB)),  # no answers, behind IPython hooks (labtools.IPYTHON_HOOKS): 0
         # three independent defects in one notebook: each costs its own cell(s)
         "no_load_barrier": with_cells(solution, {"ex2_solution": tiled(barrier_after_load=False),
                                                  "ex3_solution": UNPADDED, "ex1_solution": COMPULSORY_ONLY}),

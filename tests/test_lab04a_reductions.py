@@ -12,6 +12,7 @@ from labtools import (
     solution_notebook,
     with_cells,
     with_course_patched,
+    with_ipython_hooks,
     without_graded_cells,
 )
 
@@ -138,6 +139,7 @@ def test_lab04a_round_trip(tmp_path):
     scores = grade_lab(LAB, {
         "solution": solution,
         "untouched": release_notebook(LAB),
+        **with_ipython_hooks(release_notebook(LAB)),  # no answers, behind IPython hooks (labtools.IPYTHON_HOOKS): 0
         # two barriers missing: a syncwarp in exercise 1, the syncthreads before the warp totals are read
         "missing_barriers": with_cells(solution, {"ex1_solution": NO_SYNCWARP,
                                                   "ex3_solution": warp_scan(barrier=False)}),

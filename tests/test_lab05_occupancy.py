@@ -7,7 +7,15 @@ import random
 
 import nbformat
 import pytest
-from labtools import course_copy, grade_lab, release_notebook, solution_notebook, with_cells, with_course_patched
+from labtools import (
+    course_copy,
+    grade_lab,
+    release_notebook,
+    solution_notebook,
+    with_cells,
+    with_course_patched,
+    with_ipython_hooks,
+)
 
 from gpucourse.lessons.occupancy.calculator import occupancy
 from gpucourse.tooling.build import ROOT
@@ -135,6 +143,7 @@ def test_lab05_round_trip(tmp_path):
     scores = grade_lab(LAB, {
         "solution": solution,
         "untouched": release,
+        **with_ipython_hooks(release),  # no answers, behind IPython hooks (labtools.IPYTHON_HOOKS): 0
         "no_register_rounding": with_cells(solution, {"ex2_solution": NO_REGISTER_ROUNDING}),
         "no_reservation": with_cells(solution, {"ex2_solution": NO_RESERVATION}),
         # exercise 1 is a table of answers no later cell reads: its mistake rides with one of exercise 2's

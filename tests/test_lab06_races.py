@@ -5,7 +5,7 @@ of the part they get wrong."""
 
 import pytest
 from lab06_kernels import handoff
-from labtools import grade_lab, release_notebook, solution_notebook, with_cells, with_course_patched
+from labtools import grade_lab, release_notebook, solution_notebook, with_cells, with_course_patched, with_ipython_hooks
 
 LAB = "lab06_races"
 
@@ -62,6 +62,7 @@ def test_lab06_round_trip(tmp_path):
     scores = grade_lab(LAB, {
         "solution": solution,
         "untouched": release_notebook(LAB),
+        **with_ipython_hooks(release_notebook(LAB)),  # no answers, behind IPython hooks (labtools.IPYTHON_HOOKS): 0
         # racy +=, no barrier before the merge, no fences at all, a wrong answer: every part wrong
         "all_wrong": with_cells(solution, {"ex1_solution": RACY, "ex2_solution": weighted(second_sync=False),
                                            "ex3_solution": handoff(False, False), "ex4_solution": WRONG_ANSWER}),

@@ -5,7 +5,7 @@ measured against |result|) lose the points of the part they get wrong, with or w
 
 import nbformat
 import pytest
-from labtools import course_copy, grade_lab, solution_notebook, with_cells, with_course_patched
+from labtools import course_copy, grade_lab, solution_notebook, with_cells, with_course_patched, with_ipython_hooks
 
 LAB = "lab07_precision"
 
@@ -127,6 +127,7 @@ def test_lab07_round_trip(tmp_path):
     scores = grade_lab(LAB, {
         "solution": solution,
         "untouched": untouched,
+        **with_ipython_hooks(untouched),  # no answers, behind IPython hooks (labtools.IPYTHON_HOOKS): 0
         # Two known-wrong exercises per submission where no graded cell of one reads the other's code
         # (ex1_test reads dot_fp32_kernel, ex2_test dot_kahan_kernel, ex3_test format_error,
         # ex4_test cheapest_format): each mistake still costs exactly its own cell, and one kernel

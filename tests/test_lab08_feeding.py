@@ -12,7 +12,15 @@ short."""
 
 import nbformat
 import pytest
-from labtools import course_copy, errors, grade_lab, solution_notebook, with_cells, with_course_patched
+from labtools import (
+    course_copy,
+    errors,
+    grade_lab,
+    solution_notebook,
+    with_cells,
+    with_course_patched,
+    with_ipython_hooks,
+)
 
 LAB = "lab08_feeding"
 
@@ -125,6 +133,7 @@ def test_lab08_round_trip(tmp_path):
     scores = grade_lab(LAB, {
         "solution": solution,
         "untouched": untouched,
+        **with_ipython_hooks(untouched),  # no answers, behind IPython hooks (labtools.IPYTHON_HOOKS): 0
         "relu_print": with_cells(solution, {"ex2_solution": RELU, "ex3_solution": PRINT_LOSS}),
         "erf_float": with_cells(solution, {"ex2_solution": ERF_GELU, "ex3_solution": FLOAT_LOSS}),
         "unfused_hostdata": with_cells(solution, {"ex2_solution": HAND_WRITTEN, "ex3_solution": HOST_DATA}),

@@ -40,6 +40,9 @@ WEAK = ["tests/test_weakmemory.py", "-k", "not sample and not figure"]
 SCAN = ["tests/test_grading.py", "-k", "tampering or redefining"]
 SNAPSHOT = ["tests/test_grading.py", "-k", "snapshot or check or comparison"]
 HOLES = ["tests/test_grading.py", "-k", "course_itself or displayed_value or put_back"]
+HOOKS = ["tests/test_grading_hooks.py", "-k", "not scan"]
+HOOK_SCAN = ["tests/test_grading_hooks.py", "-k", "scan"]
+HOSTILE_BATCH = ["tests/test_hostile.py", "-k", "exact_score"]  # one real grading batch: about 2 minutes
 WARP = ["tests/test_microscope_warp.py"]
 
 
@@ -249,6 +252,29 @@ MUTATIONS: list[Mutation] = [
     Mutation("displayed-value-is-a-score", "gpucourse/tooling/grading/preprocessors.py",
              'if o.output_type == "execute_result" else o', 'if False else o',
              "a graded cell scores all or nothing: a displayed value is not nbgrader's partial credit", HOLES),
+    # --- IPython's hooks (issue 41 part 4) ----------------------------------------------------------------
+    Mutation("hook-lists-not-put-back", "gpucourse/tooling/grading/hooks.py",
+             "list.__setitem__(container, slice(None), list(contents))", "pass",
+             "AST and input transformers and event callbacks added since the header are taken out", HOOKS),
+    Mutation("hook-tables-not-put-back", "gpucourse/tooling/grading/hooks.py",
+             "            dict.clear(container)\n            dict.update(container, contents)\n",
+             "            pass\n", "a callback list swapped in the events table is put back", HOOKS),
+    Mutation("hook-methods-on-the-instance-kept", "gpucourse/tooling/grading/hooks.py",
+             "dict.pop(current, name, None)", "pass",
+             "run_cell, transform_cell, ... replaced on the shell instance are taken out", HOOKS),
+    Mutation("hook-objects-not-put-back", "gpucourse/tooling/grading/hooks.py",
+             "object.__setattr__(obj, name, value)  # a trait", "pass  # a trait",
+             "display_pub, events, CustomTB, ast_transformers swapped for other objects are put back", HOOKS),
+    Mutation("grader-skips-the-hook-restore", "gpucourse/tooling/grading/execute.py",
+             "integrity = self._restore_before_test_cell(cell)\n", "integrity = None\n",
+             "the grader puts IPython's hooks back before each graded cell (labtools.IPYTHON_HOOKS earn 0)",
+             HOSTILE_BATCH),
+    Mutation("scan-misses-ipython-hooks", "gpucourse/tooling/grading/scan.py",
+             "tampering += _ipython_hooks(tree, {**locked, **mine})", "pass",
+             "hooks reached through any alias of get_ipython() are tampering", HOOK_SCAN),
+    Mutation("scan-misses-shell-aliases", "gpucourse/tooling/grading/scan.py",
+             "shells |= {t.id for t in targets if isinstance(t, ast.Name)}", "pass",
+             "ip = get_ipython(); ip.events.register(...) is read through the alias", HOOK_SCAN),
     Mutation("deleted-locked-cell-left-out", "gpucourse/tooling/grading/locked.py",
              "        if not locked:\n", "        if not locked or cell_type == \"markdown\":\n",
              "every deleted locked cell is put back, explanations too, so the next one finds its place", HOLES),

@@ -5,7 +5,8 @@ Its rooms, lowest first (a room imports only rooms before it: ``tests/test_layer
 * **In the learner's kernel** (imported by every lab, through this package): ``hidden`` (``check()``,
   ``run_hidden_tests()``: a hidden block runs muted, with the grader's ``check``, and any failure is one
   generic line) on top of ``snapshot`` (what hidden tests rely on, taken before any learner code runs and
-  put back before each hidden block).
+  put back before each hidden block) and ``hooks`` (IPython's own hooks, with the snapshot, put back around
+  every graded cell, asked by the grader outside any cell).
 * **Reading the source**: ``rewrite`` (hidden blocks into one guarded call; cut out for feedback) and
   ``scan`` (the tamper scan).
 * **nbgrader's side** (imported only by the grader: they need nbgrader): ``notes`` (the grader's notes in

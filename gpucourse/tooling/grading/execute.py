@@ -5,6 +5,7 @@ a grader failure; output is capped. Imported only by the grader (it needs nbgrad
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
 import os
@@ -23,7 +24,9 @@ from nbgrader.preprocessors import Execute
 from traitlets import Enum, Integer, List, Unicode
 
 from gpucourse.tooling.grading.header import header_note, write_header
-from gpucourse.tooling.grading.notes import NOTE_KEY, add_note
+from gpucourse.tooling.grading.hidden import INTEGRITY
+from gpucourse.tooling.grading.hooks import READY, RESTORE_EXPRESSION, hostile
+from gpucourse.tooling.grading.notes import NOTE_KEY, add_note, is_grade, is_locked
 from gpucourse.tooling.sandbox import kernel_environment, sandbox_command, sandbox_note, sandbox_paths
 
 
@@ -149,14 +152,24 @@ class GuardedExecute(Execute):
             add_note(cell, "NotRun", f"not run because of {self._stopped}; it scores 0")
             return cell, resources
         self._cell_chars, self._dropped_chars, self._interrupted = 0, 0, False
+        integrity = None
         try:
+            if is_grade(cell) and is_locked(cell):
+                integrity = self._restore_before_test_cell(cell)
             cell, resources = super().preprocess_cell(cell, resources, index)
+            if is_grade(cell) and is_locked(cell) and not integrity and self._stopped is None:
+                integrity = self._restore_before_test_cell(cell, after=True)
         except DeadKernelError:
             self._stopped = "an earlier cell that stopped the kernel"
             add_note(cell, "KernelDied", "the Python process running this notebook stopped while "
                                           "this cell ran (os._exit, a crash, a segmentation fault or "
                                           "running out of memory); this cell and the cells after it "
                                           "score 0")
+        if integrity:  # read by FinalizeGrades: every graded cell of the notebook scores 0
+            from nbformat.notebooknode import NotebookNode
+
+            cell.outputs.append(NotebookNode(output_type="error", ename=INTEGRITY, evalue=integrity,
+                                             traceback=[f"{INTEGRITY}: {integrity}"]))
         if self._dropped_chars:
             from nbformat.notebooknode import NotebookNode
 
@@ -166,6 +179,36 @@ class GuardedExecute(Execute):
             add_note(cell, "OutputLimit", f"{self._dropped_chars:,} characters of output were dropped",
                       as_error=False)
         return cell, resources
+
+    def _restore_before_test_cell(self, cell, *, after: bool = False) -> str | None:
+        """Before a graded cell: the kernel puts back the snapshot and IPython's hooks (``hooks.py``),
+        asked outside any cell: an empty execute request, whose user expression IPython evaluates past
+        every transformer and event callback. None when it did; else why the notebook counts as tampered
+        with (no ``READY`` in the reply, or the course's own code had changed). ``after``: the same,
+        right after the graded cell, where a transformer, a method replaced on the shell or a
+        ``pre_run_cell`` callback found again means learner code put one back meanwhile (a thread, an
+        asyncio task, the cell's own calls): tampering too."""
+        msg_id = self.kc.execute("", silent=True, store_history=False,
+                                 user_expressions={"gpucourse": RESTORE_EXPRESSION})
+        reply = run_sync(self.async_wait_for_reply)(msg_id, cell)
+        result = ((reply or {}).get("content", {}).get("user_expressions") or {}).get("gpucourse") or {}
+        text = str(result.get("data", {}).get("text/plain", "")) if result.get("status") == "ok" else ""
+        with contextlib.suppress(ValueError, SyntaxError):
+            text = str(ast.literal_eval(text))
+        if not text.startswith(READY):
+            return ("the kernel did not put back IPython's hooks around this graded cell (its reply was "
+                    f"{text[:80]!r}): something replaced how the kernel answers")
+        hooks, _, course = text[len(READY):].partition(" | course: ")
+        hooks = [item for item in hooks.strip().removeprefix("hooks: ").split(", ") if item]
+        if course:
+            return f"the course's own code was changed: {course}"
+        if after and hostile(hooks):
+            return ("IPython hooks were installed again while this graded cell ran or the kernel waited "
+                    f"({', '.join(hostile(hooks)[:3])})")
+        if hooks and not after:
+            add_note(cell, "HooksRestored", "before this cell the grader put back IPython hooks that the "
+                     f"notebook had changed ({', '.join(hooks[:4])[:200]})", as_error=False)
+        return None
 
     def output(self, outs, msg, display_id, cell_index):
         content = msg.get("content", {})

@@ -1,6 +1,6 @@
 """The grader's kernel header: an IPython startup file, written into the grading kernel's private home,
-that runs before the first cell and takes the snapshot (``snapshot.py``); and the report's line when it
-failed."""
+that runs before the first cell and takes the snapshot (``snapshot.py``) and IPython's hooks (``hooks.py``);
+and the report's line when it failed."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ def write_header(private_dir: Path, trusted_imports: list) -> None:
 try:
     import gpucourse.tooling.grading.snapshot as _gpucourse_snapshot
     _gpucourse_snapshot.snapshot_environment({imports!r})
+    import gpucourse.tooling.grading.hooks as _gpucourse_hooks
+    _gpucourse_hooks.snapshot_hooks()  # IPython's own hooks, put back before every graded cell
     _gpucourse_header = "ok"
 except BaseException as _gpucourse_error:  # reported by the grader, not raised into the notebook
     _gpucourse_header = f"{{type(_gpucourse_error).__name__}}: {{_gpucourse_error}}"[:300]

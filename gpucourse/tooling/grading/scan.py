@@ -17,6 +17,16 @@ _FORBIDDEN_ATTRS = {"__code__", "__globals__", "__closure__", "__builtins__", "_
 _FORBIDDEN_CALLS = {"exec", "eval", "compile", "__import__"}
 _FORBIDDEN_MODULES = {"ctypes", "gc", "inspect", "builtins", "importlib", "nbgrader", "nbclient",
                       "jupyter_client", "ipykernel"}
+# IPython's hooks: what changes how a LATER cell is read, run or reported (``hooks.py`` puts them back
+# before each graded cell). These names belong to the shell alone; the ambiguous ones (``events``,
+# ``run_cell``) count only on the shell itself, reached through any alias of ``get_ipython()``.
+_IPYTHON_HOOKS = {"ast_transformers", "input_transformers_post", "input_transformers_cleanup",
+                  "input_transformer_manager", "input_splitter", "set_custom_exc", "CustomTB", "custom_exceptions",
+                  "run_ast_nodes", "transform_cell", "transform_ast", "showtraceback", "_showtraceback",
+                  "showsyntaxerror", "should_run_async", "user_expressions"}
+_SHELL_ATTRS = {"events", "run_cell", "run_cell_async", "run_code", "displayhook", "display_formatter", "compile",
+                "kernel", "ex", "ev", "__class__"}
+_EVENTS = {"pre_execute", "pre_run_cell", "post_execute", "post_run_cell", "shell_initialized"}
 
 
 def imported_names(sources) -> dict[str, str]:
@@ -132,6 +142,7 @@ def scan_learner_code(source: str, imported=None, locked: dict[str, str] | None 
             for module in modules:
                 if module.split(".")[0] in _FORBIDDEN_MODULES:
                     tampering.append(f"line {line} imports `{module}`")
+    tampering += _ipython_hooks(tree, {**locked, **mine})
     for name, how in _top_level_bindings(tree).items():
         if name in PROTECTED_NAMES:
             notes.append(f"your notebook defines `{name}`, a name the hidden tests use; the grader used its own")
@@ -140,6 +151,47 @@ def scan_learner_code(source: str, imported=None, locked: dict[str, str] | None 
         elif name in helpers:
             tampering.append(f"redefines `{name}`, a helper that the lab's locked cells define and its tests use")
     return sorted(set(tampering)), sorted(set(notes))
+
+
+def _ipython_hooks(tree, imported: dict[str, str]) -> list[str]:
+    """IPython hooks a cell reaches: ``_IPYTHON_HOOKS`` anywhere (as an attribute or a ``getattr`` name),
+    ``_SHELL_ATTRS`` on the shell (``get_ipython()``, under any name it is imported or bound as, or
+    ``IPython.get_ipython()``), and event names passed or looked up (``register("pre_run_cell", …)``)."""
+    getters = {"get_ipython"} | {name for name, what in imported.items() if what.endswith(".get_ipython")}
+    shells: set[str] = set()
+
+    def is_shell(expr) -> bool:
+        if isinstance(expr, ast.Name):
+            return expr.id in shells
+        if isinstance(expr, ast.Call):
+            func = expr.func
+            return (isinstance(func, ast.Name) and func.id in getters) or (
+                isinstance(func, ast.Attribute) and func.attr == "get_ipython")
+        return False
+
+    for _ in range(3):  # ip = get_ipython(); shell = ip
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign | ast.AnnAssign | ast.NamedExpr) and node.value is not None \
+                    and is_shell(node.value):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                shells |= {t.id for t in targets if isinstance(t, ast.Name)}
+    found = []
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        name = None
+        if isinstance(node, ast.Attribute) and (node.attr in _IPYTHON_HOOKS or (
+                node.attr in _SHELL_ATTRS and is_shell(node.value))):
+            name = node.attr
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in {
+                "getattr", "setattr", "delattr"} and len(node.args) > 1 and isinstance(node.args[1], ast.Constant):
+            attr = node.args[1].value
+            if attr in _IPYTHON_HOOKS or (attr in _SHELL_ATTRS and is_shell(node.args[0])):
+                name = attr
+        elif isinstance(node, ast.Constant) and node.value in _EVENTS:
+            name = f"{node.value}"
+        if name:
+            found.append(f"line {line} reaches IPython's `{name}`, a hook that changes how later cells run")
+    return found
 
 
 def _is_plain_binding(node) -> bool:
