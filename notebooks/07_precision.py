@@ -311,9 +311,11 @@ predictions.read_back(prediction_speedups, {"bf16 / fp32": f"{989.4 / 67:.1f}× 
 
 # %% [markdown]
 # A float32 matmul faster than 67 TFLOP/s on an H100/H200 can only be running on tensor cores:
-# that is TF32. PyTorch leaves it off for matmuls (`torch.backends.cuda.matmul.allow_tf32 =
-# False`); `torch.set_float32_matmul_precision("high")` turns it on. The course's GPU tier asserts
-# in one run that bf16 is at least 8× and TF32 at least 3× the fp32 rate at 8192³.
+# that is TF32. PyTorch leaves it off for matmuls; since PyTorch 2.9 the switch is
+# `torch.backends.cuda.matmul.fp32_precision = "tf32"` (`"ieee"` turns it off; the older TF32
+# flags are deprecated: PyTorch's "CUDA semantics" notes, TF32 section), and
+# `gpucourse.measure.torch_precision` uses whichever the installed torch has. The course's GPU
+# tier asserts in one run that bf16 is at least 8× and TF32 at least 3× the fp32 rate at 8192³.
 #
 # ## …and accuracy by dtype
 #
@@ -350,7 +352,7 @@ predictions.read_back(prediction_accuracy_rank, "each format's error follows its
 # The error tracks the **input** format's unit roundoff (the black marks), because accumulation
 # is fp32 throughout: fp32 ≈ 10^-7, tf32 and fp16 ≈ 3 × 10^-4 (same 10-bit mantissa; fp16 also
 # rounds its output, so it is a little worse), bf16 ≈ 3 × 10^-3, fp8 E4M3 a few per cent even with
-# per-tensor scaling (`torch._scaled_mm`). The GPU tier checks fp32 < tf32 ≤ fp16 < bf16 on tensor
+# per-tensor scaling (`torch.nn.functional.scaled_mm` with `ScalingType.TensorWise`). The GPU tier checks fp32 < tf32 ≤ fp16 < bf16 on tensor
 # cores. Whether an error is acceptable depends on the computation: lab 07 asks you to pick the
 # cheapest format for a budget.
 #

@@ -44,7 +44,7 @@ METHOD_LABELS = {
 }
 MATMUL_LABELS = {
     "fp32": "FP32 (TF32 off: CUDA cores)", "tf32": "TF32 (fp32 inputs, tensor cores)",
-    "fp16": "FP16", "bf16": "BF16", "fp8_e4m3": "FP8 E4M3 (torch._scaled_mm)",
+    "fp16": "FP16", "bf16": "BF16", "fp8_e4m3": "FP8 E4M3 (scaled_mm)",
 }
 
 
