@@ -49,6 +49,7 @@ from gpucourse.lessons.precision.figures import (
     running_sum_widget,
     throughput_figure,
     throughput_widget,
+    vocab_figure,
     vocab_result,
 )
 from gpucourse.lessons.precision.kernels import (
