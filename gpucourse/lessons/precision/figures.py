@@ -203,7 +203,7 @@ def _throughput_data() -> tuple[pd.DataFrame | None, str, tuple[str, str]]:
             "none", "no GPU here and no recording of precision.matmul yet (run `make record` on a GPU); "
                     f"the datasheet figures shown are those of an {DATASHEET_FALLBACK_DEVICE} (assumed), "
                     "not measurements"), _datasheet_device()
-    return rec.data, charts.source_caption("recorded", rec.caption()), _datasheet_device(rec)
+    return rec.data, charts.source_caption("recorded", rec.caption(bars=True)), _datasheet_device(rec)
 
 
 def throughput_figure(dtypes=MATMUL_DTYPES, datasheet: bool = True, data: pd.DataFrame | None = None,
@@ -222,7 +222,8 @@ def throughput_figure(dtypes=MATMUL_DTYPES, datasheet: bool = True, data: pd.Dat
         for index, dtype in enumerate(MATMUL_DTYPES):
             part = data[data.dtype == dtype]
             if dtype in dtypes and len(part):
-                charts.line(fig, part.n, part.tflops, MATMUL_LABELS[dtype], index)
+                charts.line(fig, part.n, part.tflops, MATMUL_LABELS[dtype], index,
+                            error_y=reference.spread(part, "tflops"))
     table = datasheet_tflops(device_name)
     if data is None or not len(data):  # no GPU, no recording: the published maxima where the table has the dtype
         # in the widest gap between the datasheet lines, above its middle: their labels stand on the lines
