@@ -402,29 +402,21 @@ predictions.read_back(prediction_vocab, "nothing: the FLOP count barely changes;
 # "free speedup" is real on that GPU, and far larger than the arithmetic suggests.
 
 # %% [markdown]
-# ## Block-scaled formats: MXFP8, MXFP4, NVFP4 *(optional, 5 min)*
+# ## Block-scaled formats: MXFP8, MXFP4, NVFP4 *(optional, 3 min)*
 #
-# Per-tensor FP8 gives a whole tensor one scale, so one outlier pushes every small value towards
-# zero. Block scaling gives each short run of values its own scale. The OCP Microscaling (MX)
-# specification v1.0 (2023) puts **32** elements under one **E8M0** scale (an 8-bit power of two,
-# 2^(code − 127)); MXFP8 uses E4M3 or E5M2 elements, MXFP4 uses **FP4 E2M1** (values 0, ±0.5, ±1,
-# ±1.5, ±2, ±3, ±4, ±6). NVIDIA's **NVFP4** (NVIDIA technical blog, "Introducing NVFP4", 2025)
-# uses blocks of **16** E2M1 values with an **FP8 E4M3** scale each, plus one FP32 scale per
-# tensor. Blackwell's fifth-generation tensor cores take the block scales as operands of the
-# matrix multiply and apply them in hardware; Hopper's (this course's H100/H200) have no such
-# mode. So this section is exact arithmetic in NumPy (`precision.mx_quantize`,
-# `precision.nvfp4_quantize`), with no timing: the same activation-like data (block-to-block size
-# changes and a few outliers) under each scheme.
+# One scale per tensor lets one outlier push small values to zero; block scaling gives each short
+# run its own scale. OCP MX v1.0 (2023): **32** elements under one **E8M0** scale (a power of two);
+# MXFP8 has E4M3/E5M2 elements, MXFP4 **E2M1** (0, ±0.5, ±1, ±1.5, ±2, ±3, ±4, ±6). NVIDIA's
+# **NVFP4** ("Introducing NVFP4", NVIDIA technical blog, 2025): **16** E2M1 values per **E4M3**
+# scale, plus one FP32 scale a tensor. Blackwell's tensor cores apply the block scales inside the
+# matmul; Hopper's cannot, so here it is exact NumPy on the same synthetic data, no timing:
 
 # %%
 precision.block_scaled_errors()
 
 # %% [markdown]
-# FP4 with one scale for the tensor flushes nearly everything to zero; one scale per 32 values
-# (MXFP4) keeps most of it, and NVFP4's finer E4M3 scale per 16 keeps more, for half a bit more
-# per value. MXFP8 flushes fewer values than per-tensor FP8 but can have the larger RMS error: the
-# spec's power-of-two scale puts a block's largest value between 256 and 512 before rounding, and
-# E4M3 stops at 448, so some block maxima saturate (`tests/test_blockscaled.py` shows one).
+# Block scales keep what one FP4 scale flushes to zero. MXFP8 can still lose to per-tensor FP8 in
+# RMS error: the spec's power-of-two scale can push a block's maximum past E4M3's 448, which saturates.
 
 # %% [markdown]
 # ## Explain
