@@ -305,7 +305,8 @@ def vocab_figure(data: pd.DataFrame | None = None, source: str | None = None) ->
         fig.add_bar(x=[f"{d} {p.split(':')[0]}" for d, p in zip(rows.dtype, rows["pass"])],
                     y=list(rows.median_ms), error_y=reference.spread(rows, "median_ms"),
                     name=f"vocabulary {vocab}" + (" (multiple of 64)" if vocab % 64 == 0 else ""),
-                    marker={"color": charts.PALETTE[index], "line": {"color": "#000"}})
+                    marker={"color": charts.PALETTE[index], "line": {"color": "#000"},
+                            "pattern": {"shape": ("", "/")[index % 2]}})
     fig.update_layout(barmode="group")
     fig.update_yaxes(rangemode="tozero")
     return _room_for_caption(fig)
