@@ -311,9 +311,11 @@ predictions.read_back(prediction_speedups, {"bf16 / fp32": f"{989.4 / 67:.1f}× 
 
 # %% [markdown]
 # A float32 matmul faster than 67 TFLOP/s on an H100/H200 can only be running on tensor cores:
-# that is TF32. PyTorch leaves it off for matmuls (`torch.backends.cuda.matmul.allow_tf32 =
-# False`); `torch.set_float32_matmul_precision("high")` turns it on. The course's GPU tier asserts
-# in one run that bf16 is at least 8× and TF32 at least 3× the fp32 rate at 8192³.
+# that is TF32. PyTorch leaves it off for matmuls; since PyTorch 2.9 the switch is
+# `torch.backends.cuda.matmul.fp32_precision = "tf32"` (`"ieee"` turns it off; the older TF32
+# flags are deprecated: PyTorch's "CUDA semantics" notes, TF32 section), and
+# `gpucourse.measure.torch_precision` uses whichever the installed torch has. The course's GPU
+# tier asserts in one run that bf16 is at least 8× and TF32 at least 3× the fp32 rate at 8192³.
 #
 # ## …and accuracy by dtype
 #
@@ -350,7 +352,7 @@ predictions.read_back(prediction_accuracy_rank, "each format's error follows its
 # The error tracks the **input** format's unit roundoff (the black marks), because accumulation
 # is fp32 throughout: fp32 ≈ 10^-7, tf32 and fp16 ≈ 3 × 10^-4 (same 10-bit mantissa; fp16 also
 # rounds its output, so it is a little worse), bf16 ≈ 3 × 10^-3, fp8 E4M3 a few per cent even with
-# per-tensor scaling (`torch._scaled_mm`). The GPU tier checks fp32 < tf32 ≤ fp16 < bf16 on tensor
+# per-tensor scaling (`torch.nn.functional.scaled_mm` with `ScalingType.TensorWise`). The GPU tier checks fp32 < tf32 ≤ fp16 < bf16 on tensor
 # cores. Whether an error is acceptable depends on the computation: lab 07 asks you to pick the
 # cheapest format for a budget.
 #
@@ -369,17 +371,52 @@ predictions.read_back(prediction_accuracy_rank, "each format's error follows its
 # %%
 prediction_vocab = "..."
 
+# %% [markdown]
+# <details><summary>Description of the picture</summary>
+#
+# A grouped bar chart: for each dtype (bf16, fp16) and pass (forward, input gradient), the median
+# time of the LM head's matmul with vocabulary 50257 beside 50304, each bar with an error bar (the
+# IQR of the timings). The caption says where the timings come from: this GPU, or the course's
+# recording with its device, contract and date.
+#
+# </details>
+
 # %%
 from IPython.display import display
 
 vocab_table, vocab_ratios, vocab_source = precision.vocab_result()
-print(vocab_source)
 if vocab_ratios is not None:
-    display(vocab_table, vocab_ratios)
+    display(vocab_ratios)
+    ratio = vocab_ratios.time_ratio_50257_over_50304
+    print(f"time at 50257 ÷ time at 50304: {ratio.min():.1f}× to {ratio.max():.1f}× ({vocab_source})")
+precision.vocab_figure()
 
 # %%
 predictions.read_back(prediction_vocab, "nothing: the FLOP count barely changes; only the shape differs",
                       stands_in=f"nothing ({vocab_source})")
+
+# %% [markdown]
+# The chart is a recording of the course's own (its caption names the GPU, the contract and the
+# date), not your GPU, unless you run this on one. Where it exists, the odd vocabulary is several
+# times slower in both passes and both dtypes (the printed ratios), not 0.09 %: the padding's
+# "free speedup" is real on that GPU, and far larger than the arithmetic suggests.
+
+# %% [markdown]
+# ## Block-scaled formats: MXFP8, MXFP4, NVFP4 *(optional, 3 min)*
+#
+# One scale per tensor lets one outlier push small values to zero; block scaling gives each short
+# run its own scale. OCP MX v1.0 (2023): **32** elements under one **E8M0** scale (a power of two);
+# MXFP8 has E4M3/E5M2 elements, MXFP4 **E2M1** (0, ±0.5, ±1, ±1.5, ±2, ±3, ±4, ±6). NVIDIA's
+# **NVFP4** ("Introducing NVFP4", NVIDIA technical blog, 2025): **16** E2M1 values per **E4M3**
+# scale, plus one FP32 scale a tensor. Blackwell's tensor cores apply the block scales inside the
+# matmul; Hopper's cannot, so here it is exact NumPy on the same synthetic data, no timing:
+
+# %%
+precision.block_scaled_errors()
+
+# %% [markdown]
+# Block scales keep what one FP4 scale flushes to zero. MXFP8 can still lose to per-tensor FP8 in
+# RMS error: the spec's power-of-two scale can push a block's maximum past E4M3's 448, which saturates.
 
 # %% [markdown]
 # ## Explain

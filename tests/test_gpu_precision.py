@@ -42,7 +42,7 @@ def test_relative_errors_are_ordered_on_tensor_cores(record_property):
 def test_fp8_when_supported():
     bound = expect("precision.fp8_relative_error")  # skips below cc 8.9, naming the architecture
     if not precision.fp8_supported():
-        pytest.skip("torch has no _scaled_mm for fp8 here")
+        pytest.skip("torch has no scaled matmul for fp8 here")
     m = precision.measure_matmul("fp8_e4m3", 8192)
     print(m.summary())
     assert m.measured and m.tflops > 0

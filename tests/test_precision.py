@@ -319,3 +319,21 @@ def test_the_accumulation_explorer_runs_the_kernels_where_a_move_stays_under_a_s
     launches.clear()
     chart.controls["max_n"].value = 16384
     assert chart.errors == 0 and launches == [] and "NumPy" in charts.caption_of(chart.figure)
+
+
+def test_vocab_figure_draws_the_committed_recording_with_its_label(monkeypatch):
+    monkeypatch.setattr(runtime, "is_gpu", lambda: False)
+    rec = reference.load("precision.vocab_shape")
+    if rec is None:
+        pytest.skip("no committed recording of precision.vocab_shape")
+    committed = pd.read_csv(rec.path)
+    fig = precision.vocab_figure()
+    caption = charts.caption_of(fig)
+    assert rec.device in caption and "quick contract" in caption and rec.date in caption
+    assert "not your GPU" in caption and "s of GPU time a point" in caption and "IQR" in caption
+    drawn = sorted(v for trace in fig.data for v in trace.y)
+    assert drawn == sorted(committed.median_ms)  # the recording's own numbers, nothing typed in
+    assert all(trace.error_y.array is not None for trace in fig.data)
+    # known-wrong: the same chart without a recording says so and draws no bar
+    empty = precision.vocab_figure(data=pd.DataFrame(), source="nothing")
+    assert not [t for t in empty.data if t.type == "bar"]

@@ -87,18 +87,16 @@ def measure_matmul_tflops(dtype: str = "float32", n: int = MATMUL_N) -> float:
     import torch
 
     from gpucourse.measure.harness import measure
+    from gpucourse.measure.torch_precision import matmul_tf32
 
     torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
-    old = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
-    try:
+
+    with matmul_tf32(False):
         a = torch.randn(n, n, device="cuda", dtype=torch_dtype)
         b = torch.randn(n, n, device="cuda", dtype=torch_dtype)
         c = torch.empty(n, n, device="cuda", dtype=torch_dtype)
         m = measure(lambda: torch.matmul(a, b, out=c), label=f"{dtype} matmul {n}³",
                     check=lambda: bool(torch.isfinite(c[:8, :8]).all()), flops=2 * n**3)
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = old
     return m.tflops
 
 

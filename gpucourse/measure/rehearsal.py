@@ -209,7 +209,7 @@ def _cpu_device(device):
 def _torch_on_cpu(torch) -> types.ModuleType:
     """torch with its CUDA device answered by the CPU: tensors and generators made with
     ``device="cuda"`` live on the CPU, ``torch.cuda`` speaks for the rehearsal device. Every other
-    name is torch's own (matmul, ``_scaled_mm``, ``backends.cuda.matmul.allow_tf32``)."""
+    name is torch's own (matmul, scaled_mm, ``backends.cuda.matmul.fp32_precision``)."""
     shim = types.ModuleType("torch", "CPU torch behind torch's CUDA calls, for a rehearsal")
     shim.__path__ = getattr(torch, "__path__", [])
 
@@ -370,7 +370,7 @@ SWEEP_PLANS: dict[str, SweepPlan] = {
         defaults={"gpucourse.lessons.occupancy.experiments.measure_speed": {"targets": (0.25, 1.0)}},
         stand_in=_DRIVER_STAND_IN),
     "precision.matmul": SweepPlan(defaults={"gpucourse.lessons.precision.experiments.matmul_sweep": {"sizes": (64,)}},
-                                  stand_in=_TORCH_STAND_IN + " (fp8: torch._scaled_mm on the CPU)"),
+                                  stand_in=_TORCH_STAND_IN + " (fp8: scaled_mm on the CPU)"),
     "precision.vocab_shape": SweepPlan(defaults={"gpucourse.lessons.precision.experiments.vocab_shape_sweep": {
         "dtypes": ("bf16",), "tokens": 16, "hidden": 16}}, stand_in=_TORCH_STAND_IN),
     "races.litmus_mp": SweepPlan(

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 from gpucourse.lessons.precision import formats
+from gpucourse.lessons.precision.blockscaled import block_scaled_errors, mx_quantize, nvfp4_quantize
 from gpucourse.lessons.precision.experiments import (
     LESSON,
     SWEEP_SIZES,
@@ -49,6 +50,7 @@ from gpucourse.lessons.precision.figures import (
     running_sum_widget,
     throughput_figure,
     throughput_widget,
+    vocab_figure,
     vocab_result,
 )
 from gpucourse.lessons.precision.kernels import (

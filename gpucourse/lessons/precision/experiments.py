@@ -11,7 +11,7 @@ from gpucourse import validate
 from gpucourse.errors import InvalidConfig, NoGPU
 from gpucourse.lessons.precision import formats
 from gpucourse.lessons.precision.model import _TF32, MATMUL_DTYPES, _bytes_per_element, _matmul_fn, _torch_dtype
-from gpucourse.measure import reference, runtime
+from gpucourse.measure import reference, runtime, torch_precision
 from gpucourse.measure.harness import measure
 
 LESSON = "07_precision"
@@ -21,24 +21,24 @@ VOCAB_TOKENS, VOCAB_HIDDEN = 8192, 768  # a batch of 8 × 1024 tokens through GP
 
 
 def fp8_supported() -> bool:
-    """FP8 tensor cores: compute capability ≥ 8.9 (Ada, Hopper) and torch._scaled_mm."""
+    """FP8 tensor cores: compute capability ≥ 8.9 (Ada, Hopper) and a scaled matmul in torch."""
     import torch
 
-    return runtime.is_gpu() and runtime.device().compute_capability >= (8, 9) and hasattr(torch, "_scaled_mm")
+    return runtime.is_gpu() and runtime.device().compute_capability >= (8, 9) and torch_precision.has_scaled_mm(torch)
 
 
 def _check_shape(m: int, n: int, k: int, dtype: str, device: str) -> tuple[int, int, int]:
     m, n, k = (validate.integer(name, v, minimum=1, maximum=1 << 17)
                for name, v in (("m", m), ("n", n), ("k", k)))
     if dtype == "fp8_e4m3" and (n % 16 or k % 16):
-        raise InvalidConfig(f"fp8 matmuls (torch._scaled_mm) need n and k divisible by 16; n={n}, k={k}")
+        raise InvalidConfig(f"fp8 matmuls (scaled_mm) need n and k divisible by 16; n={n}, k={k}")
     nbytes = (m * k + k * n) * _bytes_per_element(dtype) + m * n * 4
     validate.fits_in_memory(nbytes, runtime.free_memory_bytes() if device == "cuda" else None, "the matrices")
     return m, n, k
 
 
 def measure_matmul(dtype: str, m: int, n: int | None = None, k: int | None = None, *, seed: int = 0):
-    """Time ``torch.matmul`` (or ``_scaled_mm`` for fp8) of (m×k)@(k×n) on the GPU with the harness.
+    """Time ``torch.matmul`` (or scaled_mm for fp8) of (m×k)@(k×n) on the GPU with the harness.
 
     Inputs are random normal (never zeros: on zeros the GPU draws less power and can hold higher clocks;
     Horace He, "Strangely, Matrix Multiplications on GPUs Run Faster When Given 'Predictable' Data!", 2024);
@@ -91,7 +91,7 @@ def matmul_sweep(sizes=SWEEP_SIZES, dtypes=MATMUL_DTYPES) -> pd.DataFrame:
 
 @reference.register_sweep(
     "precision.matmul", lesson=LESSON, columns=("dtype", "n", "tflops", "median_ms"),
-    description="torch matmul TFLOP/s of n×n×n by dtype (fp32 TF32 off, tf32, fp16, bf16, fp8 _scaled_mm)",
+    description="torch matmul TFLOP/s of n×n×n by dtype (fp32 TF32 off, tf32, fp16, bf16, fp8 scaled_mm)",
 )
 def _matmul_sweep() -> pd.DataFrame:
     return matmul_sweep()
@@ -127,7 +127,7 @@ def relative_errors(n: int = 512, dtypes=MATMUL_DTYPES, seed: int = 0, device: s
     """‖C − C_fp64‖_F / ‖C_fp64‖_F of an n³ matmul of random normal fp32 inputs, per dtype.
 
     On 'cuda' every dtype runs for real on tensor cores. On 'cpu' fp32, fp16, bf16 and fp8
-    (torch._scaled_mm) run for real; tf32 is emulated (inputs rounded to 10 mantissa bits,
+    (scaled_mm) run for real; tf32 is emulated (inputs rounded to 10 mantissa bits,
     fp32 accumulation), because CPUs have no TF32 mode.
     """
     import torch

@@ -44,7 +44,7 @@ METHOD_LABELS = {
 }
 MATMUL_LABELS = {
     "fp32": "FP32 (TF32 off: CUDA cores)", "tf32": "TF32 (fp32 inputs, tensor cores)",
-    "fp16": "FP16", "bf16": "BF16", "fp8_e4m3": "FP8 E4M3 (torch._scaled_mm)",
+    "fp16": "FP16", "bf16": "BF16", "fp8_e4m3": "FP8 E4M3 (scaled_mm)",
 }
 
 
@@ -203,7 +203,7 @@ def _throughput_data() -> tuple[pd.DataFrame | None, str, tuple[str, str]]:
             "none", "no GPU here and no recording of precision.matmul yet (run `make record` on a GPU); "
                     f"the datasheet figures shown are those of an {DATASHEET_FALLBACK_DEVICE} (assumed), "
                     "not measurements"), _datasheet_device()
-    return rec.data, charts.source_caption("recorded", rec.caption()), _datasheet_device(rec)
+    return rec.data, charts.source_caption("recorded", rec.caption(bars=True)), _datasheet_device(rec)
 
 
 def throughput_figure(dtypes=MATMUL_DTYPES, datasheet: bool = True, data: pd.DataFrame | None = None,
@@ -222,7 +222,8 @@ def throughput_figure(dtypes=MATMUL_DTYPES, datasheet: bool = True, data: pd.Dat
         for index, dtype in enumerate(MATMUL_DTYPES):
             part = data[data.dtype == dtype]
             if dtype in dtypes and len(part):
-                charts.line(fig, part.n, part.tflops, MATMUL_LABELS[dtype], index)
+                charts.line(fig, part.n, part.tflops, MATMUL_LABELS[dtype], index,
+                            error_y=reference.spread(part, "tflops"))
     table = datasheet_tflops(device_name)
     if data is None or not len(data):  # no GPU, no recording: the published maxima where the table has the dtype
         # in the widest gap between the datasheet lines, above its middle: their labels stand on the lines
@@ -275,8 +276,9 @@ def ceiling_figure(data: pd.DataFrame | None = None, source: str | None = None,
     return fig
 
 
-def vocab_result() -> tuple[pd.DataFrame | None, pd.DataFrame | None, str]:
-    """(the LM-head timings, their 50304/50257 ratios, where they come from) or (None, None, why)."""
+def vocab_result(*, bars: bool = False) -> tuple[pd.DataFrame | None, pd.DataFrame | None, str]:
+    """(the LM-head timings, their 50304/50257 ratios, where they come from) or (None, None, why).
+    ``bars``: the caption says the chart draws the IQR error bars (recorded data only)."""
     if runtime.is_gpu():
         table = vocab_shape_sweep()
         return table, vocab_ratios(table), charts.source_caption("measured", runtime.device().name)
@@ -285,7 +287,29 @@ def vocab_result() -> tuple[pd.DataFrame | None, pd.DataFrame | None, str]:
         return None, None, charts.source_caption(
             "none", "no GPU here and no recording of precision.vocab_shape yet (run `make record` on a GPU). "
                     f"{cited.BECAUSE_LEAD} {cited.NOTHING_PUBLISHED['vocab shape']}")
-    return rec.data, vocab_ratios(rec.data), charts.source_caption("recorded", rec.caption())
+    return rec.data, vocab_ratios(rec.data), charts.source_caption("recorded", rec.caption(bars=bars))
+
+
+def vocab_figure(data: pd.DataFrame | None = None, source: str | None = None) -> go.Figure:
+    """The LM head's matmul time per dtype and pass, vocabulary 50257 beside 50304 (measured here,
+    else the course's recording with its device, contract and date in the caption), IQR error bars."""
+    if data is None:
+        data, _, source = vocab_result(bars=True)
+    fig = charts.figure("GPT-2's LM head: vocabulary 50257 vs 50304 (8192 tokens, hidden 768)",
+                        "dtype and pass", "median time per matmul (ms, lower is faster)", source or "")
+    if data is None or not len(data):
+        cited.no_data(fig, "No GPU timing and no recording of the vocabulary shapes to show here", "vocab shape")
+        return _room_for_caption(fig)
+    for index, vocab in enumerate(sorted(data.vocab.unique())):
+        rows = data[data.vocab == vocab]
+        fig.add_bar(x=[f"{d} {p.split(':')[0]}" for d, p in zip(rows.dtype, rows["pass"])],
+                    y=list(rows.median_ms), error_y=reference.spread(rows, "median_ms"),
+                    name=f"vocabulary {vocab}" + (" (multiple of 64)" if vocab % 64 == 0 else ""),
+                    marker={"color": charts.PALETTE[index], "line": {"color": "#000"},
+                            "pattern": {"shape": ("", "/")[index % 2]}})
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(rangemode="tozero")
+    return _room_for_caption(fig)
 
 
 # --- widgets (each returns a displayable LiveChart; tests build them with threaded=False) -------------

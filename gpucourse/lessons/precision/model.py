@@ -18,7 +18,7 @@ from gpucourse.lessons.precision.kernels import (
     sum_kahan_fp16_kernel,
     sum_kahan_fp32_kernel,
 )
-from gpucourse.measure import runtime
+from gpucourse.measure import runtime, torch_precision
 
 METHODS = ("fp16", "fp16_kahan", "fp32", "fp32_kahan")
 DATA_KINDS = ("uniform", "normal", "constant")
@@ -482,24 +482,17 @@ def _bytes_per_element(dtype: str) -> int:
 
 
 class _TF32:
-    """Context: TF32 on or off for float32 matmuls, restored afterwards."""
+    """Context: TF32 on or off for float32 matmuls, restored afterwards (measure.torch_precision)."""
 
     def __init__(self, enabled: bool):
         self.enabled = enabled
 
     def __enter__(self):
-        import torch
-
-        self.old = (torch.backends.cuda.matmul.allow_tf32, torch.get_float32_matmul_precision())
-        torch.backends.cuda.matmul.allow_tf32 = self.enabled
-        torch.set_float32_matmul_precision("high" if self.enabled else "highest")
+        self._context = torch_precision.matmul_tf32(self.enabled)
+        self._context.__enter__()
 
     def __exit__(self, *exc):
-        import torch
-
-        torch.backends.cuda.matmul.allow_tf32, precision = self.old
-        torch.set_float32_matmul_precision(precision)
-        return False
+        return bool(self._context.__exit__(*exc))
 
 
 def _fp8_operands(a, b):
@@ -512,7 +505,7 @@ def _fp8_operands(a, b):
 
     a8, inv_a = scaled(a)
     b8_t, inv_b = scaled(b.t().contiguous())
-    return a8, b8_t.t(), inv_a, inv_b  # b8_t.t(): the column-major layout _scaled_mm wants
+    return a8, b8_t.t(), inv_a, inv_b  # b8_t.t(): the column-major layout scaled_mm wants
 
 
 def _matmul_fn(dtype: str, a, b):
@@ -521,7 +514,7 @@ def _matmul_fn(dtype: str, a, b):
 
     if dtype == "fp8_e4m3":
         a8, b8, inv_a, inv_b = _fp8_operands(a, b)
-        return lambda: torch._scaled_mm(a8, b8, inv_a, inv_b, out_dtype=torch.bfloat16)
+        return lambda: torch_precision.scaled_mm(torch, a8, b8, inv_a, inv_b, torch.bfloat16)
     return lambda: torch.matmul(a, b)
 
 
