@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from gpucourse.tooling import plainrun
 
 SOURCE = '''# ---
@@ -64,3 +66,12 @@ def test_a_source_past_its_time_limit_is_out_of_time_not_broken(tmp_path):
     slow.write_text("# %%\nimport time\ntime.sleep(30)\n")
     done = plainrun.run(slow, timeout_s=2)
     assert not done.ok and done.timed_out and done.detail == "stopped after 2 s"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("source", plainrun.sources(), ids=lambda path: path.stem)
+def test_every_lesson_and_lab_solution_runs_as_plain_python_in_simulator_mode(source, monkeypatch):
+    """G1: what gpu-report's plain steps run on a GPU, run here on the simulator (labs 04a, 07, 08 failed)."""
+    monkeypatch.setenv("GPUCOURSE_MODE", "sim")
+    done = plainrun.run(source, timeout_s=600)
+    assert done.ok, done.detail
