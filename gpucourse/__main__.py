@@ -44,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                         help="skip (and list) the steps whose estimate no longer fits")
     report.add_argument("--resume", action="store_true", help="continue a cut-off report in --out (same GPU, stack)")
+    report.add_argument("--retry-failed", action="store_true",
+                        help="with --resume: run the steps that failed again (kept as failed otherwise)")
     report.add_argument("--plan", action="store_true", help="print the steps and their estimates; run nothing")
     args = parser.parse_args(argv)
     try:
@@ -121,11 +123,12 @@ def _run(args) -> int:
             for step in gpureport.plan_steps(args.quick):
                 print(f"{step.name:36s} {step.estimate_s:6.1f} s")
             print(f"{'estimated, start-up included':36s} {gpureport.estimate_s(args.quick):6.1f} s")
+            print(f"~10-minute reservations with --resume: {gpureport.reservations(args.quick)}")
             return 0
         if args.budget is not None and args.budget <= 0:
             raise InvalidConfig(f"--budget must be a positive number of seconds, got {args.budget:g}")
         done = gpureport.build(args.out, practice=args.rehearsal, quick=args.quick, budget_s=args.budget,
-                               resume=args.resume)
+                               resume=args.resume, retry_failed=args.retry_failed)
         failed = [s.name for s in done.steps if s.status == "failed"]
         print(f"wrote {done.path}, {done.data_folder} and {done.archive}"
               + (f"; failed steps: {', '.join(failed)}" if failed else ""))

@@ -76,7 +76,7 @@ def test_resume_keeps_what_was_done_and_refuses_another_profile(tmp_path, two_sw
     again = gpureport.build(tmp_path, practice=True, run_tier=False, quick=True, resume=True)
     kept = _steps(again)["sweep warps.staircase"]
     assert kept.status == "done" and kept.detail.endswith("(resumed)")
-    assert _steps(again)["sweep demo.broken"].status == "failed"  # a failed step is tried again
+    assert _steps(again)["sweep demo.broken"].status == "failed"  # kept as failed (--retry-failed runs it again)
     with pytest.raises(CourseError, match="another device, stack or profile"):
         gpureport.build(tmp_path, practice=True, run_tier=False, quick=False, resume=True)
 

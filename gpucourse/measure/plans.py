@@ -126,3 +126,20 @@ QUICK_PLANS: dict[str, SweepPlan] = {
     "measuring.async_pitfall": SweepPlan(measurements=2),
     "measuring.ceilings": SweepPlan(measurements=3),
 }
+
+
+# The full report's sweeps at the lessons' own sizes: how many harness measurements each makes (its time
+# estimate, gpu-report's plan). Counted from each sweep's parameters (review gpu-mode-paths.md, section 5);
+# a sweep not counted there is estimated from its quick plan's count, at least one measurement.
+FULL_MEASUREMENTS = {
+    "coalescing.offset": 99, "coalescing.stride": 36, "divergence.fraction": 234, "divergence.sort_pays": 36,
+    "occupancy.memory_bound": 14, "occupancy.compute_bound": 14, "precision.matmul": 20,
+    "precision.vocab_shape": 8, "races.histogram": 18, "reductions.sum": 36, "tiling.matmul": 35,
+    "tiling.transpose": 16, "warps.staircase": 13,
+}
+
+
+def full_measurements(name: str) -> int:
+    """How many harness measurements sweep ``name`` makes at the lesson's sizes (never 0: an estimate)."""
+    quick = QUICK_PLANS.get(name)
+    return FULL_MEASUREMENTS.get(name, max(quick.measurements if quick else 0, 1))

@@ -1,7 +1,7 @@
 """``make gpu-report``: one command for whoever has a GPU, one self-contained report.
 
     python -m gpucourse gpu-report [--out build/gpu-report] [--quick] [--budget SECONDS] [--resume]
-                                   [--rehearsal] [--plan]
+                                   [--retry-failed] [--rehearsal] [--plan]
 
 1. runs the GPU tier (``pytest -m gpu``) and tabulates every GPU expectation of every lesson:
    lesson, claim, measured ratio, threshold (where the test records them with pytest's
@@ -19,8 +19,11 @@
 ``--quick``: the harness's quick contract (``GPUCOURSE_MEASURE=quick``) and the sweeps' quick
 plans (``plans.QUICK_PLANS``); its recordings are marked quick and never drawn by a lesson.
 ``--budget S``: steps whose estimate no longer fits in what is left are skipped and listed.
-``--resume``: continues a cut-off report in the same folder, with the same device and stack.
-``--plan``: prints the steps and their estimated seconds, runs nothing (works without a GPU).
+``--resume``: continues a cut-off report in the same folder, with the same device and stack: steps done
+or failed are kept (``--retry-failed`` runs the failed ones again); a tier cut by its time limit
+(``partial``) and a plain run out of time (``not run (time)``) run again.
+``--plan``: prints the steps and their estimated seconds (from each step's plan and the harness's
+contract) and how many ~10-minute reservations they take; runs nothing (works without a GPU).
 ``--rehearsal`` runs the same on a machine without a GPU (gpucourse.measure.rehearsal): the GPU tier
 is collected but not run, sweeps run on the simulator at small sizes, and every number and the
 report itself are marked rehearsal.
@@ -32,10 +35,12 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from dataclasses import dataclass, field
 from importlib import util
@@ -65,6 +70,15 @@ STARTUP_S = 15.0  # imports of numba-cuda, CuPy, torch, pandas, plotly in the re
 PER_TEST_TIMEOUT_S = {"quick": 60, "full": 300}
 RESERVE_S = 10.0  # kept back for the report and the archive
 NCU_CATALOGUE_S = 60.0  # issue 33's budget is 90 s: 25 launches under ncu, then the microscope's agreement
+# The full report's model: a full-contract measurement takes the contract's GPU time and warm-up plus the
+# same host work and check as a quick one; a plain run starts its own Python (the report's start-up) and
+# runs each code cell (a cell's widget or sweep takes about a full measurement).
+QUICK_HOST_S = QUICK_S_PER_MEASUREMENT - harness.CONTRACTS["quick"].min_total_ms / 1000
+_FULL = harness.CONTRACTS["full"]
+FULL_S_PER_MEASUREMENT = (_FULL.min_total_ms + _FULL.warmup_ms) / 1000 + QUICK_HOST_S
+PLAIN_S_PER_CELL = FULL_S_PER_MEASUREMENT
+RESERVATION_S = 600.0  # a ~10-minute device reservation
+RESERVATION_STARTUP_S = 120.0  # of which the machine's start and the course's set-up from the wheelhouse take this
 
 
 # --- 1. the GPU tier, through a pytest plugin (``-p gpucourse.tooling.gpureport``) ----------------------------
@@ -204,7 +218,8 @@ def run_gpu_tier(out: Path, *, practice: bool, tests: Path = ROOT / "tests", qui
     run.command = "python " + " ".join(shown) + " <GPU test files>"
     command += [str(p) for p in gpu_test_files(tests)]
     # a fresh bytecode cache: test modules' asserts are rewritten again, now with the pass hook
-    env["PYTHONPYCACHEPREFIX"] = str(out / "pycache")
+    # (outside --out: a resumed report's folder is carried between machines and must stay small)
+    env["PYTHONPYCACHEPREFIX"] = pycache = tempfile.mkdtemp(prefix="gpureport-pycache-")
     started = time.monotonic()
     try:
         done = subprocess.run(command, cwd=tests.parent, env=env, capture_output=True, text=True, timeout=timeout_s)
@@ -212,6 +227,8 @@ def run_gpu_tier(out: Path, *, practice: bool, tests: Path = ROOT / "tests", qui
     except subprocess.TimeoutExpired as stopped:
         run.timed_out = True
         tail = _text(stopped.stdout)[-1500:] + _text(stopped.stderr)[-1500:]
+    finally:
+        shutil.rmtree(pycache, ignore_errors=True)
     run.seconds = round(time.monotonic() - started, 1)
     run.stderr_tail = tail.strip()
     if not target.exists():
@@ -279,32 +296,50 @@ def widget_response_s(practice: bool) -> float:
 class Step:
     name: str  # "tier", "sweep <name>", "spread", "widget"
     estimate_s: float
-    status: str = "pending"  # done, failed, skipped, not run
+    status: str = "pending"  # done, partial (cut by its time limit), failed, skipped, not run, not run (time)
+    commit: str = ""  # the course's commit the step ran on (a resumed report may span commits)
     seconds: float | None = None
     detail: str = ""
 
 
 def plan_steps(quick: bool, tests: Path = ROOT / "tests") -> list[Step]:
-    """Every step of a report with its estimated seconds on the GPU (the quick profile's model above;
-    a full report's sweeps are not estimated: its budget only stops it before the next step)."""
+    """Every step of a report with its estimated seconds on the GPU, from its plan and the harness's
+    contract (the models above): no step is estimated at 0 s."""
     sweeps = sorted(reference.load_all_sweeps())
+    per_measurement_s = QUICK_S_PER_MEASUREMENT if quick else FULL_S_PER_MEASUREMENT
     steps = [Step("tier", count_gpu_tests(tests) * TIER_S_PER_TEST)]
     for name in sweeps:
         plan = plans.QUICK_PLANS.get(name)
-        estimate = SWEEP_FIXED_S + (plan.measurements if plan else 10) * QUICK_S_PER_MEASUREMENT if quick else 0.0
-        steps.append(Step(f"sweep {name}", estimate))
-    spread_points = plans.QUICK_PLANS[SPREAD_SWEEP].measurements if quick else 13
-    steps.append(Step("spread", 2 * spread_points * QUICK_S_PER_MEASUREMENT if quick else 0.0))
-    steps.append(Step("widget", 6 * QUICK_S_PER_MEASUREMENT if quick else 0.0))
+        measurements = (plan.measurements if plan else 10) if quick else plans.full_measurements(name)
+        steps.append(Step(f"sweep {name}", SWEEP_FIXED_S + measurements * per_measurement_s))
+    spread_points = plans.QUICK_PLANS[SPREAD_SWEEP].measurements if quick else plans.full_measurements(SPREAD_SWEEP)
+    steps.append(Step("spread", 2 * spread_points * per_measurement_s))
+    steps.append(Step("widget", 6 * per_measurement_s))
     steps.append(Step("ncu catalogue", NCU_CATALOGUE_S))  # only where ncu and a GPU are (else skipped at once)
     if not quick:  # the full report also runs every lesson and lab solution as plain Python, in GPU mode
-        steps += [Step(f"plain {path.stem}", 0.0) for path in plainrun.sources()]
-    return steps
+        steps += [Step(f"plain {path.stem}", STARTUP_S + len(plainrun.code_cells(path.read_text(encoding="utf-8")))
+                       * PLAIN_S_PER_CELL) for path in plainrun.sources()]
+    return [Step(s.name, round(s.estimate_s, 1)) for s in steps]
 
 
 def estimate_s(quick: bool = True) -> float:
     """The report's estimated GPU-machine seconds, from its own plan (start-up included)."""
     return STARTUP_S + sum(step.estimate_s for step in plan_steps(quick))
+
+
+def reservations(quick: bool = False) -> int:
+    """How many ~10-minute reservations the report takes by its plan with ``--resume``: each gives
+    ``RESERVATION_S - RESERVATION_STARTUP_S`` seconds to steps (the report's start-up included), steps
+    are whole (``--budget`` stops before one that does not fit), in the plan's order."""
+    usable_s = RESERVATION_S - RESERVATION_STARTUP_S - STARTUP_S - RESERVE_S
+    count, left = 1, usable_s
+    for step in plan_steps(quick):
+        if step.estimate_s > usable_s:
+            raise CourseError(f"step {step.name} ({step.estimate_s:.0f} s) cannot fit in one reservation")
+        if step.estimate_s > left:
+            count, left = count + 1, usable_s
+        left -= step.estimate_s
+    return count
 
 
 # --- 5. the report ------------------------------------------------------------------------------------
@@ -434,7 +469,7 @@ def _on_sigterm(signum, frame):
 
 
 def build(out: Path, *, practice: bool = False, run_tier: bool = True, quick: bool = False,
-          budget_s: float | None = None, resume: bool = False) -> Report:
+          budget_s: float | None = None, resume: bool = False, retry_failed: bool = False) -> Report:
     """Run every step and write the report after each one (inside a rehearsal when ``practice``)."""
     out = Path(out)
     if not practice and not runtime.is_gpu():
@@ -456,8 +491,9 @@ def build(out: Path, *, practice: bool = False, run_tier: bool = True, quick: bo
     steps = plan_steps(quick) if run_tier else [s for s in plan_steps(quick) if s.name != "tier"]
     for step in steps:
         kept = state["steps"].get(step.name)
-        if kept and kept["status"] == "done":
-            step.status, step.seconds, step.detail = "done", kept["seconds"], kept["detail"] + " (resumed)"
+        if kept and (kept["status"] == "done" or (kept["status"] == "failed" and not retry_failed)):
+            step.status, step.seconds, step.commit = kept["status"], kept["seconds"], kept.get("commit", "")
+            step.detail = kept["detail"].removesuffix(" (resumed)") + " (resumed)"
     data_root = out / "data" / "reference"
     folder = recording.folder_for(data_root, practice=practice, quick=quick)
     tier = TierRun(**state["tier"]) if state["tier"] else TierRun()
@@ -517,8 +553,9 @@ def _run_steps(steps, budget_s, started, out, data_root, command, practice, quic
                save, meta) -> None:
     sticky = ""
     for step in steps:
-        if step.status == "done":
+        if step.status in ("done", "failed"):  # kept from the report resumed (failed: unless --retry-failed)
             continue
+        step.commit = (meta.get("course") or {}).get("commit") or ""
         left = None if budget_s is None else budget_s - (time.monotonic() - started) - RESERVE_S
         if sticky:
             step.status, step.detail = "not run", sticky
@@ -566,6 +603,9 @@ def _run_step(step: Step, out: Path, data_root: Path, command: str, practice: bo
             counts = pd.Series([r["outcome"] for r in state["expectations"]]).value_counts().to_dict()
             step.detail = ", ".join(f"{n} {k}" for k, n in counts.items()) + (
                 "; stopped at its time limit" if tier.timed_out else f"; pytest exit status {tier.returncode}")
+            if tier.timed_out:  # tests never ran: rerun on --resume, never kept as done
+                step.status = "partial"
+                return ""
         elif step.name.startswith("sweep "):
             name = step.name.removeprefix("sweep ")
             with context():
@@ -587,7 +627,7 @@ def _run_step(step: Step, out: Path, data_root: Path, command: str, practice: bo
                                 timeout_s=600.0 if left is None else max(left, 1.0))
             step.detail = done.detail
             if not done.ok:
-                step.status = "failed"
+                step.status = "not run (time)" if done.timed_out else "failed"
                 return ""
         elif step.name == "ncu catalogue":
             step.detail = _ncu_catalogue(out, data_root, practice, left)

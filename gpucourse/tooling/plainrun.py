@@ -49,20 +49,31 @@ class PlainRun:
     ok: bool
     seconds: float
     detail: str  # the last line of output, or why it stopped
+    timed_out: bool = False  # stopped by its time limit: out of time, not broken
 
 
 def run(path: Path, timeout_s: float = 600.0) -> PlainRun:
-    """Run ``path``'s code cells in a child Python (this checkout first on its path); never raises."""
+    """Run ``path``'s code cells in a child Python (this checkout first on its path); never raises.
+
+    The program is written to a real file and run from it (not ``python -c``): a function defined in a
+    cell keeps its source, so ``inspect.getsource``, ``linecache`` and the microscope's source column work
+    as they do in Jupyter."""
+    import tempfile
     import time
 
     env = {**os.environ, "PLOTLY_RENDERER": "json", "MPLBACKEND": "Agg",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(path).resolve().parent), str(ROOT),
+                                                       os.environ.get("PYTHONPATH")]))}
     started = time.monotonic()
-    try:
-        done = subprocess.run([sys.executable, "-c", script(path)], cwd=Path(path).parent, env=env,
-                              capture_output=True, text=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        return PlainRun(Path(path), False, round(time.monotonic() - started, 1), f"stopped after {timeout_s:.0f} s")
+    with tempfile.TemporaryDirectory(prefix="plainrun-") as folder:
+        program = Path(folder) / f"{Path(path).stem}_plain.py"
+        program.write_text(script(path), encoding="utf-8")
+        try:
+            done = subprocess.run([sys.executable, str(program)], cwd=Path(path).parent, env=env,
+                                  capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return PlainRun(Path(path), False, round(time.monotonic() - started, 1),
+                            f"stopped after {timeout_s:.0f} s", timed_out=True)
     seconds = round(time.monotonic() - started, 1)
     if done.returncode == 0:
         return PlainRun(Path(path), True, seconds, f"{len(code_cells(Path(path).read_text(encoding='utf-8')))} cells")

@@ -1,0 +1,81 @@
+"""gpu-report across ~10-minute reservations: every step estimated, a cut tier or plain run rerun on
+--resume, a failed step kept (unless --retry-failed), nothing bulky left in --out (review G13-G16)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from gpucourse.tooling import gpureport, plainrun
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_full_plan_estimates_every_step():  # G13: 45 steps were estimated at 0.0 s
+    steps = gpureport.plan_steps(quick=False)
+    zero = [s.name for s in steps if s.estimate_s <= 0]
+    assert not zero, f"estimated at 0 s: {zero}"
+    assert sum(s.name.startswith("plain ") for s in steps) == len(plainrun.sources())
+    assert gpureport.estimate_s(quick=False) > 2 * gpureport.estimate_s(quick=True)
+
+
+def test_reservations_count_whole_steps_in_plan_order(monkeypatch):
+    usable = gpureport.RESERVATION_S - gpureport.RESERVATION_STARTUP_S - gpureport.STARTUP_S - gpureport.RESERVE_S
+    monkeypatch.setattr(gpureport, "plan_steps", lambda quick: [gpureport.Step(str(i), usable * 0.6) for i in range(3)])
+    assert gpureport.reservations() == 3  # two 60 % steps never share a reservation
+    monkeypatch.setattr(gpureport, "plan_steps", lambda quick: [gpureport.Step("a", usable * 0.3)] * 3)
+    assert gpureport.reservations() == 1
+
+
+def test_readme_says_how_many_reservations_the_plan_takes():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    said = re.search(r"full H100 recording takes (\d+) reservations of ~10 minutes", text)
+    assert said, "README's GPU-report section must say how many ~10-minute reservations a full recording takes"
+    assert int(said.group(1)) == gpureport.reservations(quick=False)
+
+
+def test_a_tier_cut_by_its_time_limit_is_partial_and_rerun(tmp_path, monkeypatch):  # G14
+    def cut(out, *, run, **kwargs):
+        run.timed_out = True
+        return [{"outcome": "passed"}, {"outcome": "not run"}]
+
+    monkeypatch.setattr(gpureport, "run_gpu_tier", cut)
+    step = gpureport.Step("tier", 1.0)
+    gpureport._run_step(step, tmp_path, tmp_path, "c", False, True, None, {}, gpureport.TierRun(), {}, None)
+    assert step.status == "partial" and "time limit" in step.detail
+
+
+def test_a_plain_run_out_of_time_is_not_a_failure(tmp_path, monkeypatch):  # G15
+    def out_of_time(path, timeout_s):
+        return plainrun.PlainRun(path, False, 2.0, "stopped after 2 s", timed_out=True)
+
+    monkeypatch.setattr(plainrun, "run", out_of_time)
+    step = gpureport.Step(f"plain {plainrun.sources()[0].stem}", 1.0)
+    gpureport._run_step(step, tmp_path, tmp_path, "c", False, False, 5.0, {}, gpureport.TierRun(), {}, None)
+    assert step.status == "not run (time)"
+
+
+def test_resume_keeps_a_failed_step_unless_asked_to_retry(tmp_path, monkeypatch):  # G15
+    calls = []
+
+    def step_run(step, *args):
+        calls.append(step.name)
+        step.status, step.detail = "failed", "broken"
+        return ""
+
+    monkeypatch.setattr(gpureport, "_run_step", step_run)
+    monkeypatch.setattr(gpureport, "plan_steps", lambda quick: [gpureport.Step("sweep demo", 1.0)])
+    gpureport.build(tmp_path, practice=True, run_tier=False, quick=True)
+    again = gpureport.build(tmp_path, practice=True, run_tier=False, quick=True, resume=True)
+    assert calls == ["sweep demo"] and again.steps[0].status == "failed" and again.steps[0].detail.endswith("(resumed)")
+    gpureport.build(tmp_path, practice=True, run_tier=False, quick=True, resume=True, retry_failed=True)
+    assert calls == ["sweep demo"] * 2
+
+
+def test_the_tier_leaves_no_bytecode_in_the_report_folder(tmp_path, monkeypatch):  # G16
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)  # as on a GPU node
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test_gpu_a.py").write_text("import pytest\n\npytestmark = pytest.mark.gpu\n\n\ndef test_x():\n    pass\n")
+    gpureport.run_gpu_tier(tmp_path / "out", practice=False, tests=tests, timeout_s=120)
+    assert not [p for p in (tmp_path / "out").rglob("*") if "pycache" in str(p) or p.suffix == ".pyc"]
