@@ -346,3 +346,10 @@ def test_widgets_rerun_and_report_errors_in_one_line():
     simt = divergence.simt_chart(threaded=False)
     simt.controls["path_b"].value = "none"
     assert simt.runs == 2 and simt.errors == 0
+
+
+@pytest.mark.parametrize("placement", ["interleaved", "clustered", "sorted", "random"])
+def test_the_fraction_chart_draws_every_placement(placement):
+    """widget-run found "sorted" and "random" raising IndexError where the recording has no points for them."""
+    fig = divergence.fraction_figure(placement=placement)
+    assert placement.capitalize() in fig.layout.title.text or placement in fig.layout.title.text

@@ -209,9 +209,12 @@ def fraction_figure(fraction: float = 0.5, placement: str = "interleaved", body_
     note = f"{placement}, f = {f:.3g}: model {predicted:.2f}×"
     if data is not None:
         d = data[data.placement == placement]
-        nearest = d.iloc[(d.fraction - f).abs().argsort()[:1]]
-        at, ratio = float(nearest.fraction.iloc[0]), float(nearest.relative_time.iloc[0])
-        note += f"; {kind} at f = {at:.3g}: {ratio:.2f}×"
+        if len(d):
+            nearest = d.iloc[(d.fraction - f).abs().argsort()[:1]]
+            at, ratio = float(nearest.fraction.iloc[0]), float(nearest.relative_time.iloc[0])
+            note += f"; {kind} at f = {at:.3g}: {ratio:.2f}×"
+        else:  # e.g. a quick recording: only some placements were recorded
+            note += f"; no {kind} points for {placement}"
     else:
         cited.no_data(fig, "No GPU timing to show: the dotted lines are the model", "divergence")
     fig.add_vline(x=f, line_dash="dash", line_color="#000", opacity=0.5)
