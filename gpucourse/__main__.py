@@ -35,6 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     compile_check = sub.add_parser("compile-check", help="compile every kernel to SASS for each architecture")
     compile_check.add_argument("--arch", default=None, help="e.g. 75,80,86,89,90,100,120 (the default)")
     compile_check.add_argument("--only", default=None, help="only kernels whose label contains this text")
+    widget_run = sub.add_parser("widget-run", help="run each lesson and move every widget it made, timed")
+    widget_run.add_argument("--lesson", default=None, help="only lessons whose file name starts with this, e.g. 03")
+    widget_run.add_argument("--json", default=None, help="also write the results here")
+    widget_run.add_argument("--timeout", type=float, default=None, help="seconds a lesson may take (default 600)")
     report = sub.add_parser("gpu-report", help="GPU tier, every sweep recorded, spread, widget time: one report")
     report.add_argument("--out", default="build/gpu-report", help="folder for gpu-report.md and the recordings")
     report.add_argument("--rehearsal", action="store_true",
@@ -133,6 +137,11 @@ def _run(args) -> int:
         print(f"wrote {done.path}, {done.data_folder} and {done.archive}"
               + (f"; failed steps: {', '.join(failed)}" if failed else ""))
         return 0
+    if args.command == "widget-run":
+        from gpucourse.tooling import widgetrun
+
+        return widgetrun.main((["--lesson", args.lesson] if args.lesson else []) + (["--json", args.json] if args.json
+                              else []) + (["--timeout", str(args.timeout)] if args.timeout else []))
     if args.command == "grade":
         from gpucourse.tooling.grading import grade_all
 

@@ -52,6 +52,13 @@ class PlainRun:
     timed_out: bool = False  # stopped by its time limit: out of time, not broken
 
 
+def child_env(path: Path) -> dict:
+    """The environment a lesson's child Python runs in: charts as JSON, its folder and this checkout first."""
+    return {**os.environ, "PLOTLY_RENDERER": "json", "MPLBACKEND": "Agg",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(path).resolve().parent), str(ROOT),
+                                                        os.environ.get("PYTHONPATH")]))}
+
+
 def run(path: Path, timeout_s: float = 600.0) -> PlainRun:
     """Run ``path``'s code cells in a child Python (this checkout first on its path); never raises.
 
@@ -61,9 +68,7 @@ def run(path: Path, timeout_s: float = 600.0) -> PlainRun:
     import tempfile
     import time
 
-    env = {**os.environ, "PLOTLY_RENDERER": "json", "MPLBACKEND": "Agg",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(path).resolve().parent), str(ROOT),
-                                                       os.environ.get("PYTHONPATH")]))}
+    env = child_env(path)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="plainrun-") as folder:
         program = Path(folder) / f"{Path(path).stem}_plain.py"

@@ -1,0 +1,99 @@
+"""widget-run (issue 39 part 3): a lesson run as plain Python with every control moved and timed; planted
+lessons show that an erroring callback is an error, a slow one is the slowest move, a lesson past its time
+limit is out of time, and gpu-report's step fails a GPU move over 1 s."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from gpucourse.tooling import gpureport, widgetrun
+
+PLANTED = '''# %% [markdown]
+# A planted lesson.
+
+# %%
+import time
+
+import ipywidgets as widgets
+import plotly.graph_objects as go
+
+from gpucourse.viz.widgets import LiveChart
+
+
+def slow(n):
+    time.sleep(0.4 if n == 7 else 0.0)
+    return go.Figure()
+
+
+def broken(kind):
+    if kind == "bad":
+        raise ValueError("planted chart error")
+    return go.Figure()
+
+
+# %%
+LiveChart({"n": widgets.IntSlider(value=1, min=0, max=7, description="slow one")}, slow)
+LiveChart({"kind": widgets.Dropdown(options=["good", "bad"], description="breaks")}, broken)
+raw = widgets.ToggleButtons(options=["a", "b"], description="raw")
+raw.observe(lambda change: 1 / 0 if change["new"] == "b" else None, names="value")
+name = widgets.Text(description="left alone")
+
+# %%
+raise RuntimeError("planted cell error")
+'''
+
+
+def _lesson(tmp_path: Path, text: str = PLANTED) -> Path:
+    path = tmp_path / "99_planted.py"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_every_control_is_moved_timed_and_its_errors_reported(tmp_path):
+    result = widgetrun.run(_lesson(tmp_path), timeout_s=120)
+    assert "slow one" in result.slowest and "-> 7" in result.slowest, result
+    assert 0.4 <= result.slowest_s < 5
+    errors = " | ".join(result.errors)
+    assert "Dropdown 'breaks' -> 'bad'" in errors and "planted chart error" in errors, errors
+    assert "ToggleButtons 'raw' -> 'b'" in errors and "ZeroDivisionError" in errors, errors
+    assert "cell 3: RuntimeError: planted cell error" in errors, errors
+    assert "left alone" not in errors and not result.timed_out
+    # slider: min, max, middle, back; dropdown, toggles: each option, back; the charts' "show data": on, off
+    assert result.moves == 4 + 3 + 3 + 2 * 2, result
+    assert result.row(gpu=True)["≤ 1 s"] == "pass"
+    assert result.row(gpu=False)["≤ 1 s"].startswith("recorded (simulator")
+
+
+def test_a_lesson_past_its_time_limit_is_out_of_time(tmp_path):
+    hang = "# %%\nimport time\n\ntime.sleep(60)\n"
+    result = widgetrun.run(_lesson(tmp_path, hang), timeout_s=8)
+    assert result.timed_out and "its time limit" in result.errors[-1]
+
+
+def test_the_gpu_report_step_fails_a_move_over_one_second(tmp_path, monkeypatch):
+    slow = widgetrun.WidgetRun("03_coalescing", 9.0, 12, "IntSlider 'stride' -> 32", 1.4)
+    monkeypatch.setattr(widgetrun, "run", lambda path, timeout_s: slow)
+    step = gpureport.Step("widgets 03_coalescing", 50.0)
+    gpureport._run_step(step, tmp_path, tmp_path, "c", False, False, 500.0, {}, gpureport.TierRun(), {}, None)
+    assert step.status == "failed" and "1.400 s (FAIL)" in step.detail, step.detail
+    assert json.loads((tmp_path / "widget-run.json").read_text())[0]["slowest_s"] == 1.4
+    assert "| 03_coalescing |" in (tmp_path / "widget-run.md").read_text()
+    fine = widgetrun.WidgetRun("03_coalescing", 9.0, 12, "IntSlider 'stride' -> 32", 0.2)
+    monkeypatch.setattr(widgetrun, "run", lambda path, timeout_s: fine)
+    gpureport._run_step(step, tmp_path, tmp_path, "c", False, False, 500.0, {}, gpureport.TierRun(), {}, None)
+    assert step.status == "done" and "(pass)" in step.detail, step.detail
+
+
+def test_the_full_plan_moves_every_lesson_and_grades_every_lab():
+    names = [s.name for s in gpureport.plan_steps(quick=False)]
+    assert sum(n.startswith("widgets ") for n in names) == len(widgetrun.lessons()) >= 10
+    assert "grade lab01_warps" in names
+    assert not any(n.startswith(("widgets ", "grade ")) for n in (s.name for s in gpureport.plan_steps(quick=True)))
+
+
+def test_the_command_refuses_an_unknown_lesson(capsys):
+    from gpucourse.__main__ import main
+
+    assert main(["widget-run", "--lesson", "zz"]) == 2
+    assert "no lesson" in capsys.readouterr().err
