@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import atexit
 import copy
-import os
 import shutil
 import subprocess
 import sys
@@ -28,20 +27,16 @@ from pathlib import Path
 import nbformat
 
 from gpucourse.measure import runtime
-from gpucourse.tooling.build import ROOT, generate_labs, to_notebook
 from gpucourse.tooling.grading import read_scores
-
-# What the course itself sets or reads: a learner's kernel starts without any of them, and so must
-# every kernel the tests start (importing gpucourse here set NUMBA_ENABLE_CUDASIM in this process).
-COURSE_VARIABLES = ("NUMBA_ENABLE_CUDASIM", "GPUCOURSE_MODE")
-
-
-def learner_env() -> dict[str, str]:
-    """This environment without the course's variables, this Python's bin folder first on PATH
-    (nbgrader runs `alembic` by name). PYTHONPATH stays: it is how a worktree is imported."""
-    env = {k: v for k, v in os.environ.items() if k not in COURSE_VARIABLES}
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    return env
+from gpucourse.tooling.grading.known import (  # noqa: F401  (the lab tests import them from here)
+    COURSE_PATCH,
+    COURSE_VARIABLES,
+    learner_env,
+    release_notebook,
+    scratch_course,
+    solution_notebook,
+    with_course_patched,
+)
 
 
 def nbgrader(args: list[str], root: Path) -> subprocess.CompletedProcess:
@@ -91,53 +86,6 @@ def check_runs_as_released(scores: dict[str, Score]) -> None:
     assert found, "the untouched lab should stop at its first exercise"
     assert found[0].startswith("NotImplementedError"), found[0]
     assert opens_with_the_banner_of_this_machine(untouched), "the untouched lab's first output must be the banner"
-
-
-def solution_notebook(lab: str) -> nbformat.NotebookNode:
-    return to_notebook(ROOT / "solutions" / lab / f"{lab}.py")
-
-
-def release_notebook(lab: str) -> nbformat.NotebookNode:
-    return nbformat.read(ROOT / "labs" / lab / f"{lab}.ipynb", as_version=4)
-
-
-# A hostile submission (issue 32): before its (wrong) answers, it replaces every attribute named check*,
-# assert*, verify*, grade* or grading of every loaded gpucourse module, found through sys.modules, with a
-# stand-in that accepts everything: a call returns it, any attribute is it, it equals anything and is true.
-# `getattr(sys, "modules")` is not what the tamper scan looks for, so only the grader's run-time check can
-# see it; whatever it did to the hidden tests' way in, it must earn 0.
-COURSE_PATCH = '''import sys
-import types
-
-
-class _Anything:
-    def __call__(self, *args, **kwargs):
-        return self
-
-    def __getattr__(self, name):
-        return self
-
-    def __eq__(self, other):
-        return True
-
-    def __bool__(self):
-        return True
-
-
-for _name, _module in list(getattr(sys, "modules").items()):
-    if _name.startswith("gpucourse") and isinstance(_module, types.ModuleType):
-        for _attr in list(vars(_module)):
-            if _attr.startswith(("check", "assert", "verify", "grade", "grading")):
-                setattr(_module, _attr, _Anything())
-'''
-
-
-def with_course_patched(nb: nbformat.NotebookNode, patch: str = COURSE_PATCH) -> nbformat.NotebookNode:
-    """A copy of ``nb`` (a known-wrong version) whose first answer cell starts with ``patch``."""
-    nb = copy.deepcopy(nb)
-    first = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution"))
-    first.source = f"{patch}\n\n{first.source}"
-    return nb
 
 
 # Hostile submissions (issue 41 part 4): a cell that installs an IPython hook changing every LATER cell
@@ -246,12 +194,7 @@ def _generated_course() -> Path:
     if not _GENERATED:
         keep = Path(tempfile.mkdtemp(prefix="generated-labs-"))
         atexit.register(shutil.rmtree, keep, ignore_errors=True)
-        root = keep / "course"
-        root.mkdir()
-        shutil.copy(ROOT / "nbgrader_config.py", root)
-        shutil.copytree(ROOT / "solutions", root / "solutions", ignore=shutil.ignore_patterns("*.ipynb", "__pycache__"))
-        generate_labs(root)
-        _GENERATED.append(root)
+        _GENERATED.append(scratch_course(keep))
     return _GENERATED[0]
 
 

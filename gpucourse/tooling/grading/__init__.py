@@ -15,7 +15,8 @@ Its rooms, lowest first (a room imports only rooms before it: ``tests/test_layer
   end, output capped) and ``preprocessors`` (``GuardSubmission``, ``FinalizeGrades``,
   ``SanitizeFeedback``).
 * **The batch**: ``report`` (scores, grades.csv, the summary), ``workers`` (grading processes) and
-  ``batch`` (``grade_all``, ``feedback_all``).
+  ``batch`` (``grade_all``, ``feedback_all``); then ``known`` (a lab's solution and known-wrong submissions,
+  graded once through the batch: ``gpu-report``'s grading steps and tests/labtools.py).
 * **The sandbox** (``gpucourse.tooling.sandbox``, Linux Landlock): the grading kernel reads only the Python
   installation, the package and ``data/``, and writes only its notebook folder and a private home.
 
