@@ -79,7 +79,8 @@ def plan_patches(plan: SweepPlan) -> list[tuple[object, str, object]]:
 # Each keeps the points its lesson's claim rests on (the ends of a curve and the step in it) at the
 # lesson's own sizes, and says how many harness measurements it makes: with the quick contract that
 # count is the plan's time estimate (``gpureport.estimate_s``). A sweep's full set of points is what
-# `make record` takes; a quick recording is kept apart and never drawn.
+# `make record` takes; a quick recording is kept apart (``<gpu>/quick/``) and drawn labelled as quick
+# (``reference.Recording.caption``), a full recording of the same sweep taking precedence.
 _LESSONS = "gpucourse.lessons"
 QUICK_PLANS: dict[str, SweepPlan] = {
     "warps.staircase": SweepPlan(measurements=5, defaults={
