@@ -97,3 +97,10 @@ def test_the_command_refuses_an_unknown_lesson(capsys):
 
     assert main(["widget-run", "--lesson", "zz"]) == 2
     assert "no lesson" in capsys.readouterr().err
+
+
+def test_a_rehearsal_skips_the_lesson_steps_and_says_where_they_run(tmp_path):
+    for name in ("widgets 01_warps", "grade lab01_warps"):
+        step = gpureport.Step(name, 10.0)
+        gpureport._run_step(step, tmp_path, tmp_path, "c", True, False, 500.0, {}, gpureport.TierRun(), {}, None)
+        assert step.status == "skipped" and "widget-run" in step.detail, step

@@ -212,7 +212,7 @@ MOVES_PER_CHART = 10  # the plan's model: a chart's controls take about this man
 def estimate_s(path: Path, startup_s: float, per_cell_s: float) -> float:
     """A lesson's estimated seconds: its plain run, and each chart it builds moved at the limit per move."""
     text = Path(path).read_text(encoding="utf-8")
-    charts = len(re.findall(r"_(?:widget|explorer)\(|LiveChart\(", text))
+    charts = len(re.findall(r"_(?:widget|explorer|chart)\(|LiveChart\(", text))
     return startup_s + len(plainrun.code_cells(text)) * per_cell_s + charts * MOVES_PER_CHART * MOVE_LIMIT_S
 
 
