@@ -15,7 +15,15 @@ Graded on the microscope's counts, the profiler's counts and outputs, never on t
 
 import nbformat
 import pytest
-from labtools import course_copy, errors, grade_lab, solution_notebook, with_cells, with_course_patched
+from labtools import (
+    course_copy,
+    errors,
+    grade_lab,
+    solution_notebook,
+    with_cells,
+    with_course_patched,
+    with_ipython_hooks,
+)
 
 LAB = "lab11_root_causes"
 
@@ -82,6 +90,7 @@ def test_lab11_round_trip(tmp_path):
         "changes_result": with_cells(solution, changes_result),
         # a wrong cause that passes the visible checks, behind a patch of the course's checks: 0 (GraderIntegrity)
         "patched_course": with_course_patched(with_cells(solution, {"ex1_solution": WRONG_CAUSE})),
+        **with_ipython_hooks(untouched),  # no answers, behind IPython hooks (labtools.IPYTHON_HOOKS): 0
     }, tmp_path / "grade")
     everything = {"ex1_test": 6, "ex2_test": 6, "ex3_test": 4, "ex4_test": 2}
     assert scores["solution"].cells == everything

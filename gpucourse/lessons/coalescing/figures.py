@@ -265,7 +265,7 @@ def layout_bandwidth_figure(progress=None) -> go.Figure:
     fig.update_xaxes(categoryorder="array", categoryarray=list(LAYOUTS))
     if data is not None:
         fig.add_bar(x=list(data.layout), y=list(data.gbps), error_y=reference.spread(data, "gbps"),
-                    name=f"{_who('coalescing.layout')}: effective GB/s (useful bytes)",
+                    name=f"{_who('coalescing.layout')}: GB/s",  # short: the axis says which bytes
                     marker={"color": charts.PALETTE[5], "line": {"color": "#000"}})
     else:
         cited.no_data(fig, "No GPU timing to show here: the markers are the model's bounds", "strided copy")

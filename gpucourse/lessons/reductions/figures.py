@@ -249,7 +249,8 @@ def ladder_figure(n: int = 1 << 24) -> go.Figure:
     if data is not None:
         kind = "measured" if runtime.is_gpu() else "recorded"
         fig = charts.figure(f"Summing {n:,} float32 values: our ladder against the libraries", "kernel or library",
-                            "bandwidth (GB/s, 4 bytes read per element)", charts.source_caption(kind, source))
+                            "bandwidth (GB/s, 4 bytes read per element)", charts.source_caption(kind, source),
+                            height=560)  # the axis title's length: a shorter plot lifts it into the title
         colours = [charts.PALETTE[0] if k == "kernel" else charts.PALETTE[6] for k in data.kind]
         fig.add_bar(x=list(data.variant), y=list(data.gbps), name=f"GB/s ({kind})", marker={"color": colours},
                     text=[f"{g:.0f}" for g in data.gbps], textposition="outside")
