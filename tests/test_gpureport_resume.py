@@ -79,3 +79,19 @@ def test_the_tier_leaves_no_bytecode_in_the_report_folder(tmp_path, monkeypatch)
     (tests / "test_gpu_a.py").write_text("import pytest\n\npytestmark = pytest.mark.gpu\n\n\ndef test_x():\n    pass\n")
     gpureport.run_gpu_tier(tmp_path / "out", practice=False, tests=tests, timeout_s=120)
     assert not [p for p in (tmp_path / "out").rglob("*") if "pycache" in str(p) or p.suffix == ".pyc"]
+
+
+def test_a_grade_step_is_skipped_with_its_reason_where_nbgrader_is_missing(monkeypatch, tmp_path):
+    """A bare GPU node (the site's stack and the wheelhouse) has no nbgrader or jupytext: the full report's
+    grade steps say so and are skipped instead of failing, and gpureport itself imports without jupytext."""
+    import importlib.util
+
+    from gpucourse.tooling import gpureport
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(gpureport.util, "find_spec", lambda name, *a: None if name == "nbgrader" else real(name, *a))
+    status, detail = gpureport._lesson_step(gpureport.Step("grade lab01_warps", 10.0), tmp_path, None)
+    assert status == "skipped" and "nbgrader" in detail
+    assert not (tmp_path / "grading.json").exists()
+    source = Path(gpureport.__file__).read_text(encoding="utf-8")
+    assert "tooling import build" not in source and "tooling.build import" not in source  # jupytext at import
