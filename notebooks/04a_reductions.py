@@ -18,8 +18,8 @@
 # steps with warp shuffles, make a branch warp-uniform with a vote, and weigh the two classic block
 # scans by work against steps.**
 #
-# *35 minutes of core (teaching 30 · predictions and explorers 5) — the tree ladder 22, warp
-# shuffles and atomics 3, the library ceiling 5, objectives and wrap-up 5 — and 20 optional minutes
+# *40 minutes of core (teaching 35 · predictions and explorers 5) — the tree ladder 22, warp
+# shuffles and atomics 3, many elements per thread 5, the library ceiling 5, objectives and wrap-up 5 — and 20 optional minutes
 # in two sections, marked in their headings: ballot and any 12, block scans 8. Then lab 04a (75 min:
 # a butterfly all-reduce with `shfl_xor_sync` and a warp-shuffle block scan) · prerequisites: lessons 01–04 (warps and
 # active lanes, divergence, sectors, shared memory, barriers and banks).*
@@ -41,8 +41,10 @@ runtime.banner()
 #    atomic half for a same-address add;
 # 4. *(optional section)* count the adds and steps of the Hillis–Steele and Blelloch scans and say when
 #    each wins;
-# 5. read a library's sum (`cupy.sum`, `torch.sum`, CuPy's `ReductionKernel`) as the ceiling of your
-#    own kernels, measured in the same run.
+# 5. say why the last rung — few blocks, many elements per thread, four partial sums — keeps four
+#    loads in flight per thread where the tree rungs keep one or two, and read a library's sum
+#    (`cupy.sum`, `torch.sum`, CuPy's `ReductionKernel`) as the ceiling of your own kernels, measured
+#    in the same run.
 
 # %% [markdown]
 # ## A tree in shared memory
@@ -211,6 +213,40 @@ print(inspect.getsource(kernels.warp_shuffle_kernel))
 # atomics of different blocks land in an unknown order, so the float32 result can differ in its last
 # bits from run to run; for sums that must be bit-reproducible, keep the second pass.
 #
+# ## Many elements per thread: the last rung
+#
+# Every rung so far launches one block per 256–512 elements: 131,072 blocks for 2²⁶ numbers, each
+# thread loading one or two of them and then waiting through the tree. On the course's H200
+# recording (`data/reference/nvidia-h200/quick/reductions.sum.csv`, 2²⁴ float32) those rungs ran at
+# 498 (interleaved) to 1,728 GB/s (warp shuffle): **12–40 % of the 4,271 GB/s copy ceiling**, 3.5×
+# from the first rung to the best. Harris's kernel 7 changes what each thread does: launch only the
+# blocks the GPU holds at once (every SM full: 132 × 8 blocks of 256 on an H200), and let each thread
+# walk its **grid-stride** slice of the array, adding into four independent partial sums. The block
+# sum at the end is the warp-shuffle rung's, and one atomic per block finishes the job:
+
+# %%
+print(inspect.getsource(kernels.grid_stride_kernel))
+
+# %% [markdown]
+# Why it wins is **Little's law**: the bandwidth a GPU reaches is the bytes it has in flight divided
+# by the memory's latency. A thread's four loads in the loop do not wait for each other (no add uses
+# them before all four are issued, and no store sits between them), so each thread keeps 16 bytes on
+# their way; with every resident thread doing that, an H200 has 4.3 MB in flight, more than its
+# bandwidth × latency needs. The tree rungs keep one or two loads in flight per thread, and only for a
+# moment: a block loads once, then spends the rest of its life in barriers and shuffles with nothing
+# in flight, and the SM must retire it and start the next (**block turnover**). The table is the
+# model's upper bound per rung, for the GPU of the recording (or yours); lesson 05 measures the same
+# law on a copy, with occupancy and loads per thread as the two knobs.
+
+# %%
+reductions.in_flight_model()
+
+# %% [markdown]
+# Under the microscope the last rung is one block here (1,000 numbers, 256 threads): each thread loads
+# 3 or 4 elements ("loads per thread" in the table above), one atomic for the block, and the sum is right
+# for a size that is not a multiple of the grid. On a GPU the same kernel takes 248 elements per thread at
+# 2²⁶; the chart below measures what that buys.
+#
 # ## One decision per warp: ballot and any *(optional, 12 min)*
 #
 # Counting the elements above a threshold, the obvious kernel lets every passing lane do its own
@@ -347,10 +383,14 @@ print(kernels.REDUCTION_KERNEL_SOURCE)
 
 # %% [markdown]
 # On a GPU, the chart below times every version of the ladder and the three library sums **in the
-# same run** on 2²⁴ float32 numbers (results checked against a float64 sum first, then events,
-# warm-up, median of ≥ 10 samples); the best library is the ceiling line. Without a GPU it shows a
-# recording made on a real GPU if one exists, and otherwise the microscope's warp line issues per
-# element, saying so (source lines, not a speed ranking): CuPy and torch do not run their GPU sums here.
+# same run** on 2²⁶ float32 numbers (results checked against a float64 sum first, then events,
+# warm-up, median of ≥ 10 samples); the best library is the ceiling line. 2²⁶ float32 is 256 MiB,
+# four times an H200's 60 MiB L2: at 2²⁴ (64 MiB, about one L2) launches and tails show, and even
+# `cupy.sum` read only 3,230 GB/s there against 4,116 at 2²⁶ on the course's H200 recordings. Where
+# torch is not installed, `torch.sum` is skipped and the caption says so. Without a GPU the chart shows
+# a recording made on a real GPU if one exists (its caption names its size), and otherwise the
+# microscope's warp line issues per element, saying so (source lines, not a speed ranking): CuPy and
+# torch do not run their GPU sums here.
 #
 # <details><summary>Description of the picture</summary>
 #
@@ -384,10 +424,15 @@ for bad in (lambda: reductions.reduce_sum(np.ones((4, 4), dtype=np.float32)),
 #
 # * **The ladder** follows Mark Harris, *Optimizing Parallel Reduction in CUDA* (NVIDIA, 2007):
 #   interleaved addressing with divergent branching, then strided index (bank conflicts), then
-#   sequential addressing, then the first add during load, then unrolling the last warp. On the
-#   G80 of 2007 each step was worth 1.4–2.3×; on today's GPUs the kernel is limited by DRAM
-#   bandwidth once enough work hides the latency, so the gaps are smaller — the GPU tier of this
-#   course measures them (`tests/test_gpu_reductions.py`) instead of quoting them.
+#   sequential addressing, then the first add during load, then unrolling the last warp, and his
+#   kernel 7, many elements per thread. On the G80 of 2007 each step was worth 1.4–2.3×. On an H200
+#   the gaps are as large: the course's recording (`data/reference/nvidia-h200/quick/reductions.sum.csv`,
+#   2²⁴ float32) steps by 1.07–1.69× from rung to rung, 3.5× from the first to the warp-shuffle rung,
+#   and every tree rung sits at 12–40 % of the copy ceiling — none is limited by DRAM bandwidth; at
+#   2²⁶ the best tree rung read 2,088 GB/s against `cupy.sum`'s 4,116, half of it
+#   (`data/reference/nvidia-h200/expectations.json`). They are limited by what they keep in flight;
+#   the grid-stride rung is the course's prediction that fixes it (≥ 0.85 of `cupy.sum`, asserted by
+#   `tests/test_gpu_reductions.py` on the next GPU run, not yet recorded).
 # * **Shuffles and votes.** CUDA C++ Programming Guide, § "Warp Shuffle Functions" and § "Warp Vote
 #   Functions": `__shfl_down_sync`, `__ballot_sync`, `__any_sync` exchange or combine a value among
 #   the lanes named in the mask, which must all execute the same intrinsic; since Volta (cc 7.0) the
@@ -406,10 +451,10 @@ for bad in (lambda: reductions.reduce_sum(np.ones((4, 4), dtype=np.float32)),
 # ### From the field
 # One of the course's source texts gives the warp-shuffle sum and a cooperative-groups block sum
 # ending in `atomicAdd` — the `atomic` rung above — and says the shuffle is "faster than a
-# shared-memory reduction and simpler to write". Simpler, yes. Faster depends on where the kernel
-# is limited: the microscope shows far fewer warp line issues, and a sum over a large array is
-# limited by DRAM bandwidth, so the time difference can be small; the ladder chart measures it
-# beside the libraries instead of asserting it. How a profiler shows it: Nsight Compute's
+# shared-memory reduction and simpler to write". Simpler, yes, and faster on the H200 recording
+# (1,728 against 1,378 GB/s for the first add through shared memory), but both one-block-per-512
+# rungs stay under half of the ceiling: the shuffle saves instructions, not bytes in flight. The
+# ladder chart measures it beside the libraries instead of asserting it. How a profiler shows it: Nsight Compute's
 # *Warp State Statistics* count stalls at barriers (`stall_barrier`), its *Source* page shows
 # each line's executed instructions and the average threads executed per instruction (the idle
 # lanes above),
@@ -424,6 +469,9 @@ for bad in (lambda: reductions.reduce_sum(np.ones((4, 4), dtype=np.float32)),
 #   same-address atomic add (read the SASS); the microscope counts the source's atomics.
 # * Scans trade work for steps: Hillis–Steele B·log₂B adds in log₂B steps, Blelloch 2(B − 1) adds in
 #   2·log₂B steps; and the library's sum, measured in the same run, is the ceiling to compare with.
+# * The tree rungs reach 12–40 % of an H200's ceiling: one or two loads in flight per thread and a
+#   block's life spent in barriers. Few blocks, many elements per thread and independent partial sums
+#   keep the memory busy (Little's law, lesson 05).
 #
 # **Next:** [lab 04a](../labs/lab04a_reductions/lab04a_reductions.ipynb) — a warp sum through shared
 # memory, a butterfly all-reduce with `shfl_xor_sync` and a warp-shuffle block scan, graded on ragged

@@ -1,6 +1,6 @@
 """What the compiler makes of lesson 04a's atomics, on the CPU (no GPU): numba-cuda's PTX and, where the CUDA
 wheels' ``ptxas`` and a ``cuobjdump`` (the toolkit's, or the one Triton's wheel carries) are installed, the
-SASS that ptxas writes for sm_90, disassembled.
+SASS that ptxas writes for this GPU's sm_XY (sm_90 without a GPU), disassembled.
 
 The microscope counts the atomics of the *source*: one per lane that runs ``cuda.atomic.add``. The
 SASS shows what a GPU executes: for a same-address add, ptxas inserts a warp vote, elects a leader lane
@@ -21,7 +21,9 @@ from pathlib import Path
 import pandas as pd
 
 from gpucourse.lessons.reductions import kernels
-from gpucourse.measure import ptxinfo
+from gpucourse.measure import ptxinfo, runtime
+
+DEFAULT_ARCH = 90  # without a GPU: Hopper, the course's recorded GPU
 
 F1, I1 = "float32[::1]", "int32[::1]"
 # (kernel name, what the source asks for, signature)
@@ -80,11 +82,31 @@ def _ptx_atomics(ptx: str) -> int:
     return sum(1 for line in ptx.splitlines() if line.strip().startswith(("atom.global", "red.global")))
 
 
-@functools.cache
-def atomics_as_compiled(arch: int = 90) -> pd.DataFrame:
+def target_arch() -> int:
+    """The sm_XY to compile for: this GPU's compute capability, or DEFAULT_ARCH (sm_90) without a GPU."""
+    if runtime.is_gpu():
+        major, minor = runtime.device().compute_capability
+        return 10 * int(major) + int(minor)
+    return DEFAULT_ARCH
+
+
+def _where(arch: int) -> str:
+    """Where and for what the table was compiled, in words."""
+    if runtime.is_gpu():
+        return f"compiled on this machine for sm_{arch}, this GPU's compute capability ({runtime.device().name})"
+    return f"compiled on this machine, no GPU, for sm_{arch}"
+
+
+def atomics_as_compiled(arch: int | None = None) -> pd.DataFrame:
     """One row per kernel of ``ATOMIC_KERNELS``: the atomics in its PTX and, where the tools are here, the
     atomics, votes, leader elections, popcounts and shuffles in its SASS (static counts, in the code).
-    ``attrs["source"]`` names the tools; ``attrs["sass"]`` keeps each kernel's lines of interest."""
+    ``arch``: sm_XY as XY; by default this GPU's, or sm_90 without one (``target_arch``).
+    ``attrs["source"]`` names the tools and the arch; ``attrs["sass"]`` keeps each kernel's lines of interest."""
+    return _atomics_as_compiled(target_arch() if arch is None else int(arch))
+
+
+@functools.cache
+def _atomics_as_compiled(arch: int) -> pd.DataFrame:
     compiled = ptxinfo.compile_ptx([(getattr(kernels, name), sig) for name, _, sig in ATOMIC_KERNELS],
                                    cc=divmod(arch, 10))
     have_sass = ptxinfo.find_ptxas() is not None and find_cuobjdump() is not None
@@ -113,12 +135,15 @@ def atomics_as_compiled(arch: int = 90) -> pd.DataFrame:
         table.attrs["source"] = (f"numba-cuda cannot compile PTX here ({failed[0]}): the PTX and SASS counts need "
                                  "the CUDA packages; see the Nsight Compute recording below for what the GPU ran")
     elif have_sass:
-        table.attrs["source"] = (f"compiled on this machine, no GPU: {ptx_tool}; ptxas "
+        table.attrs["source"] = (f"{_where(arch)}: {ptx_tool}; ptxas "
                                  f"{_tool_version(ptxinfo.find_ptxas())} -arch=sm_{arch}; cuobjdump "
                                  f"{_tool_version(find_cuobjdump())} -sass. Static counts (in the code), "
                                  "not executions")
     else:
-        table.attrs["source"] = (f"compiled on this machine, no GPU: {ptx_tool}. No SASS here (ptxas or cuobjdump "
+        table.attrs["source"] = (f"{_where(arch)}: {ptx_tool}. No SASS here (ptxas or cuobjdump "
                                  "is not installed): see the Nsight Compute recording below for what the GPU ran")
     table.attrs["sass"] = excerpts
     return table
+
+
+atomics_as_compiled.cache_clear = _atomics_as_compiled.cache_clear  # the tests re-compile after changing the tools

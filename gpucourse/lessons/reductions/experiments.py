@@ -25,6 +25,13 @@ from gpucourse.measure.harness import measure
 SIM_MAX_N = 4096  # the microscope traces at most 4096 threads; the simulator is slow beyond that
 GPU_MAX_N = 1 << 28
 SWEEP_SIZES = (1 << 20, 1 << 22, 1 << 24, 1 << 26)
+# The ladder chart's size: 2^26 float32 = 256 MiB, four times an H200's 60 MiB L2. At 2^24 (64 MiB, about one L2)
+# launches and tails show: cupy.sum reached 3,230 GB/s there against 4,116 at 2^26 on the H200 (quick and full
+# recordings, data/reference/nvidia-h200), so the libraries' ceiling itself moved with the size.
+LADDER_N = 1 << 26
+# In the simulator the grid-stride rung gets at most this many blocks (the microscope traces ≤ 4096 threads);
+# on a GPU it gets model.resident_blocks: every block the SMs hold at once.
+SIM_RESIDENT_BLOCKS = 2
 SWEEP_BLOCK = 256
 LIBRARIES = ("cupy.ReductionKernel", "cupy.sum", "torch.sum")
 
@@ -36,6 +43,7 @@ ADD_LINES = {
     "first add": "sdata[tid] += sdata[tid + s]",
     "warp shuffle": "cuda.shfl_down_sync",
     "atomic": "cuda.shfl_down_sync",
+    "grid stride": "cuda.shfl_down_sync",
 }
 SCAN_ADD_LINES = {
     "Hillis-Steele": ("buf[src, tid] + buf[src, tid - offset]",),
@@ -90,6 +98,25 @@ def _launch(kernel, grid: int, block: int, *args) -> None:
         _trace(kernel, grid, block, *args)
 
 
+def resident_grid(block: int) -> int:
+    """Blocks of ``block`` threads resident at once: on a GPU from its SM count and compute capability, in the
+    simulator SIM_RESIDENT_BLOCKS."""
+    if not runtime.is_gpu():
+        return SIM_RESIDENT_BLOCKS
+    info = runtime.device()
+    return model.resident_blocks(int(info.sm_count), tuple(info.compute_capability), block)
+
+
+def launch_blocks(variant: str, n: int, block: int) -> int:
+    """Blocks of the first (or only) launch of one rung over n elements."""
+    if variant == "grid stride":
+        return model.grid_stride_blocks(n, block, resident_grid(block))
+    return model.blocks_needed(n, block, kernels.ELEMENTS_PER_THREAD[variant])
+
+
+ONE_LAUNCH = ("atomic", "grid stride")  # rungs that finish with atomics: one launch, out[0] zeroed first
+
+
 # --- running ----------------------------------------------------------------------------------------------
 
 
@@ -107,10 +134,10 @@ def _runner(x, variant: str, block: int):
     kernel = kernels.reduction_kernel(variant, block)
     per_thread = kernels.ELEMENTS_PER_THREAD[variant]
     x_view = _view(x)
-    if variant == "atomic":
+    if variant in ONE_LAUNCH:
         out = xp.zeros(1, dtype=np.float32)
         out_view = _view(out)
-        grid = model.blocks_needed(x.size, block, per_thread)
+        grid = launch_blocks(variant, int(x.size), block)
 
         def run():
             out[0] = 0.0
@@ -137,7 +164,7 @@ def _runner(x, variant: str, block: int):
 
 def reduce_sum(x, variant: str = "warp shuffle", block: int = 256) -> float:
     """The sum of float32 ``x`` by one rung of the ladder: launches pass after pass until one value is
-    left (the ``atomic`` rung needs one launch)."""
+    left (the ``atomic`` and ``grid stride`` rungs need one launch)."""
     variant, block, x = check_variant(variant), model.check_block(block), check_input(x)
     run, result = _runner(x, variant, block)
     run()
@@ -208,12 +235,11 @@ def trace_reduction(variant: str = "sequential", n: int = 1000, block: int = 256
 def _traced(variant: str, n: int, block: int, seed: int):
     TRACED_LAUNCHES["count"] += 1
     x = np.random.default_rng(seed).random(n, dtype=np.float32)
-    per_thread = kernels.ELEMENTS_PER_THREAD[variant]
-    grid = model.blocks_needed(n, block, per_thread)
+    grid = launch_blocks(variant, n, block)
     if grid * block > SIM_MAX_N:
         raise InvalidConfig(f"{grid} blocks of {block} threads are more than the microscope traces "
                             f"({SIM_MAX_N} threads): use a smaller n or block")
-    out = np.zeros(1 if variant == "atomic" else grid, dtype=np.float32)
+    out = np.zeros(1 if variant in ONE_LAUNCH else grid, dtype=np.float32)
     report = _trace(kernels.reduction_kernel(variant, block), grid, block, x, out)
     expected = float(np.sum(x, dtype=np.float64))
     return report, bool(abs(float(out.sum(dtype=np.float64)) - expected) <= 1e-5 * max(1.0, expected) + 1e-4)
@@ -226,11 +252,17 @@ def _counts(variant: str, n: int, block: int) -> dict:
     memory, banks = report.memory(), report.banks()
     loads = memory[memory.op == "load"]
     per_thread = kernels.ELEMENTS_PER_THREAD[variant]
+    grid = launch_blocks(variant, n, block)
+    atomics = report.requests()
+    atomics = atomics[atomics.op == "atomic"]
     return {
         "variant": variant,
         "n": n,
         "block": block,
-        "blocks": model.blocks_needed(n, block, per_thread),
+        "blocks": grid,
+        "loads per thread (most)": (model.grid_stride_loads_per_thread(n, block, grid)[1] if variant == "grid stride"
+                                    else per_thread),
+        "atomics": len(atomics),
         "warp line issues": int(report.warps().issues.sum()),
         "add issues": issues,
         "active lanes per add issue": active / issues if issues else 0.0,
@@ -239,7 +271,7 @@ def _counts(variant: str, n: int, block: int) -> dict:
         "load sectors": int(loads.sectors.sum()),
         "load sectors/request": float(loads.sectors.sum() / loads.requests.sum()),
         "barriers per warp": _barriers_per_warp(report),
-        "launches to finish": 1 if variant == "atomic" else model.reduction_passes(n, block, per_thread),
+        "launches to finish": 1 if variant in ONE_LAUNCH else model.reduction_passes(n, block, per_thread),
         "correct": correct,
     }
 
@@ -318,6 +350,17 @@ def ballot_counts(n: int = 512, threshold: float = 0.9) -> pd.DataFrame:
 _MEASURED: dict[tuple, dict] = {}
 
 
+def torch_missing() -> str | None:
+    """Why torch.sum cannot be measured here (torch is not importable), or None where it can."""
+    import importlib
+
+    try:
+        importlib.import_module("torch")
+    except ImportError as error:
+        return f"torch.sum skipped: torch is not importable here ({error})"
+    return None
+
+
 def _library_runner(name: str, x):
     import cupy
 
@@ -332,6 +375,15 @@ def _library_runner(name: str, x):
     return lambda: torch.sum(tensor)
 
 
+def available_libraries(libraries=LIBRARIES) -> tuple[tuple[str, ...], list[str]]:
+    """(the libraries that can run here, a note per one skipped): a site stack without torch still measures
+    the ladder, CuPy's two sums and says that torch.sum was skipped and why."""
+    missing = torch_missing() if "torch.sum" in libraries else None
+    if missing is None:
+        return tuple(libraries), []
+    return tuple(name for name in libraries if name != "torch.sum"), [missing]
+
+
 def measure_reductions(n: int = 1 << 24, block: int = 256, variants=kernels.REDUCTIONS,
                        libraries=LIBRARIES) -> pd.DataFrame:
     """GB/s (bytes read: 4n) of every rung and library at n float32 elements, in one run (GPU only)."""
@@ -344,6 +396,7 @@ def measure_reductions(n: int = 1 << 24, block: int = 256, variants=kernels.REDU
     xp = runtime.xp
     expected = float(xp.sum(x, dtype=np.float64))
     tolerance = 1e-4 * max(1.0, abs(expected))
+    libraries, skipped = available_libraries(libraries)
     rows = []
     for name in list(variants) + list(libraries):
         key = (name, n, block)
@@ -366,7 +419,9 @@ def measure_reductions(n: int = 1 << 24, block: int = 256, variants=kernels.REDU
                               "median_ms": m.median_ms, "iqr_ms": m.iqr_ms, "n_samples": m.n_samples,
                               "gbps": m.gbps}
         rows.append(_MEASURED[key])
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    table.attrs["skipped"] = skipped
+    return table
 
 
 @reference.register_sweep(
@@ -378,12 +433,46 @@ def _sum_sweep() -> pd.DataFrame:
     return pd.concat([measure_reductions(n, SWEEP_BLOCK) for n in SWEEP_SIZES], ignore_index=True)
 
 
-def ladder_data(n: int = 1 << 24) -> tuple[pd.DataFrame | None, str]:
-    """(GB/s per rung and library, where they came from): measured now, recorded, or (None, why)."""
+def ladder_data(n: int = LADDER_N) -> tuple[pd.DataFrame | None, str]:
+    """(GB/s per rung and library, where they came from): measured now, recorded, or (None, why).
+
+    Without a GPU, a recording at n if it has one, else at its largest n, and the caption says which size
+    and why it matters (2^24 float32 is about an H200's L2)."""
     if runtime.is_gpu():
-        return measure_reductions(n), f"measured now on {runtime.device().name}"
+        data = measure_reductions(n)
+        skipped = "; ".join(data.attrs.get("skipped", []))
+        return data, f"{runtime.device().name}, one run{'; ' + skipped if skipped else ''}"
     rec = reference.load("reductions.sum")
     if rec is None:
         return None, "no GPU here and no recording yet (`make record` on a GPU)"
     data = rec.data[rec.data.n == n]
-    return (data if len(data) else None), rec.caption()
+    if len(data):
+        return data, rec.caption()
+    largest = int(rec.data.n.max())
+    missing = sorted(set(kernels.REDUCTIONS) - set(rec.data[rec.data.n == largest].variant))
+    note = (f"recorded at n = {largest:,} ({4 * largest / 2**20:.0f} MiB), not the lesson's {n:,}: near the L2's "
+            "size launches and tails show, so every bar, the libraries' too, sits lower than at 2^26")
+    if missing:
+        note += f"; not in this recording: {', '.join(missing)}"
+    return rec.data[rec.data.n == largest], f"{rec.caption()}. {note}"
+
+
+def in_flight_model() -> pd.DataFrame:
+    """Little's law per rung for this GPU (live SM count, compute capability and copy ceiling) or, without one,
+    for the GPU of the course's recordings (its SM count and recorded copy ceiling)."""
+    if runtime.is_gpu():
+        from gpucourse.measure import ceilings
+
+        info = runtime.device()
+        table = model.in_flight_table(int(info.sm_count), tuple(info.compute_capability), ceilings.copy_gbps())
+        table.attrs["source"] = f"{table.attrs['source']}; this GPU ({info.name}), copy ceiling measured now"
+        return table
+    rec = reference.load("measuring.ceilings")
+    device = rec.provenance.get("device", {}) if rec is not None else {}
+    measured = rec.data.set_index("quantity").measured if rec is not None else {}
+    if not device.get("sm_count") or "copy bandwidth" not in measured:
+        raise NoGPU("Little's law needs a GPU's SM count and copy ceiling: no GPU here and no recording of them")
+    cc = tuple(int(part) for part in str(device["compute_capability"]).split("."))
+    table = model.in_flight_table(int(device["sm_count"]), cc, float(measured["copy bandwidth"]))
+    table.attrs["source"] = f"{table.attrs['source']}; {rec.device}'s SM count and copy ceiling: {rec.caption()}"
+    return table

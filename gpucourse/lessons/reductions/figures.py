@@ -242,13 +242,14 @@ def scan_figure(block: int = 64) -> go.Figure:
 # --- the ladder with the library ceiling ----------------------------------------------------------------------
 
 
-def ladder_figure(n: int = 1 << 24) -> go.Figure:
+def ladder_figure(n: int = experiments.LADDER_N) -> go.Figure:
     """GB/s of every rung next to CuPy's and torch's sums, measured in one run on a GPU (or recorded);
     without either, the microscope's warp line issues per element, and the chart says so."""
     data, source = experiments.ladder_data(n) if runtime.is_gpu() or n in experiments.SWEEP_SIZES else (None, "")
     if data is not None:
         kind = "measured" if runtime.is_gpu() else "recorded"
-        fig = charts.figure(f"Summing {n:,} float32 values: our ladder against the libraries", "kernel or library",
+        shown = int(data.n.iloc[0])
+        fig = charts.figure(f"Summing {shown:,} float32 values: our ladder against the libraries", "kernel or library",
                             "bandwidth (GB/s, 4 bytes read per element)", charts.source_caption(kind, source),
                             height=560)  # the axis title's length: a shorter plot lifts it into the title
         colours = [charts.PALETTE[0] if k == "kernel" else charts.PALETTE[6] for k in data.kind]
@@ -264,7 +265,7 @@ def ladder_figure(n: int = 1 << 24) -> go.Figure:
         "No GPU here: the microscope's counts instead of timings", "kernel",
         "warp line issues per element (first pass)",
         charts.source_caption("counted", f"{table.attrs['source']}. Executed source lines, not a speed ranking: "
-                                         "a large sum is limited by DRAM bandwidth. "
+                                         "what a rung keeps in flight decides its speed (Little's law). "
                                          f"{source or 'No GPU and no recording'}: CuPy's ReductionKernel, "
                                          "cupy.sum and torch.sum are measured only on a GPU"),
         height=560)

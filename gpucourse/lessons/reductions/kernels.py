@@ -19,9 +19,12 @@ FULL_MASK = 0xFFFFFFFF
 WARP = 32
 
 # The reduction ladder, in teaching order; "elements per thread" says how much input one block eats.
-REDUCTIONS = ("interleaved", "strided index", "sequential", "first add", "warp shuffle", "atomic")
+REDUCTIONS = ("interleaved", "strided index", "sequential", "first add", "warp shuffle", "atomic", "grid stride")
+# "grid stride" launches no more blocks than fit on the GPU at once, so one thread eats n / (grid · B) elements:
+# at least GRID_STRIDE_PARTIALS where n allows (its blocks come from model.grid_stride_blocks, not from this table).
+GRID_STRIDE_PARTIALS = 4  # independent partial sums per thread: four loads in flight per thread
 ELEMENTS_PER_THREAD = {"interleaved": 1, "strided index": 1, "sequential": 1, "first add": 2,
-                       "warp shuffle": 2, "atomic": 2}
+                       "warp shuffle": 2, "atomic": 2, "grid stride": GRID_STRIDE_PARTIALS}
 SCANS = ("Hillis-Steele", "Blelloch")
 
 
@@ -167,6 +170,57 @@ def warp_shuffle_kernel(block: int = 256, atomic: bool = False):
     return reduce_warp_shuffle
 
 
+@functools.cache
+def grid_stride_kernel(block: int = 256):
+    """Harris's kernel 7, many elements per thread: launch only the blocks that fit on the GPU at once; each
+    thread walks its grid-stride slice of ``x`` with four independent partial sums (four loads in flight,
+    no store between them), then the warp shuffles of ``warp_shuffle_kernel`` and one atomic per block
+    into ``out[0]`` (zeroed before the launch). Any grid and any n: the second loop eats the ragged end."""
+    B = block
+    WARPS = B // WARP
+
+    @cuda.jit
+    def reduce_grid_stride(x, out):
+        warp_sums = cuda.shared.array(WARPS, float32)
+        tid = cuda.threadIdx.x
+        lane = tid % WARP
+        warp = tid // WARP
+        n = x.size
+        stride = cuda.gridDim.x * B  # every thread of the grid takes one element per stride
+        i = cuda.blockIdx.x * B + tid
+        a0 = float32(0.0)
+        a1 = float32(0.0)
+        a2 = float32(0.0)
+        a3 = float32(0.0)
+        while i + 3 * stride < n:  # four loads that do not wait for each other: all four in flight
+            a0 += x[i]
+            a1 += x[i + stride]
+            a2 += x[i + 2 * stride]
+            a3 += x[i + 3 * stride]
+            i += 4 * stride
+        while i < n:  # the ragged end: at most three more
+            a0 += x[i]
+            i += stride
+        v = (a0 + a1) + (a2 + a3)
+        offset = 16
+        while offset > 0:  # then exactly the warp shuffle rung's block sum
+            v += cuda.shfl_down_sync(FULL_MASK, v, offset)
+            offset //= 2
+        if lane == 0:
+            warp_sums[warp] = v
+        cuda.syncthreads()
+        if warp == 0:
+            v = warp_sums[lane] if lane < WARPS else float32(0.0)
+            offset = 16
+            while offset > 0:
+                v += cuda.shfl_down_sync(FULL_MASK, v, offset)
+                offset //= 2
+            if lane == 0:
+                cuda.atomic.add(out, 0, v)  # one atomic per block: a few hundred, not n / 512
+
+    return reduce_grid_stride
+
+
 def reduction_kernel(variant: str, block: int = 256):
     """The kernel of one rung of the ladder (``REDUCTIONS``) for a block of ``block`` threads."""
     return {
@@ -176,6 +230,7 @@ def reduction_kernel(variant: str, block: int = 256):
         "first add": first_add_kernel,
         "warp shuffle": warp_shuffle_kernel,
         "atomic": lambda b: warp_shuffle_kernel(b, atomic=True),
+        "grid stride": grid_stride_kernel,
     }[variant](block)
 
 

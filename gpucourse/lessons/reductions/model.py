@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 
 from gpucourse.errors import InvalidConfig
-from gpucourse.hardware import MAX_THREADS_PER_BLOCK, WARP_SIZE
+from gpucourse.hardware import COMPUTE_CAPABILITIES, MAX_THREADS_PER_BLOCK, WARP_SIZE
+from gpucourse.lessons.reductions.kernels import ELEMENTS_PER_THREAD, GRID_STRIDE_PARTIALS
 
 BANKS = 32
 
@@ -99,6 +100,90 @@ def reduction_passes(n: int, block: int, elements_per_thread: int = 1) -> int:
 def warp_shuffle_steps() -> int:
     """Shuffle steps of a warp sum: offsets 16, 8, 4, 2, 1."""
     return int(math.log2(WARP_SIZE))
+
+
+# --- the grid-stride rung and Little's law ---------------------------------------------------------------
+
+FLOAT32_BYTES = 4
+# Little's law needs a latency; the course has no recorded DRAM latency, so this is an inference, labelled as such:
+# lesson 03's one-load-per-thread copy moved 2,655 GB/s on the H200 recording (data/reference/nvidia-h200,
+# tests/test_gpu_coalescing.py) with at most 132 SMs × 2,048 threads × 4 B = 1.08 MB of loads in flight, so the
+# loaded latency there was at most 1.08 MB / 2,655 GB/s ≈ 410 ns. 400 ns is that bound, rounded down.
+INFERRED_LOADED_LATENCY_NS = 400.0
+
+
+def resident_blocks(sm_count: int, cc: tuple[int, int], block: int) -> int:
+    """Blocks of B threads the GPU holds at once when threads are the only limit: SMs × (threads per SM ÷ B).
+    (The grid-stride rung uses a few registers and 32 B of shared memory per warp: threads are its limit.)"""
+    if cc not in COMPUTE_CAPABILITIES:
+        raise InvalidConfig(f"compute capability {cc[0]}.{cc[1]} is not modelled; known: "
+                            + ", ".join(f"{a}.{b}" for a, b in COMPUTE_CAPABILITIES))
+    if isinstance(sm_count, bool) or not isinstance(sm_count, int) or sm_count < 1:
+        raise InvalidConfig(f"sm_count must be a positive integer; got {sm_count!r}")
+    return sm_count * (COMPUTE_CAPABILITIES[cc].max_threads_per_sm // check_block(block))
+
+
+def grid_stride_blocks(n: int, block: int, resident: int) -> int:
+    """The grid-stride rung's grid: no more blocks than are resident, and no more than give every thread
+    GRID_STRIDE_PARTIALS elements (a small n needs few blocks); at least one."""
+    if isinstance(resident, bool) or not isinstance(resident, int) or resident < 1:
+        raise InvalidConfig(f"resident must be a positive number of blocks; got {resident!r}")
+    return max(1, min(resident, blocks_needed(n, block, GRID_STRIDE_PARTIALS)))
+
+
+def grid_stride_loads_per_thread(n: int, block: int, grid: int) -> tuple[int, int]:
+    """(fewest, most) elements one thread of the grid-stride rung loads: ⌊n / (grid·B)⌋ and ⌈n / (grid·B)⌉."""
+    threads = int(grid) * check_block(block)
+    return int(n) // threads, -(-int(n) // threads)
+
+
+def loads_in_flight_per_thread(variant: str) -> int:
+    """Global loads one thread can have in flight at once: its independent loads before the first use.
+    1 for the first three rungs, 2 with the first add, GRID_STRIDE_PARTIALS for the grid-stride rung."""
+    if variant not in ELEMENTS_PER_THREAD:
+        raise InvalidConfig(f"variant must be one of {', '.join(ELEMENTS_PER_THREAD)}; got {variant!r}")
+    return ELEMENTS_PER_THREAD[variant]
+
+
+def bytes_in_flight(sm_count: int, threads_per_sm: int, loads_per_thread: int, bytes_per_load: int = FLOAT32_BYTES
+                    ) -> int:
+    """At most this many bytes of loads are on their way from DRAM: every resident thread with all its
+    independent loads issued."""
+    for name, value in (("sm_count", sm_count), ("threads_per_sm", threads_per_sm),
+                        ("loads_per_thread", loads_per_thread), ("bytes_per_load", bytes_per_load)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidConfig(f"{name} must be a positive integer; got {value!r}")
+    return sm_count * threads_per_sm * loads_per_thread * bytes_per_load
+
+
+def littles_law_gbps(in_flight_bytes: float, latency_ns: float, ceiling_gbps: float) -> float:
+    """Little's law: bandwidth = bytes in flight ÷ latency (bytes per ns are GB/s), never above the ceiling."""
+    if not in_flight_bytes > 0 or not latency_ns > 0 or not ceiling_gbps > 0:
+        raise InvalidConfig(f"bytes in flight, latency and ceiling must be positive; got {in_flight_bytes!r}, "
+                            f"{latency_ns!r} ns, {ceiling_gbps!r} GB/s")
+    return min(float(ceiling_gbps), float(in_flight_bytes) / float(latency_ns))
+
+
+def in_flight_table(sm_count: int, cc: tuple[int, int], ceiling_gbps: float,
+                    latency_ns: float = INFERRED_LOADED_LATENCY_NS, variants=tuple(ELEMENTS_PER_THREAD)):
+    """One row per rung: loads in flight per thread, the most bytes in flight on the whole GPU, and the
+    bandwidth Little's law allows with them (an upper bound: a rung's blocks also spend time in the tree,
+    with nothing in flight, so the measured rate sits below it)."""
+    import pandas as pd
+
+    threads = COMPUTE_CAPABILITIES[cc].max_threads_per_sm if cc in COMPUTE_CAPABILITIES else None
+    if threads is None:
+        resident_blocks(sm_count, cc, 256)  # raises the one-line error
+    rows = []
+    for variant in variants:
+        loads = loads_in_flight_per_thread(variant)
+        flight = bytes_in_flight(sm_count, threads, loads)
+        rows.append({"variant": variant, "loads in flight per thread": loads, "bytes in flight (MB)": flight / 1e6,
+                     "Little's law bound (GB/s)": littles_law_gbps(flight, latency_ns, ceiling_gbps)})
+    table = pd.DataFrame(rows)
+    table.attrs["source"] = (f"model: {sm_count} SMs × {threads} threads, 4 B per load, latency {latency_ns:.0f} ns "
+                             f"(inferred, not measured), ceiling {ceiling_gbps:,.0f} GB/s")
+    return table
 
 
 # --- scans -----------------------------------------------------------------------------------------------
