@@ -295,10 +295,21 @@ tiling.bank_explorer()
 # ## The transpose ladder
 #
 # Four kernels with the same arithmetic (none) and the same bytes: a tile-shaped **copy** (the
-# ceiling), the **naive** transpose (reads rows, writes columns: each lane's store lands in a
+# yardstick), the **naive** transpose (reads rows, writes columns: each lane's store lands in a
 # different row), the **shared**-tile transpose, and the same with the tile **padded**. The
 # left panel is bandwidth (measured now on a GPU, else recorded, else absent); the right panel
 # is the bank-conflict ways the microscope counts on the very same kernels.
+#
+# Each thread of a 32 × 8 block moves four elements, and the kernels issue its **four global loads
+# before any store** (into four registers, then four shared stores, the barrier, four shared loads,
+# four global stores). Written as one loop of `buf[...] = src[...]`, the compiler may not hoist them:
+# numba-cuda has no `noalias`, so a store might change what the next load reads, and each thread kept
+# one load in flight. The course's H200 recording timed those earlier kernels: the tile copy reached
+# 0.70 of the device's copy ceiling and the padded transpose 0.81 of the tile copy, 0.56 of the ceiling
+# (`data/reference/nvidia-h200/expectations.json`). Four loads in flight per thread is the prediction
+# that closes the gap (lesson 05 explains it: bytes in flight ÷ latency); the GPU tier holds the
+# padded transpose to ≥ 0.85 of the course's best copy on the next run. Sectors and bank ways do not
+# change: the same accesses, in a different order.
 
 # %%
 tiling.transpose_explorer()

@@ -312,11 +312,33 @@ EXPECTATIONS: dict[str, Expectation] = {
         "counted: sequential addressing drops the integer modulo and 35 of the 47 add issues per block "
         "(lesson 04a's model); a memory-bound sum hides part of that, so only 1.2× is asserted until the "
         "first recording calibrates it", everywhere(1.2)),
-    "reductions.library_over_best": Expectation(
-        "the best library sum (cupy.sum, ReductionKernel, torch.sum) ÷ the course's best rung, GB/s",
-        "the libraries (CUB under CuPy, torch's reduction) read each element once like the best rung and add "
-        "vectorised loads and tuned grids: ≥ 0.8× leaves room for their launch of extra passes at 2^26",
-        everywhere(0.8)),
+    # --- lesson 04a and 04: bytes in flight (branch `ladders`, issue 38 item 2) ------------------------------
+    "reductions.best_rung_over_cupy_sum": Expectation(
+        "the course's best rung (the grid-stride rung) ÷ cupy.sum, GB/s, 2^26 float32 in one run",
+        "Little's law (lesson 04a's model, reductions.in_flight_table): the grid-stride rung keeps four 4-byte "
+        "loads in flight per resident thread for its whole life; on an H200 that is 132 SMs × 2,048 threads × "
+        "16 B = 4.3 MB, against the 1.08 MB × 4,271 / 2,655 ≈ 1.7 MB that lesson 03's one-load copy shows the "
+        "ceiling needs (its loaded latency ≤ 410 ns). So the rung is bandwidth-bound like cupy.sum (0.96 of the "
+        "copy ceiling at 2^26, H200 recording), and the rest costs little: ~1,000 block atomics and one launch "
+        "against a 65 µs read. The same arithmetic holds on every family (threads per SM × 16 B over its own "
+        "bandwidth × latency). Replaces `library_over_best ≥ 0.8`, which passed whatever the best rung did "
+        "(measured 1.97). Prediction, first checked on the next GPU run", everywhere(0.85)),
+    "reductions.best_rung_over_library.max": Expectation(
+        "the course's best rung ÷ the best library sum stays below 1.1 (the libraries are the ceiling)",
+        "CUB's sum reads each element once with vectorised loads at the copy rate; a course rung 10 % faster "
+        "would mean a broken measurement or a wrong sum", everywhere(1.1), "at most"),
+    "tiling.tile_copy_over_ceiling": Expectation(
+        "the tile copy (four loads hoisted per thread) ÷ the device's measured copy ceiling, 8192² float32",
+        "Little's law as for the grid-stride reduction: 32×8 blocks, 4 loads of 4 B per thread, 2,048 threads "
+        "per SM: 4.3 MB in flight on an H200, over twice what the ceiling needs; the earlier tile copy, one "
+        "load in flight, measured 0.70 (H200, expectations.json). Prediction", everywhere(0.85)),
+    "tiling.padded_transpose_over_best_copy": Expectation(
+        "the padded transpose ÷ the course's best copy (tiling.BEST_COPY: today lesson 04's tile copy), 8192²",
+        "the same four loads in flight per thread as the copy, coalesced both ways, conflict-free; what it adds "
+        "is a 4 KB shared round trip and one barrier per tile, a few hundred ns of a block's life in which its "
+        "loads are not in flight while the SM's other 7 blocks keep theirs. The earlier kernels (one load in "
+        "flight) measured 0.81 of their tile copy on an H200. Prediction; point BEST_COPY at lesson 03's best "
+        "copy when it lands", everywhere(0.85)),
 }
 
 

@@ -72,6 +72,23 @@ def test_padded_transpose_against_unpadded_and_copy(record_property):
     assert gbps["shared+pad"] >= expect("tiling.padded_transpose_over_copy") * gbps["copy"], summary
 
 
+def test_hoisted_loads_bring_the_copy_and_the_padded_transpose_near_the_ceiling(record_property):
+    # Four loads in flight per thread (Little's law, lesson 05): the tile copy near the device's copy ceiling,
+    # the padded transpose near the course's best copy (tiling.BEST_COPY).
+    from gpucourse.measure import ceilings
+
+    gbps = tiling.measure_transposes(TRANSPOSE_N, tile=32, pad=1).set_index("variant").gbps
+    ceiling, best_copy = ceilings.copy_gbps(), tiling.best_copy_gbps(gbps)
+    summary = (f"{TRANSPOSE_N}² float32 on {runtime.device().name}: tile copy {gbps['copy']:.0f}, padded "
+               f"{gbps['shared+pad']:.0f}, device copy ceiling {ceiling:.0f} GB/s; tile copy / ceiling = "
+               f"{gbps['copy'] / ceiling:.2f}, padded / best copy ({tiling.BEST_COPY}) = "
+               f"{gbps['shared+pad'] / best_copy:.2f}")
+    print(summary)
+    record_property("transpose_in_flight", summary)
+    assert gbps["copy"] >= expect("tiling.tile_copy_over_ceiling") * ceiling, summary
+    assert gbps["shared+pad"] >= expect("tiling.padded_transpose_over_best_copy") * best_copy, summary
+
+
 def test_the_twenty_times_claim_is_measured_not_assumed(record_property):
     # The source texts: two transposes with equal arithmetic can differ ~20× in bandwidth. Measure it.
     gbps = tiling.measure_transposes(TRANSPOSE_N, tile=32, pad=1).set_index("variant").gbps

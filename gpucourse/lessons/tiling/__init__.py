@@ -13,7 +13,7 @@ Traffic is counted, not guessed: ``matmul_traffic_bytes`` is the number of bytes
 loads and stores request from global memory (the microscope counts the same number at small
 sizes, and the tests check that they agree), so FLOPs per byte place each rung on the roofline.
 
-Transpose, one rung at a time: a tile-shaped ``copy`` (the ceiling), ``naive`` (reads rows,
+Transpose, one rung at a time: a tile-shaped ``copy`` (the yardstick, ``BEST_COPY``), ``naive`` (reads rows,
 writes columns), ``shared`` (through a T×T shared tile: the column read is a 32-way bank
 conflict) and the same with the tile padded to T×(T+1). ``bank_ways`` is the rule for 4-byte
 words (32 banks of 4 bytes, one phase per warp); ``warp_bank_ways`` is the microscope's rule for
@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from gpucourse.lessons.tiling.experiments import (
     _MEASURED,
+    BEST_COPY,
+    LOADS_HOISTED_SINCE,
     MATMUL_SIZES,
     REFERENCE_GPU,
     TILES,
@@ -36,6 +38,7 @@ from gpucourse.lessons.tiling.experiments import (
     _device_view,
     _matmul_sweep,
     _random,
+    best_copy_gbps,
     ceilings_for_roofline,
     folklore_table,
     matmul,

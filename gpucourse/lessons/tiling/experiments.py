@@ -251,6 +251,20 @@ def _transpose_sweep() -> pd.DataFrame:
     return pd.concat([measure_transposes(n) for n in TRANSPOSE_SIZES], ignore_index=True)
 
 
+# The transposes' yardstick: the best copy the course has. Today that is this lesson's own tile copy (loads
+# hoisted, T/R in flight per thread); when lesson 03's coarsened "best copy" lands, point BEST_COPY at it (one
+# name: the GPU tier's `tiling.padded_transpose_over_best_copy` and the chart read it through best_copy_gbps).
+BEST_COPY = "copy"
+# The kernels hoist their loads (T/R global loads before any store) since this date; a recording made
+# before it timed the earlier kernels (one load in flight per thread), and its caption says so.
+LOADS_HOISTED_SINCE = "2026-11-29"
+
+
+def best_copy_gbps(gbps) -> float:
+    """The yardstick's GB/s from one run's GB/s per variant (a Series or mapping indexed by variant)."""
+    return float(gbps[BEST_COPY])
+
+
 def _transpose_data(n: int, tile: int, pad: int) -> tuple[pd.DataFrame | None, str]:
     if runtime.is_gpu():
         return measure_transposes(n, tile, pad), f"measured now on {runtime.device().name}"
@@ -258,7 +272,11 @@ def _transpose_data(n: int, tile: int, pad: int) -> tuple[pd.DataFrame | None, s
     if rec is None:
         return None, "none (no GPU here, no recording yet: `make record` on a GPU)"
     data = rec.data[(rec.data.n == n) & (rec.data.tile == tile)]
-    return data, rec.caption()
+    caption = rec.caption()
+    if rec.date < LOADS_HOISTED_SINCE:
+        caption += ("; recorded with the earlier kernels, one load in flight per thread (the loads are hoisted "
+                    f"since {LOADS_HOISTED_SINCE}: not yet recorded)")
+    return data, caption
 
 
 def folklore_table(n: int = 4096) -> pd.DataFrame:

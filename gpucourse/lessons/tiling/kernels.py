@@ -202,16 +202,25 @@ def register_blocked_kernel(block_tile: int = 64, k_tile: int = 8, thread_tile: 
 
 @functools.cache
 def copy_kernel(tile: int = 32, block_rows: int = 8):
-    """A tile-shaped copy: coalesced reads and writes, the transpose's ceiling."""
+    """A tile-shaped copy: coalesced reads and writes, the transposes' yardstick. Each thread first loads its
+    T/R elements into registers, then stores them: T/R loads in flight per thread, not one."""
     T, R, _ = check_transpose_shape(tile, block_rows, 0)
+    K = T // R  # elements per thread
 
     @cuda.jit
     def tile_copy(src, dst):
+        rows = src.shape[0]
+        cols = src.shape[1]
         x = cuda.blockIdx.x * T + cuda.threadIdx.x
         y0 = cuda.blockIdx.y * T + cuda.threadIdx.y
-        for j in range(0, T, R):
-            if y0 + j < src.shape[0] and x < src.shape[1]:
-                dst[y0 + j, x] = src[y0 + j, x]
+        v = cuda.local.array(K, float32)  # K registers (the loops are unrolled)
+        for k in range(K):  # all K loads first: none waits for another
+            y = y0 + k * R
+            v[k] = src[y, x] if y < rows and x < cols else float32(0.0)
+        for k in range(K):  # then the K stores
+            y = y0 + k * R
+            if y < rows and x < cols:
+                dst[y, x] = v[k]
 
     return tile_copy
 
@@ -234,27 +243,38 @@ def naive_transpose_kernel(tile: int = 32, block_rows: int = 8):
 
 @functools.cache
 def shared_transpose_kernel(tile: int = 32, block_rows: int = 8, pad: int = 0):
-    """Through a shared tile: both global accesses coalesced; the tile is read by columns."""
+    """Through a shared tile: both global accesses coalesced; the tile is read by columns. Loads are hoisted
+    by hand (numba-cuda has no ``noalias``, so the compiler may not move a load above a store): T/R global
+    loads, T/R shared stores, the barrier, T/R shared loads, T/R global stores."""
     T, R, P = check_transpose_shape(tile, block_rows, pad)
     W = T + P
+    K = T // R  # elements per thread
 
     @cuda.jit
     def shared_transpose(src, dst):
         buf = cuda.shared.array((T, W), float32)
+        v = cuda.local.array(K, float32)  # K registers (the loops are unrolled)
         rows = src.shape[0]
         cols = src.shape[1]
         tx = cuda.threadIdx.x
         ty = cuda.threadIdx.y
         x = cuda.blockIdx.x * T + tx
         y0 = cuda.blockIdx.y * T + ty
-        for j in range(0, T, R):
-            if y0 + j < rows and x < cols:
-                buf[ty + j, tx] = src[y0 + j, x]  # a warp writes a row of the tile
+        for k in range(K):  # all K global loads first: none waits for another
+            y = y0 + k * R
+            v[k] = src[y, x] if y < rows and x < cols else float32(0.0)
+        for k in range(K):
+            if y0 + k * R < rows and x < cols:
+                buf[ty + k * R, tx] = v[k]  # a warp writes a row of the tile
         cuda.syncthreads()
         x = cuda.blockIdx.y * T + tx  # the block writes the mirrored tile, row by row
         y0 = cuda.blockIdx.x * T + ty
-        for j in range(0, T, R):
-            if y0 + j < cols and x < rows:
-                dst[y0 + j, x] = buf[tx, ty + j]  # a warp reads a column of the tile
+        for k in range(K):
+            y = y0 + k * R
+            v[k] = buf[tx, ty + k * R] if y < cols and x < rows else float32(0.0)  # a warp reads a column
+        for k in range(K):  # then the K global stores
+            y = y0 + k * R
+            if y < cols and x < rows:
+                dst[y, x] = v[k]
 
     return shared_transpose

@@ -375,7 +375,7 @@ def transpose_warp_words(tile: int, pad: int, block_rows: int, access: str, warp
     """Per lane of one warp: (lane, tile row, tile column, element index) of the shared transpose's
     access (for float32 the element index is the 4-byte word).
 
-    ``access="row"``: the store ``buf[ty + j, tx]``; ``access="column"``: the load ``buf[tx, ty + j]``.
+    ``access="row"``: the store ``buf[ty + k * R, tx]``; ``access="column"``: the load ``buf[tx, ty + k * R]``.
     """
     tile, block_rows, pad = check_transpose_shape(tile, block_rows, pad)
     access = validate.choice("access", access, ["row", "column"])
