@@ -278,6 +278,33 @@ MUTATIONS: list[Mutation] = [
     Mutation("deleted-locked-cell-left-out", "gpucourse/tooling/grading/locked.py",
              "        if not locked:\n", "        if not locked or cell_type == \"markdown\":\n",
              "every deleted locked cell is put back, explanations too, so the next one finds its place", HOLES),
+    # --- lessons 04a and 04: bytes in flight (branch `ladders`) -----------------------------------------
+    Mutation("grid-stride-uncapped", "gpucourse/lessons/reductions/model.py",
+             "return max(1, min(resident, blocks_needed(n, block, GRID_STRIDE_PARTIALS)))",
+             "return max(1, blocks_needed(n, block, GRID_STRIDE_PARTIALS))",
+             "the grid-stride rung launches no more blocks than are resident",
+             ["tests/test_reductions_grid_stride.py", "-k", "resident or atomic"]),
+    Mutation("littles-law-above-the-ceiling", "gpucourse/lessons/reductions/model.py",
+             "return min(float(ceiling_gbps), float(in_flight_bytes) / float(latency_ns))",
+             "return float(in_flight_bytes) / float(latency_ns)",
+             "Little's law gives bytes in flight / latency, never above the measured ceiling",
+             ["tests/test_reductions_grid_stride.py", "-k", "littles_law"]),
+    Mutation("grid-stride-loses-the-ragged-end", "gpucourse/lessons/reductions/kernels.py",
+             "        while i < n:  # the ragged end", "        while i + stride < n:  # the ragged end",
+             "the grid-stride rung sums every element whatever n and the grid",
+             ["tests/test_reductions_grid_stride.py", "-k", "sums_any_size or does_not_divide"]),
+    Mutation("torch-required-again", "gpucourse/lessons/reductions/experiments.py",
+             'missing = torch_missing() if "torch.sum" in libraries else None', "missing = None",
+             "04a's ladder runs without torch, skipping torch.sum with a note (G23)",
+             ["tests/test_reductions_grid_stride.py", "-k", "torch"]),
+    Mutation("transpose-store-in-the-load-loop", "gpucourse/lessons/tiling/kernels.py",
+             "            v[k] = src[y, x] if y < rows and x < cols else float32(0.0)\n"
+             "        for k in range(K):  # then the K stores\n",
+             "            v[k] = src[y, x] if y < rows and x < cols else float32(0.0)\n"
+             "            if y < rows and x < cols:\n                dst[y, x] = v[k]\n"
+             "        for k in range(0):  # then the K stores\n",
+             "the tile copy issues all its loads before any store (four in flight per thread)",
+             ["tests/test_hoisted_loads_ptx.py"]),
 ]
 
 

@@ -89,6 +89,7 @@ KERNELS = (
     CheckedKernel("04a", "gpucourse.lessons.reductions.kernels", "warp_shuffle_kernel(256)", f"void({F1}, {F1})"),
     CheckedKernel("04a", "gpucourse.lessons.reductions.kernels", "warp_shuffle_kernel(256, atomic=True)",
                   f"void({F1}, {F1})"),
+    CheckedKernel("04a", "gpucourse.lessons.reductions.kernels", "grid_stride_kernel(256)", f"void({F1}, {F1})"),
     CheckedKernel("04a", "gpucourse.lessons.reductions.kernels", "count_above_per_lane", f"void({F1}, float32, {I1})"),
     CheckedKernel("04a", "gpucourse.lessons.reductions.kernels", "count_above_ballot", f"void({F1}, float32, {I1})"),
     CheckedKernel("04a", "gpucourse.lessons.reductions.kernels", "compact_above_per_lane",

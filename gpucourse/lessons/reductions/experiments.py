@@ -450,8 +450,8 @@ def ladder_data(n: int = LADDER_N) -> tuple[pd.DataFrame | None, str]:
         return data, rec.caption()
     largest = int(rec.data.n.max())
     missing = sorted(set(kernels.REDUCTIONS) - set(rec.data[rec.data.n == largest].variant))
-    note = (f"recorded at n = {largest:,} ({4 * largest / 2**20:.0f} MiB), not the lesson's {n:,}: near the L2's "
-            "size launches and tails show, so every bar, the libraries' too, sits lower than at 2^26")
+    note = (f"recorded at n = {largest:,} ({4 * largest / 2**20:.0f} MiB), not at the {n:,} of the lesson: near "
+            "the size of the L2, launches and tails show, so every bar, the libraries too, sits lower than at 2^26")
     if missing:
         note += f"; not in this recording: {', '.join(missing)}"
     return rec.data[rec.data.n == largest], f"{rec.caption()}. {note}"
