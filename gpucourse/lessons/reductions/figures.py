@@ -242,6 +242,17 @@ def scan_figure(block: int = 64) -> go.Figure:
 # --- the ladder with the library ceiling ----------------------------------------------------------------------
 
 
+def _in_flight_bound(variants):
+    """The model's upper bound per kernel rung shown (a Series by variant), or None where no GPU facts exist."""
+    from gpucourse.errors import NoGPU
+
+    try:
+        table = experiments.in_flight_model().set_index("variant")
+    except NoGPU:
+        return None
+    return table.loc[[v for v in variants if v in table.index], "Little's law bound (GB/s)"]
+
+
 def ladder_figure(n: int = experiments.LADDER_N) -> go.Figure:
     """GB/s of every rung next to CuPy's and torch's sums, measured in one run on a GPU (or recorded);
     without either, the microscope's warp line issues per element, and the chart says so."""
@@ -249,12 +260,20 @@ def ladder_figure(n: int = experiments.LADDER_N) -> go.Figure:
     if data is not None:
         kind = "measured" if runtime.is_gpu() else "recorded"
         shown = int(data.n.iloc[0])
+        bound = _in_flight_bound(list(data.variant))
+        if bound is not None:
+            source += (". Black ticks: the upper bound of Little’s law (model, latency inferred, not measured: "
+                       "gpucourse.lessons.reductions.model.in_flight_table)")
         fig = charts.figure(f"Summing {shown:,} float32 values: our ladder against the libraries", "kernel or library",
                             "bandwidth (GB/s, 4 bytes read per element)", charts.source_caption(kind, source),
                             height=560)  # the axis title's length: a shorter plot lifts it into the title
         colours = [charts.PALETTE[0] if k == "kernel" else charts.PALETTE[6] for k in data.kind]
         fig.add_bar(x=list(data.variant), y=list(data.gbps), name=f"GB/s ({kind})", marker={"color": colours},
                     text=[f"{g:.0f}" for g in data.gbps], textposition="outside")
+        if bound is not None:
+            fig.add_scatter(x=list(bound.index), y=list(bound.values), mode="markers",
+                            name="Little's law bound (model: loads in flight per thread)",
+                            marker={"symbol": "line-ew", "size": 30, "line": {"width": 3, "color": "#000"}})
         best = data[data.kind == "library"].gbps.max()
         charts.hline(fig, float(best), "best library (the ceiling)")
         fig.update_xaxes(tickangle=-30)
