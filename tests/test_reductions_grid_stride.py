@@ -147,12 +147,18 @@ def test_the_gpu_caption_does_not_repeat_measured_now(monkeypatch):
                          + [{"n": 1 << 26, "block": 256, "variant": "cupy.sum", "kind": "library", "gbps": 4000.0}])
     table.attrs["skipped"] = ["torch.sum skipped: torch is not importable here (no torch)"]
     monkeypatch.setattr(runtime, "is_gpu", lambda: True)
-    monkeypatch.setattr(runtime, "device", lambda: SimpleNamespace(name="NVIDIA H200", compute_capability=(9, 0)))
+    from gpucourse.measure import ceilings
+
+    monkeypatch.setattr(runtime, "device", lambda: SimpleNamespace(name="NVIDIA H200", compute_capability=(9, 0),
+                                                                   sm_count=132))
     monkeypatch.setattr(experiments, "measure_reductions", lambda n: table)
+    monkeypatch.setattr(ceilings, "copy_gbps", lambda: 4271.0)
     fig = figures.ladder_figure()
     caption = next(a.text for a in fig.layout.annotations if a.name == "source")
     assert caption.lower().count("measured now") == 1, caption
     assert "torch.sum skipped" in caption
+    bound = next(t for t in fig.data if t.name.startswith("Little"))  # the model, for this GPU
+    assert dict(zip(bound.x, bound.y, strict=True))["grid stride"] == 4271.0
 
 
 # --- G23: no torch, no failure --------------------------------------------------------------------------
