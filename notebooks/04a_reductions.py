@@ -112,18 +112,19 @@ predict_strided_index_max_ways = ...
 
 # %%
 counts = reductions.counts_table(n=1000, block=256)
-counts[["variant", "blocks", "warp line issues", "add issues", "active lanes per add issue",
-        "idle lanes in adds", "max bank ways", "load sectors", "barriers per warp", "launches to finish",
-        "correct"]]
+counts[["variant", "blocks", "loads per thread (most)", "warp line issues", "add issues",
+        "active lanes per add issue", "idle lanes in adds", "max bank ways", "load sectors", "barriers per warp",
+        "atomics", "launches to finish", "correct"]]
 
 # %% [markdown]
 # <details><summary>Description of the picture</summary>
 #
 # Three bar charts side by side, one bar per version (interleaved, strided index,
-# sequential, first add, warp shuffle, atomic). Left: lanes in the add's warp issues, stacked as
+# sequential, first add, warp shuffle, atomic, grid stride). Left: lanes in the add's warp issues, stacked as
 # active and idle — interleaved has a tall idle part, the shuffle versions none. Middle: the worst
 # bank-conflict ways — 8 for strided index, 1 for every other version. Right: warp line issues of
-# the whole first pass, highest for strided index and lowest for the two shuffle versions.
+# the whole first pass, highest for strided index and lowest for the grid-stride version, then the two
+# shuffle versions.
 #
 # </details>
 
@@ -201,7 +202,7 @@ print(inspect.getsource(kernels.warp_shuffle_kernel))
 
 # %% [markdown]
 # In the table above: 90 shuffle issues for 2 blocks, all 32 lanes busy in every one, one barrier
-# per warp instead of nine, and the fewest warp line issues of the ladder. (A warp sum written with
+# per warp instead of nine, and the fewest warp line issues of the tree rungs. (A warp sum written with
 # shared memory instead would need `syncwarp()` between its steps since Volta: the lanes of a warp
 # are no longer guaranteed to run in lockstep — lab 04a makes a missing one fail.)
 #
@@ -243,7 +244,7 @@ reductions.in_flight_model()
 
 # %% [markdown]
 # Under the microscope the last rung is one block here (1,000 numbers, 256 threads): each thread loads
-# 3 or 4 elements ("loads per thread" in the table above), one atomic for the block, and the sum is right
+# 3 or 4 elements ("loads per thread" in the table above), one atomic for the block ("atomics"), and the sum is right
 # for a size that is not a multiple of the grid. On a GPU the same kernel takes 248 elements per thread at
 # 2²⁶; the chart below measures what that buys.
 #
