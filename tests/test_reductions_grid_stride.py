@@ -219,3 +219,24 @@ def test_the_atomics_table_names_the_arch_it_compiled_for(monkeypatch):
     assert seen == [(8, 9)]
     assert "sm_89" in table.attrs["source"] and "this GPU" in table.attrs["source"]
     assert "no GPU" not in table.attrs["source"]
+
+
+# --- the words the recordings corrected ---------------------------------------------------------------------
+
+
+def _prose(name: str) -> str:
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "notebooks" / name
+    return " ".join(re.sub(r"^# ?", "", path.read_text(), flags=re.MULTILINE).split())
+
+
+def test_the_lessons_say_what_the_recordings_show_not_dram_limited_gaps():
+    text = _prose("04a_reductions.py")
+    for wrong in ("so the gaps are smaller", "limited by DRAM bandwidth, so the time difference can be small",
+                  "same run** on 2²⁴ float32"):
+        assert wrong not in text, wrong
+    assert "12–40 % of the 4,271 GB/s copy ceiling" in text and "same run** on 2²⁶ float32" in text
+    assert "getsource(kernels.grid_stride_kernel)" in text and "reductions.in_flight_model()" in text
+    transposes = _prose("04_shared_memory.py")
+    assert "four global loads before any store" in transposes and "(the ceiling)" not in transposes
