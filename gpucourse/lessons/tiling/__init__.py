@@ -7,6 +7,11 @@ Matrix multiply, one rung at a time (fp32, C = A @ B, A is m×k, B is k×n):
   every element fetched from global memory is used T times; two ``syncthreads`` per step;
 * ``register-blocked``: a block computes a BM×BN tile and each thread a TM×TN patch of it from
   registers (2-D register tiling), so each shared-memory read feeds TM or TN multiply-adds;
+* ``vectorised``: the same idea with few instructions per FMA: each thread's fragments are 4
+  contiguous floats (A stored transposed), so one 16-byte LDS.128 fetches four; the next k-tile
+  is prefetched into registers, two shared buffers leave one barrier per k-tile;
+* ``CUDA C++``: the vectorised 128/8 tiling as a CuPy RawKernel, with what Numba cannot write
+  (float4 global loads and stores, ``__restrict__``, int32 indices, a fully unrolled k-loop);
 * ``cuBLAS``: the library (CuPy → cuBLAS, fp32 compute type: TF32 off).
 
 Traffic is counted, not guessed: ``matmul_traffic_bytes`` is the number of bytes the kernel's
@@ -60,26 +65,32 @@ from gpucourse.lessons.tiling.figures import (
 )
 from gpucourse.lessons.tiling.kernels import (
     FLOAT_BYTES,
+    SGEMM_CUDA_NAME,
+    SGEMM_CUDA_SOURCE,
     STATIC_SHARED_BYTES,
     check_register_blocking,
     check_tile,
     check_transpose_shape,
+    check_vectorised,
     copy_kernel,
     naive_matmul_kernel,
     naive_transpose_kernel,
     register_blocked_kernel,
     shared_transpose_kernel,
     tiled_matmul_kernel,
+    vectorised_matmul_kernel,
 )
 from gpucourse.lessons.tiling.model import (
     BANK_BYTES,
     BARRIER_CASES,
     ELEMENT_BYTES,
+    KINDS,
     NAIVE_BLOCK,
     REGISTER_BLOCKED,
     RUNG_COLOURS,
     SIM_MAX_N,
     TRANSPOSE_VARIANTS,
+    VECTORISED,
     BarrierResult,
     Rung,
     _host_inputs,
@@ -96,6 +107,7 @@ from gpucourse.lessons.tiling.model import (
     ladder,
     matmul_flops,
     matmul_traffic_bytes,
+    numba_rungs,
     rung,
     trace_transpose,
     traffic_table,
