@@ -158,9 +158,10 @@ def rung(kind: str, tile: int = 16, *, k_tile: int = 8, thread_tile: int = 4) ->
 
 
 def numba_rungs() -> list[Rung]:
-    """The register-blocked and vectorised Numba rungs, as recorded and measured."""
-    return [rung("register-blocked", bt, k_tile=kt, thread_tile=tt) for bt, kt, tt in REGISTER_BLOCKED] + [
-        rung("vectorised", bt, k_tile=kt, thread_tile=tt) for bt, kt, tt in VECTORISED]
+    """The register-blocked and vectorised Numba rungs, each block tile's pair together (the roofline's order)."""
+    return [rung(kind, bt, k_tile=kt, thread_tile=tt)
+            for old, new in zip(REGISTER_BLOCKED, VECTORISED, strict=True)
+            for kind, (bt, kt, tt) in (("register-blocked", old), ("vectorised", new))]
 
 
 def ladder(tile: int = 16) -> list[Rung]:
