@@ -131,3 +131,22 @@ def test_a_kernel_without_lds128_fails_the_count():
             "/*0030*/ @P0 BRA 0x0 ;\n/*0040*/ EXIT ;\n")
     loop = compiled.innermost_loop(fake)
     assert (loop["LDS (4 B)"], loop["LDS.128"], loop["FFMA"], loop["instructions"]) == (1, 1, 1, 4)
+
+
+def test_the_ladder_table_shows_recordings_labelled_and_predictions_as_such(monkeypatch):
+    import pandas as pd
+
+    from gpucourse.measure import reference
+
+    data = pd.DataFrame({"n": [1024, 1024, 1024], "rung": ["tiled 32", "register-blocked 64/4", "cuBLAS"],
+                         "kind": ["tiled", "register-blocked", "cuBLAS"], "gflops": [10.0, 20.0, 100.0],
+                         "fraction_of_library": [0.1, 0.2, 1.0]})
+    rec = reference.Recording("tiling.matmul", "test-gpu", data, {"device": {"device": "Test GPU"}},
+                              reference.REFERENCE_ROOT / "test-gpu" / "tiling.matmul.csv")
+    monkeypatch.setattr(reference, "load", lambda name, *a, **k: rec if name == "tiling.matmul" else None)
+    table = compiled.ladder_table(sass=False).set_index("rung")
+    assert table.loc["register-blocked 64/4", "of cuBLAS"] == "20%"
+    assert table.loc["vectorised 128/8", "of cuBLAS"].endswith("(GPU-tier prediction, derived from this SASS)")
+    assert table.loc["vectorised 64/4", "of cuBLAS"] == "not measured here"
+    assert "N = 1024" in table.attrs["source"] and "Test GPU" in table.attrs["source"]
+    assert set(table.index) == set(compiled.STEPS)

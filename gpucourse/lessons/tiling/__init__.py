@@ -25,6 +25,9 @@ words (32 banks of 4 bytes, one phase per warp); ``warp_bank_ways`` is the micro
 any element size (8- and 16-byte elements are served in half- and quarter-warp phases), and the
 bank explorer uses it for float32 and float64 tiles.
 
+``compiled.sass_table`` shows what ptxas makes of each rung without a GPU (LDS.128 or 4-byte LDS, the
+FFMA share of the k-loop, registers, spills); ``ladder_table`` puts it beside each rung's speed.
+
 GPU sweeps (``make record``): ``tiling.matmul`` and ``tiling.transpose``. In simulator mode
 nothing is timed: the charts show recordings or say that there are none, and the microscope's
 counts (exact in both modes) carry the lesson.
@@ -32,6 +35,7 @@ counts (exact in both modes) carry the lesson.
 
 from __future__ import annotations
 
+from gpucourse.lessons.tiling.compiled import ladder_table, sass_table
 from gpucourse.lessons.tiling.experiments import (
     _MEASURED,
     MATMUL_SIZES,

@@ -12,6 +12,7 @@ what a rung can reach (an SM issues one instruction per scheduler and clock).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -164,10 +165,74 @@ def sass_table(cc=(9, 0), *, tile: int = 32, cuda_cpp: bool = True) -> pd.DataFr
     why = tools_missing()
     if why:
         raise InvalidConfig(f"SASS cannot be shown here: {why}")
-    cc = tuple(cc)
+    return _sass_table(tuple(cc), int(tile), bool(cuda_cpp)).copy()
+
+
+@functools.lru_cache(maxsize=8)
+def _sass_table(cc: tuple[int, int], tile: int, cuda_cpp: bool) -> pd.DataFrame:
     rungs = [rung("tiled", tile)] + numba_rungs()
     ptx = _numba_ptx(rungs, cc)
     rows = [sass_row(label, *assemble(text, cc)) for label, text in ptx.items()]
     if cuda_cpp:
         rows.append(sass_row(rung("CUDA C++").label, *assemble(cuda_cpp_ptx(cc), cc)))
     return pd.DataFrame(rows)
+
+
+# --- the ladder as a worklog: what each step changed, its SASS, its measured (or predicted) speed -----------
+
+STEPS = {
+    "naive": "one thread per output; A and B read from global memory for every multiply-add",
+    "tiled 32": "32×32 tiles of A and B staged in shared memory: each fetched float serves 32 FMAs",
+    "register-blocked 64/4": "each thread computes a 4×4 patch from registers; its fragments are strided (16 "
+                             "apart), so every float is its own 4-byte LDS",
+    "vectorised 64/4": "fragments contiguous (A stored transposed): 4 floats per LDS.128; next k-tile "
+                       "prefetched into registers, two shared buffers, one barrier per k-tile",
+    "register-blocked 128/8": "8×8 patch per thread, still strided 4-byte LDS; 150 registers: 1 block per SM",
+    "vectorised 128/8": "8×8 patch as 4×4 quadrants 64 apart: 4 LDS.128 per 64 FFMA; prefetch; 120 registers",
+    "CUDA C++ 128/8 (float4)": "the same tiling in CUDA C++: float4 global loads and stores, int32 indices, "
+                               "the k-tile fully unrolled (no loop counter between FMAs)",
+    "cuBLAS": "the library (fp32, TF32 off): warp tiling, asynchronous copies, tuned per GPU",
+}
+PREDICTIONS = {  # the GPU tier's expectations (tests/gpu_expectations.py), at N = 4096, until a GPU measures them
+    "vectorised 128/8": "≥ 40 % of cuBLAS (GPU-tier prediction, derived from this SASS)",
+    "CUDA C++ 128/8 (float4)": "≥ 60 % of cuBLAS (GPU-tier prediction, derived from this SASS)",
+}
+
+
+def ladder_table(n: int = 4096, *, sass: bool = True) -> pd.DataFrame:
+    """Each rung: what changed, what ptxas made of it (no GPU needed), and its speed — measured now on a
+    GPU, else the course's recording (its size and contract in ``attrs["source"]``), else the GPU tier's
+    prediction. Without ptxas the SASS columns say why they are empty."""
+    from gpucourse.lessons.tiling.experiments import measure_matmul_ladder
+    from gpucourse.measure import reference, runtime
+
+    rows = {label: {"rung": label, "what changed": text} for label, text in STEPS.items()}
+    if sass:
+        why = tools_missing()
+        if why is None:
+            for record in sass_table().to_dict("records"):
+                rows[record["rung"]].update({
+                    "FFMA per shared load": round(record["FFMA per shared load"], 2),
+                    "FFMA share of the k-loop": round(record["FFMA share of the loop"], 2),
+                    "registers": record["registers"], "spill bytes": record["spill bytes"]})
+        else:
+            rows["naive"]["FFMA per shared load"] = f"no SASS here: {why}"
+    data, source = None, "no GPU here and no recording of the matmul ladder yet"
+    if runtime.is_gpu():
+        data, source = measure_matmul_ladder([n]), f"measured now on {runtime.device().name} at N = {n}"
+    else:
+        rec = reference.load("tiling.matmul")
+        if rec is not None:
+            largest = int(rec.data.n.max())
+            data, source = rec.data[rec.data.n == largest], f"{rec.caption()}, N = {largest}"
+    for label, row in rows.items():
+        hit = None if data is None else data[data.rung == label]
+        if hit is not None and len(hit):
+            row["GFLOP/s"] = round(float(hit.gflops.iloc[0]))
+            row["of cuBLAS"] = f"{float(hit.fraction_of_library.iloc[0]):.0%}"
+        else:
+            row["GFLOP/s"] = None
+            row["of cuBLAS"] = PREDICTIONS.get(label, "not measured here")
+    table = pd.DataFrame(list(rows.values()))
+    table.attrs["source"] = source
+    return table
