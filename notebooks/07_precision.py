@@ -356,8 +356,8 @@ predictions.read_back(prediction_accuracy_rank, "each format's error follows its
 # cores the GPU tier checks fp32 < tf32 < bf16 and fp32 < fp16 < bf16; tf32 against fp16 it only
 # records, because with equal mantissas their order depends on how the library rounds fp32 inputs
 # to TF32 (an H200 measured tf32 below fp16, 2.9 × 10^-4 against 3.6 × 10^-4:
-# `data/reference/nvidia-h200/expectations.json`). Whether an error is acceptable depends on the computation: lab 07 asks you to pick the
-# cheapest format for a budget.
+# `data/reference/nvidia-h200/expectations.json`). Whether an error is acceptable depends on the
+# computation: lab 07 asks you to pick the cheapest format for a budget.
 #
 # ## Shapes: 50257 or 50304? *(optional, 5 min)*
 #
@@ -479,6 +479,9 @@ precision.block_scaled_errors()
 # * **T4 (Turing, cc 7.5)** has fp16 tensor cores only: no bf16 and no TF32 tensor cores (they
 #   arrived with cc 8.0) and no fp8 (cc 8.9). On a T4, "tf32" runs as plain fp32, and a bf16 matmul,
 #   if the library runs it at all, runs without tensor cores: expect fp16 to be the fast format.
+#   So on a GPU below cc 8.0 the throughput chart does not time tf32 or bf16 at all: it labels them
+#   "not supported before Ampere" (`precision.unsupported_dtypes`) rather than plot fp32 speed
+#   under a tensor-core name, and the datasheet ratios above (14.8×, 7.4×) are an H100's, not a T4's.
 # * **GeForce cards (RTX 30xx/40xx/50xx)** have bf16 and TF32 tensor cores, but run fp16/bf16 with
 #   fp32 accumulation at half the rate of fp16 accumulation, TF32 at about their fp32 rate, and
 #   fp64 at 1/64 of fp32 (NVIDIA's Ampere GA102, Ada and RTX Blackwell architecture whitepapers):
