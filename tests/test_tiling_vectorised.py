@@ -150,3 +150,13 @@ def test_the_ladder_table_shows_recordings_labelled_and_predictions_as_such(monk
     assert table.loc["vectorised 64/4", "of cuBLAS"] == "not measured here"
     assert "N = 1024" in table.attrs["source"] and "Test GPU" in table.attrs["source"]
     assert set(table.index) == set(compiled.STEPS)
+
+
+def test_the_ladder_table_says_why_when_the_compiler_fails(monkeypatch):
+    def broken(*_a, **_k):
+        raise InvalidConfig("numba-cuda could not compile the rungs to PTX here (test)")
+
+    monkeypatch.setattr(compiled, "tools_missing", lambda: None)
+    monkeypatch.setattr(compiled, "sass_table", broken)
+    table = compiled.ladder_table().set_index("rung")
+    assert table.loc["naive", "FFMA per shared load"].startswith("no SASS here: numba-cuda could not compile")

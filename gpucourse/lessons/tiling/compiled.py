@@ -209,8 +209,12 @@ def ladder_table(n: int = 4096, *, sass: bool = True) -> pd.DataFrame:
     rows = {label: {"rung": label, "what changed": text} for label, text in STEPS.items()}
     if sass:
         why = tools_missing()
-        if why is None:
-            for record in sass_table().to_dict("records"):
+        try:
+            records = [] if why else sass_table().to_dict("records")
+        except (InvalidConfig, OSError, subprocess.SubprocessError) as error:  # a compiler that fails here
+            why, records = str(error), []
+        if not why:
+            for record in records:
                 rows[record["rung"]].update({
                     "FFMA per shared load": round(record["FFMA per shared load"], 2),
                     "FFMA share of the k-loop": round(record["FFMA share of the loop"], 2),
