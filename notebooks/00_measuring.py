@@ -152,7 +152,10 @@ print(result.summary())
 # roughly 80–90 % of it (Azure's benchmarking guide: 4.01 TB/s, 83.5 %, on an H200); the chart
 # shows this device's own figure. Without a GPU, the bf16 chart draws a roof built from published
 # H200 figures instead: gpu-benches' best streaming bandwidth and the ML Engineering book's maximum
-# achievable bf16 matmul (the caption names both; not your GPU).
+# achievable bf16 matmul (the caption names both; not your GPU). The tensor-core roof is bf16 from
+# Ampere (cc 8.0) on; a Turing GPU such as a T4 (cc 7.5) has fp16 tensor cores but no bf16 ones (a
+# bf16 matmul runs on its CUDA cores), so there the chart draws fp16. On a GPU only the precision
+# you pick is measured (each ceiling once per machine, then cached).
 #
 # ### Predict
 # A vector add `c = a + b` in fp32 does 1 FLOP per 12 bytes. Which ceiling limits it?
@@ -165,7 +168,9 @@ import ipywidgets as w
 
 from gpucourse.viz.widgets import LiveChart
 
-roofline = LiveChart({"precision": w.Dropdown(options=["bf16", "fp32"], value="bf16", description="matmul")},
+choices, why = measuring.roof_precisions()  # this GPU's tensor-core format first: bf16, or fp16 before cc 8.0
+print(f"tensor-core roof: {choices[0]} ({why})")
+roofline = LiveChart({"precision": w.Dropdown(options=choices, value=choices[0], description="matmul")},
                      compute=measuring.roofline_figure)
 roofline
 

@@ -101,17 +101,19 @@ counts[["rung", "n", "load_bytes", "store_bytes", "counted_bytes", "model_bytes"
 # limited by bandwidth × intensity, above it by the arithmetic peak. Tiling raises the
 # intensity to about T/4 FLOP per byte (each pair of fetched floats, 8 bytes, serves T
 # multiply-adds of 2 FLOPs); register blocking (each thread computes a patch of outputs, reusing
-# values held in registers) pushes it further; cuBLAS is drawn at its compulsory traffic (each
-# matrix once).
+# values held in registers) raises the FLOP per byte further — which moves the roof up, not the
+# kernel: whether it runs faster depends on the instructions it issues (the ladder below); cuBLAS
+# is drawn at its compulsory traffic (each matrix once).
 #
 # <details><summary>Description of the picture</summary>
 #
 # A log–log roofline: throughput in GFLOP/s against arithmetic intensity in FLOP per byte. The roof
 # rises diagonally (bandwidth × intensity) and turns flat at the fp32 peak, both from the datasheet.
-# Five labelled points, one per rung — naive, tiled 16, two register-blocked kernels and cuBLAS —
-# sit left to right in that order, each labelled with its FLOP per byte; naive and tiled sit on the
-# sloping part, the others on the flat part. Without a GPU or a recording the points are drawn at
-# the roof's bound, not measured.
+# Eight labelled points, one per rung — naive, tiled 16, the register-blocked and vectorised kernels
+# (64 and 128 tiles), the CUDA C++ kernel and cuBLAS — sit left to right in that order (each pair
+# with one tile at the same FLOP per byte), each labelled with its FLOP per byte; naive and tiled
+# sit on the sloping part, the others on the flat part. Rungs that are recorded are drawn at their
+# recorded speed, far under the roof; the others at the roof's bound, marked "bound, not measured".
 #
 # </details>
 
@@ -130,7 +132,7 @@ tiling.roofline_figure(tile=16, n=4096)
 # the tiled rung: in the H200 recording, shared-memory tiling alone (16 × 16) reached about a fifth
 # of cuBLAS and less than half of its dotted bound (in the published ladder, about 13 % of cuBLAS) —
 # below what the traffic model allows. The model bounds a kernel by its memory traffic; it says nothing about the
-# instructions each loaded value costs, which register blocking and warp tiling cut.
+# instructions each loaded value costs — the next section counts them.
 
 # %%
 tiling.matmul_explorer()
@@ -147,6 +149,75 @@ tiling.matmul_explorer()
 
 # %%
 tiling.fraction_figure()
+
+# %% [markdown]
+# ## The ladder after register blocking, step by step
+#
+# In the H200 recording the two register-blocked rungs did **not** beat the 32×32 tile: the 64/4
+# rung matched it, and the 128/8 rung was slower (at N = 1024 it has 64 blocks for 132 SMs, and
+# 150 registers a thread leave one block per SM). Register blocking cuts global traffic, but a
+# rung is fast only if the SM spends its issue slots on multiply-adds. Simon Boehm's SGEMM
+# worklog (the published ladder above) climbs by counting instructions; so does this section.
+# The compiler's own output (SASS, assembled by `ptxas` for cc 9.0 on this CPU, no GPU needed)
+# shows per rung: FFMAs per shared-memory load, the FFMA share of the k-loop's instructions,
+# registers and spills.
+#
+# ### Predict
+# The old register-blocked 128/8 rung issues 16 four-byte shared loads (LDS) per 64 FFMAs, because
+# a thread's 8 values of a row of B sit 16 floats apart. Store A transposed and give each thread
+# 4 *contiguous* values per quadrant: how many 16-byte loads (LDS.128) per 64 FFMAs now? What
+# share of cuBLAS do you expect from a Numba kernel: 20 %, 50 %, 90 %?
+
+# %%
+predict_lds128_per_64_ffma = ...  # an integer
+predict_share_of_cublas = ...  # a fraction, e.g. 0.5
+
+# %% [markdown]
+# Each rung, what changed, what `ptxas` made of it and its speed: measured now on a GPU; without
+# one, the course's recording (its size and contract are in the caption line printed below; the
+# quick H200 recording is at N = 1024, which treats the 128 tiles unfairly) or, for the rungs not yet
+# recorded, the GPU tier's **prediction** — a claim a GPU run will confirm or refute, not a
+# measurement.
+
+# %%
+steps = tiling.ladder_table()
+print("speed:", steps.attrs["source"])
+steps
+
+# %% [markdown]
+# What the SASS says (compiled for cc 9.0 by this machine's `ptxas`; the counts are pinned in
+# `tests/test_tiling_vectorised.py`):
+#
+# * **tiled 32**: 40 shared loads for 32 FFMAs in a 134-instruction loop — under a quarter of the
+#   issue slots do arithmetic.
+# * **register-blocked**: every fragment value is a 4-byte LDS (8 per 16 FFMAs, 16 per 64), and
+#   the next k-tile's global loads start only after the barrier, so their latency is exposed
+#   every 8 values of k.
+# * **vectorised**: the same tiling with few instructions. A is stored transposed (`a_s[k, row]`,
+#   rows padded by 4 floats so the transposing stores are conflict-free), each thread's values
+#   are 4 contiguous floats, so `ptxas` merges them into one LDS.128: 4 per 64 FFMAs. The next
+#   k-tile is loaded into registers *before* the FMAs of the current one (its latency hides
+#   behind them), stored into a second shared buffer afterwards, and one barrier per k-tile
+#   suffices. No spills: the 8×8 accumulators stay in 120 registers.
+# * What Numba cannot express: no 16-byte global loads from a float32 array (each `a[r, k]` is
+#   a 4-byte LDG), no `__restrict__` (so no reordering of loads past stores), 64-bit index and
+#   loop arithmetic (most of the 28 instructions of the vectorised k-loop's 96 that are neither
+#   FFMA nor LDS), no `#pragma unroll` for the k-loop, and none of the instructions the fastest kernels are built on — `cp.async`
+#   (asynchronous global→shared copies), `ldmatrix`, `mma`/`wgmma` (tensor cores) and TMA. The
+#   CUDA C++ rung below adds only the first four; its k-tile is 512 FFMAs in 600 instructions.
+#
+# The last factor to cuBLAS is made of what neither rung has: warp tiling (each warp's
+# fragments reused across a warp-shaped tile), asynchronous multi-stage copies that keep more
+# bytes in flight, and tuning per GPU. cuBLAS itself runs fp32 at about three quarters of the
+# CUDA cores' peak. Register blocking done this way is predicted to *narrow* the gap (≥ 40 % of
+# cuBLAS for the vectorised 128/8 rung, ≥ 60 % for the CUDA C++ rung, at N = 4096); whether it
+# does is for a GPU run to say — until then the table says "prediction".
+#
+# The CUDA C++ rung, as CuPy compiles it (NVRTC) and launches it (`tiling.matmul(a, b,
+# "CUDA C++")` on a GPU; m, n and k must be multiples of 4 for its float4 loads):
+
+# %%
+print(tiling.SGEMM_CUDA_SOURCE)
 
 # %% [markdown]
 # ## The two barriers
@@ -234,7 +305,8 @@ for bad in (lambda: tiling.check_tile(33), lambda: tiling.check_register_blockin
 #
 # ### Key points of part A
 # * A tile in shared memory turns T global reads into one: about T/4 FLOP per byte for a
-#   T-tiled fp32 matmul; register blocking multiplies the reuse again.
+#   T-tiled fp32 matmul; register blocking multiplies the reuse again, but pays only when the
+#   instructions per FMA fall too (contiguous fragments: LDS.128; prefetch; count them in SASS).
 # * Barrier 1 (after the load) and barrier 2 (before the next overwrite) are both required; a
 #   missing one is a race even when the answer happens to come out right.
 # * A tile stops growing at 1,024 threads and 48 KB of static shared memory per block.

@@ -90,6 +90,9 @@ NO_BF16_ON_TURING = Skip("Turing (T4, RTX 20xx) has no bf16 or TF32 tensor cores
 TF32_AT_FP32_RATE = Skip("GeForce cards of this family run TF32 at the fp32 CUDA-core rate (GA102/AD102/RTX "
                          "Blackwell whitepapers), and the family holds them")
 NO_FP8 = Skip("fp8 tensor cores came with Ada and Hopper (cc ≥ 8.9)")
+_ONE_BLOCK_PER_SM = ("ptxas gives the vectorised 128/8 rung {regs} registers a thread on this family (compile-check): "
+                     "one 256-thread block per SM (65,536 registers), so the derivation's two blocks per SM does not "
+                     "hold and the fraction is not derived here")
 _SMALL_PARTS = ("the family includes parts with 20–40 SMs (T4 40, RTX 3050 20, RTX 4060 24, RTX 5060 30 SMs: "
                 "datasheets/whitepapers), and the 3× comes from many SMs' shared-memory atomics running in "
                 "parallel against 16 hot addresses in the L2; it is not derived for so few SMs")
@@ -193,6 +196,45 @@ EXPECTATIONS: dict[str, Expectation] = {
         "cuBLAS fp32 (TF32 off) stays within the datasheet's fp32 peak (+5 %)",
         "runtime.DATASHEET_TFLOPS (cited rows only; other parts skip the check): above the CUDA cores' peak "
         "would mean tensor cores (TF32) were used", everywhere(1.05), "at most"),
+    # --- lesson 04: the matmul ladder after register blocking (issue 38 item 2; review gpu-recordings.md §3.2) ---
+    # Instruction counts: tiling.compiled.sass_table() on sm_90 (ptxas 13.0 from numba-cuda 0.30.4's PTX;
+    # tests/test_tiling_vectorised.py pins them). Recorded anchors: data/reference/nvidia-h200/quick/
+    # tiling.matmul.csv (tiled 32 = 0.21 and register-blocked 64/4 = 0.21 of cuBLAS at N = 1024) and
+    # expectations.json (best rung 0.200 of cuBLAS's 51.3 TFLOP/s at N = 4096). Published anchor:
+    # data/published/sgemm-cuda/ (CUDA C++ on an RTX A6000, 128 fp32 lanes per SM like an H200).
+    "tiling.register_blocking_over_tiled": Expectation(
+        "the best register-blocked Numba rung (vectorised ones included) beats the best tiled rung by ≥ 1.5× "
+        "at N = 4096",
+        "SASS: the tiled 32 k-loop issues 32 FFMA in 134 instructions (0.24 of its issue slots, 40 shared "
+        "loads); the vectorised 128/8 k-loop 64 FFMA in 96 (0.67; 4 LDS.128), ≈ 0.52 of a whole k-tile's ≈ 990 "
+        "instructions once the prefetch, stores and barrier are counted: 2.2× the FFMAs per issue slot. A "
+        "family with 64 fp32 lanes per SM (cc 7.5, 8.0) halves every warp's FFMA rate, which the tiled loop "
+        "(issue-bound) feels less than the vectorised one: still ≥ 2× by the same counts. The old "
+        "register-blocked rungs gained nothing over tiled 32 on an H200 (7.93 vs 7.92 TFLOP/s at N = 1024: "
+        "8 or 16 4-byte LDS per 16 or 64 FFMA); 1.5 is asserted for the rungs rewritten to fix that (on cc 7.5 "
+        "and 8.0 the 128/8 rung gets 130–133 registers, one block per SM: the 64/4 rung, 54–56 registers, is the "
+        "candidate there)",
+        everywhere(1.5)),
+    "tiling.vectorised_over_cublas": Expectation(
+        "the vectorised 128/8 Numba rung reaches ≥ 40 % of cuBLAS fp32 (TF32 off) at N = 4096",
+        "a prediction, not yet measured. Issue bound from the SASS: ≈ 0.52 of a k-tile's instructions are "
+        "FFMAs, so ≤ 0.52 of the fp32 peak; cuBLAS fp32 ran at 0.77 of the H200's peak (51.3 of 66.9 TFLOP/s), "
+        "so the rung's ceiling is ≈ 0.67 of cuBLAS. 120 registers × 256 threads: 2 blocks per SM; N = 4096 gives "
+        "1,024 blocks, 3.9 waves on 132 SMs (the last wave 88 % full). SGEMM_CUDA's CUDA C++ kernels with the "
+        "same tiling reached 68.7 % (2-D block tiling) and 78.4 % (vectorised) of cuBLAS on an RTX A6000. "
+        "What Numba cannot do costs the rest (see tiling.cuda_cpp_over_cublas). 0.40 is the review's lower "
+        "estimate (40–60 %) and 0.6 of the issue ceiling. ptxas gives the rung ≤ 128 registers on cc 8.6–12.0 "
+        "(`python -m gpucourse compile-check --only vectorised`: 128, 128, 120, 107, 116), so 2 blocks per SM there",
+        families(0.40, sm_75=Skip(_ONE_BLOCK_PER_SM.format(regs=130)), sm_80=Skip(_ONE_BLOCK_PER_SM.format(regs=133)))),
+    "tiling.cuda_cpp_over_cublas": Expectation(
+        "the CUDA C++ RawKernel (same tiling, float4 global loads, unrolled k-tile) reaches ≥ 60 % of cuBLAS fp32 "
+        "at N = 4096",
+        "a prediction, not yet measured. SASS (NVRTC → ptxas 13.0, sm_90): 512 FFMA in a 600-instruction k-tile "
+        "(0.85 of issue slots, above cuBLAS's 0.77 of peak: issue is not the limit), 32 LDS.128 and 2 LDG.E.128 "
+        "per k-tile, 125 registers (2 blocks per SM), no spills. SGEMM_CUDA's equivalents (kernels 6 and 11: "
+        "vectorised loads, double buffering) reached 78.4 % and 74.3 % of cuBLAS on an RTX A6000; 0.60 leaves "
+        "room for a different GPU and cuBLAS version",
+        everywhere(0.60)),
     "tiling.padded_over_unpadded_transpose": Expectation(
         "the padded shared-memory transpose against the unpadded one, 8192² float32",
         "bank conflicts serialise the unpadded column reads 32-way on every family (Programming Guide, "

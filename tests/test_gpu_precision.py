@@ -9,17 +9,21 @@ import pytest
 from gpu_expectations import expect
 
 from gpucourse.lessons import precision
+from gpucourse.measure import gpuinfo
 
 pytestmark = pytest.mark.gpu
 
 
 def test_tensor_cores_beat_cuda_cores_at_8192(record_property):
-    fp32 = precision.measure_matmul("fp32", 8192)  # TF32 off: CUDA cores
-    tf32 = precision.measure_matmul("tf32", 8192)
-    bf16 = precision.measure_matmul("bf16", 8192)
-    for m in (fp32, tf32, bf16):
+    # each with the SM clock and power draw just before and after (review gpu-recordings.md §4: bf16 moved
+    # 7 % between two measurements minutes apart, and nothing recorded whether the clock had dropped)
+    measured = {dtype: gpuinfo.around(lambda dtype=dtype: precision.measure_matmul(dtype, 8192))
+                for dtype in ("fp32", "tf32", "bf16")}  # fp32 with TF32 off: CUDA cores
+    (fp32, _), (tf32, _), (bf16, _) = measured.values()
+    for dtype, (m, board) in measured.items():
         assert m.measured and m.tflops > 0, m.summary()
-        print(m.summary())
+        print(m.summary(), board)
+        record_property(f"board[{dtype}]", board)
     record_property("bf16_over_fp32", bf16.tflops / fp32.tflops)
     record_property("tf32_over_fp32", tf32.tflops / fp32.tflops)
     print(f"bf16 / fp32 = {bf16.tflops / fp32.tflops:.1f}×, tf32 / fp32 = {tf32.tflops / fp32.tflops:.1f}×")

@@ -20,6 +20,8 @@ TRANSPOSE_N = 8192  # 512 MiB moved per transpose: far beyond the L2, and long e
     ("naive", 16, {}), ("tiled", 8, {}), ("tiled", 16, {}), ("tiled", 32, {}),
     ("register-blocked", 64, {"k_tile": 8, "thread_tile": 4}),
     ("register-blocked", 128, {"k_tile": 8, "thread_tile": 8}),
+    ("vectorised", 64, {"k_tile": 8, "thread_tile": 4}), ("vectorised", 128, {"k_tile": 8, "thread_tile": 8}),
+    ("CUDA C++", 128, {}),  # 1000 is a multiple of 4 (float4) but not of the 128 tile
 ])
 def test_every_rung_is_right_on_the_gpu_for_a_non_multiple_size(kind, tile, blocking):
     # On real hardware a missing barrier would race for real: check a ragged size against float64.
@@ -43,7 +45,7 @@ def test_tiled_beats_naive_and_the_best_rung_is_reported_against_cublas(record_p
     tiled = {t: gflops[f"tiled {t}"] for t in tiling.TILES}
     best_tile = max(tiled, key=tiled.get)
     ratio = tiled[best_tile] / gflops["naive"]
-    own = data[data.kind != "cuBLAS"].sort_values("gflops")
+    own = data[~data.kind.isin(["cuBLAS", "CUDA C++"])].sort_values("gflops")  # the best Numba rung
     best = own.iloc[-1]
     fraction = best.gflops / gflops["cuBLAS"]
     summary = (f"N={MATMUL_N} fp32 on {runtime.device().name}: naive {gflops['naive']:.0f}, "
@@ -59,6 +61,30 @@ def test_tiled_beats_naive_and_the_best_rung_is_reported_against_cublas(record_p
     peak_tflops = runtime.datasheet_tflops(runtime.device().name).get("fp32")
     if peak_tflops:  # an fp32 GEMM above the CUDA cores' peak could only be using tensor cores (TF32)
         assert gflops["cuBLAS"] <= expect("tiling.cublas_over_fp32_peak.max") * peak_tflops * 1e3, summary
+
+
+def test_register_blocking_done_right_against_tiling_and_cublas(record_property):
+    # issue 38 item 2: the vectorised rungs (LDS.128, prefetch) and the CUDA C++ one, at N = 4096
+    data = tiling.measure_matmul_ladder([MATMUL_N])  # measured once per process (_MEASURED)
+    gflops = data.set_index("rung").gflops
+    cublas = gflops["cuBLAS"]
+    best_tiled = max(gflops[f"tiled {t}"] for t in tiling.TILES)
+    blocked = {r.label: gflops[r.label] for r in tiling.numba_rungs()}
+    best_blocked = max(blocked, key=blocked.get)
+    vectorised = gflops["vectorised 128/8"]
+    cpp = gflops[tiling.rung("CUDA C++").label]
+    summary = (f"N={MATMUL_N} fp32 on {runtime.device().name}: best tiled {best_tiled:.0f}, "
+               + ", ".join(f"{k} {v:.0f}" for k, v in blocked.items())
+               + f", CUDA C++ {cpp:.0f}, cuBLAS {cublas:.0f} GFLOP/s; {best_blocked} / best tiled = "
+               f"{blocked[best_blocked] / best_tiled:.2f}×; vectorised 128/8 = {vectorised / cublas:.1%}, "
+               f"CUDA C++ = {cpp / cublas:.1%} of cuBLAS")
+    print(summary)
+    record_property("matmul_ladder_after_register_blocking", summary)
+    record_property("vectorised_fraction_of_cublas", round(float(vectorised / cublas), 4))
+    record_property("cuda_cpp_fraction_of_cublas", round(float(cpp / cublas), 4))
+    assert blocked[best_blocked] >= expect("tiling.register_blocking_over_tiled") * best_tiled, summary
+    assert vectorised >= expect("tiling.vectorised_over_cublas") * cublas, summary
+    assert cpp >= expect("tiling.cuda_cpp_over_cublas") * cublas, summary
 
 
 def test_padded_transpose_against_unpadded_and_copy(record_property):

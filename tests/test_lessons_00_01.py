@@ -82,7 +82,7 @@ def test_roofline_without_a_gpu_draws_only_datasheet_lines(no_recordings):
     fig = measuring.roofline_figure("fp32")
     assert [t.name.split(":")[0] for t in fig.data] == ["datasheet"]
     assert max(fig.data[0].y) == pytest.approx(67.0)
-    with pytest.raises(InvalidConfig, match="'fp32', 'bf16'"):
+    with pytest.raises(InvalidConfig, match="'bf16', 'fp16', 'fp32'"):
         measuring.roofline_figure("fp64")
 
 

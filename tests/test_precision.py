@@ -246,7 +246,7 @@ def test_datasheet_follows_the_recordings_device(monkeypatch, tmp_path):
     if runtime.is_gpu():
         pytest.skip("GPU mode measures for real")
     rec = _fake_recording(tmp_path)
-    rec.provenance["device"] = {"device": "NVIDIA A100-SXM4-80GB"}  # not in the datasheet table
+    rec.provenance["device"] = {"device": "NVIDIA L40S"}  # not in the datasheet table
     monkeypatch.setattr(reference, "load", lambda name, *a, **k: rec)
     fig = precision.throughput_figure()
     assert not [a for a in fig.layout.annotations if (a.text or "").startswith("datasheet")]
@@ -269,7 +269,7 @@ def test_sweeps_are_registered():
     for name in ("precision.matmul", "precision.vocab_shape"):
         assert reference.SWEEPS[name].lesson == "07_precision"
     assert precision.datasheet_tflops("NVIDIA H100 80GB HBM3")["tf32"] == 494.7
-    assert precision.datasheet_tflops("Tesla T4") is None
+    assert set(precision.datasheet_tflops("Tesla T4")) == {"fp32", "fp16"}  # Turing: no tf32 or bf16 tensor cores
     assert precision.datasheet_tflops("NVIDIA H200")["fp8_e4m3"] == 1978.9
     for other_part in ("NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA H200 NVL"):  # not the SXM figures
         assert precision.datasheet_tflops(other_part) is None

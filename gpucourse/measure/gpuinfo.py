@@ -218,3 +218,41 @@ def gpu_sharing(processes: list[int] | None | type = ..., own_context: bool = Tr
         return Sharing("unknown")
     others = max(0, len(processes) - (1 if own_context else 0))
     return Sharing("shared", others) if others else Sharing("alone", 0)
+
+
+# --- the board while it works: SM clock and power draw around a measurement ---------------------------------
+# Tensor-core timings moved by 7 % between two measurements minutes apart on an H200 (review
+# gpu-recordings.md §4) while the harness recorded the board only at provenance time: these samples,
+# taken just before and just after a measurement, let a recording tell a lowered clock from noise.
+
+CLOCK_POWER_KEYS = ("sm_clock_mhz_before", "sm_clock_mhz_after", "power_w_before", "power_w_after")
+
+
+def clocks_and_power(nvml=None, pci_bus_id: str | None | type = ...) -> dict:
+    """{"sm_clock_mhz": the SM clock now (``clocks.sm``), "power_w": the board's power draw now
+    (``power.draw``, NVML's ``nvmlDeviceGetPowerUsage`` in mW)}, each None when NVML does not answer."""
+    facts = {"sm_clock_mhz": None, "power_w": None}
+    nvml = nvml if nvml is not None else _load_nvml()
+    if nvml is None:
+        return facts
+    handle = nvml_handle(nvml, cuda_pci_bus_id() if pci_bus_id is ... else pci_bus_id)
+    if handle is None:
+        return facts
+    value = ctypes.c_uint(0)
+    if nvml.nvmlDeviceGetClockInfo(handle, NVML_CLOCK_SM, ctypes.byref(value)) == NVML_SUCCESS:
+        facts["sm_clock_mhz"] = int(value.value)
+    if nvml.nvmlDeviceGetPowerUsage(handle, ctypes.byref(value)) == NVML_SUCCESS:
+        facts["power_w"] = value.value / 1000
+    return facts
+
+
+def around(run, sample=None):
+    """``run()`` with the SM clock and power draw sampled just before and just after it: (its result,
+    {"sm_clock_mhz_before", "sm_clock_mhz_after", "power_w_before", "power_w_after"}), None where NVML
+    does not answer. ``sample``: a stand-in for ``clocks_and_power`` (tests)."""
+    sample = sample or clocks_and_power
+    before = sample()
+    result = run()
+    after = sample()
+    return result, {"sm_clock_mhz_before": before["sm_clock_mhz"], "sm_clock_mhz_after": after["sm_clock_mhz"],
+                    "power_w_before": before["power_w"], "power_w_after": after["power_w"]}

@@ -112,8 +112,9 @@ QUICK_PLANS: dict[str, SweepPlan] = {
         f"{_LESSONS}.races.experiments.run_litmus": {"rounds": 1000}}),
     "reductions.sum": SweepPlan(measurements=9, attributes={
         f"{_LESSONS}.reductions.experiments.SWEEP_SIZES": (1 << 24,)}),
-    "tiling.matmul": SweepPlan(measurements=8, attributes={f"{_LESSONS}.tiling.experiments._MEASURED": {}},
-                               defaults={f"{_LESSONS}.tiling.experiments.measure_matmul_ladder": {"sizes": (1024,)}}),
+    # N = 4096 (review gpu-recordings.md §4): at 1024 the 128-tile rungs have 64 blocks for an H200's 132 SMs
+    "tiling.matmul": SweepPlan(measurements=11, attributes={f"{_LESSONS}.tiling.experiments._MEASURED": {}},
+                               defaults={f"{_LESSONS}.tiling.experiments.measure_matmul_ladder": {"sizes": (4096,)}}),
     "tiling.transpose": SweepPlan(measurements=4, attributes={f"{_LESSONS}.tiling.experiments.TRANSPOSE_SIZES": (4096,),
                                                               f"{_LESSONS}.tiling.experiments._MEASURED": {}}),
     "feeding.copy": SweepPlan(measurements=6),
@@ -135,7 +136,7 @@ QUICK_PLANS: dict[str, SweepPlan] = {
 FULL_MEASUREMENTS = {
     "coalescing.offset": 99, "coalescing.stride": 36, "divergence.fraction": 234, "divergence.sort_pays": 36,
     "occupancy.memory_bound": 14, "occupancy.compute_bound": 14, "precision.matmul": 20,
-    "precision.vocab_shape": 8, "races.histogram": 18, "reductions.sum": 36, "tiling.matmul": 35,
+    "precision.vocab_shape": 8, "races.histogram": 18, "reductions.sum": 36, "tiling.matmul": 55,
     "tiling.transpose": 16, "warps.staircase": 13,
 }
 

@@ -381,7 +381,8 @@ SWEEP_PLANS: dict[str, SweepPlan] = {
     "tiling.matmul": SweepPlan(
         attributes={"gpucourse.lessons.tiling.experiments._MEASURED": {}},
         defaults={"gpucourse.lessons.tiling.experiments.measure_matmul_ladder": {"sizes": (32,)}},
-        stand_in="cuBLAS is NumPy's matmul; its plain-fp32 compute-type switch is set on a stand-in and not used"),
+        stand_in=("cuBLAS is NumPy's matmul; its plain-fp32 compute-type switch is set on a stand-in and not used; "
+                  "the CUDA C++ rung (a CuPy RawKernel) is left out: NumPy cannot compile CUDA C++")),
     "tiling.transpose": SweepPlan(attributes={"gpucourse.lessons.tiling.experiments.TRANSPOSE_SIZES": (64,),
                                               "gpucourse.lessons.tiling.experiments._MEASURED": {}}),
     "feeding.copy": SweepPlan(not_rehearsable="pageable vs pinned host memory: the simulator has no copy engine"),

@@ -78,6 +78,23 @@ DATASHEET_BANDWIDTH_GBPS = {name: sheet.bandwidth_gbps for name, sheet in DATASH
 # Only the SXM parts are listed: PCIe and NVL variants share the chip but not its clocks and power.
 _HOPPER_SXM_TFLOPS = {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9}
 DATASHEET_TFLOPS = {"NVIDIA H200": _HOPPER_SXM_TFLOPS, "NVIDIA H100 80GB HBM3": _HOPPER_SXM_TFLOPS}
+# Turing, Ampere and Ada rows (review gpu-mode-paths.md G21), dense figures: where a datasheet gives only the
+# "with sparsity" figure, half of it. Not re-fetched from NVIDIA (no access from here): the figures agree with
+# independent copies of each datasheet (Glenn Lockwood's A100 page, which cites the A100 datasheet; spec
+# aggregators for T4 and L4).
+# * T4: https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf
+#   — single precision 8.1, mixed precision (fp16 inputs, fp32 accumulate) 65 TFLOPS; no tf32 or bf16 (Turing).
+# * L4: https://www.nvidia.com/en-us/data-center/l4/ (datasheet) — FP32 30.3; TF32 120, BF16/FP16 242, FP8 485
+#   TFLOPS with sparsity: dense 60, 121, 242.5.
+# * A100 (SXM and PCIe alike): https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/
+#   nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf — FP32 19.5, TF32 156, BF16 312, FP16 312 TFLOPS (dense).
+_A100_TFLOPS = {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0}
+DATASHEET_TFLOPS.update({
+    "Tesla T4": {"fp32": 8.1, "fp16": 65.0},
+    "NVIDIA L4": {"fp32": 30.3, "tf32": 60.0, "bf16": 121.0, "fp16": 121.0, "fp8": 242.5},
+    **dict.fromkeys(("NVIDIA A100-PCIE-40GB", "NVIDIA A100 80GB PCIe", "NVIDIA A100-SXM4-40GB",
+                     "NVIDIA A100-SXM4-80GB"), _A100_TFLOPS),
+})
 
 
 def datasheet_bandwidth_gbps(name: str) -> float | None:

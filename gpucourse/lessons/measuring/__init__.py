@@ -11,6 +11,14 @@
 
 from __future__ import annotations
 
-from gpucourse.lessons.measuring.experiments import SPIN_ITERATIONS, async_analogy, async_pitfall, ceilings
+from gpucourse.lessons.measuring.experiments import (
+    ROOF_PRECISIONS,
+    SPIN_ITERATIONS,
+    async_analogy,
+    async_pitfall,
+    ceilings,
+    roof_precisions,
+    tensor_precision,
+)
 from gpucourse.lessons.measuring.figures import async_figure, async_pitfall_figure, roofline_figure
 from gpucourse.lessons.measuring.kernels import _spin_kernel

@@ -76,26 +76,53 @@ def async_analogy(work_ms: float = 200.0) -> pd.DataFrame:
 # --- ceilings and the roofline ------------------------------------------------------------------
 
 
-def ceilings() -> pd.DataFrame:
-    """This GPU's measured ceilings beside the datasheet (GPU only)."""
+ROOF_PRECISIONS = ("bf16", "fp16", "fp32")
+_PROBE_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def tensor_precision(cc) -> tuple[str, str]:
+    """(the tensor-core format the roofline draws for compute capability ``cc``, why): bf16 from Ampere
+    (cc 8.0) on; fp16 before, because Turing's tensor cores take fp16 but not bf16 (Turing whitepaper;
+    a bf16 matmul there runs on the CUDA cores, far below the fp16 tensor-core roof)."""
+    cc = tuple(cc)
+    if cc >= (8, 0):
+        return "bf16", f"cc {cc[0]}.{cc[1]} has bf16 tensor cores (Ampere and later)"
+    return "fp16", (f"cc {cc[0]}.{cc[1]} has no bf16 tensor cores (they came with Ampere, cc 8.0): a bf16 matmul "
+                    "would run on the CUDA cores, so the roof uses fp16, the tensor-core format this GPU has")
+
+
+def roof_precisions() -> tuple[list[str], str]:
+    """(the roofline's precision choices, tensor format first; why that format): this GPU's on a GPU,
+    the reference H200's (bf16) without one."""
+    if runtime.is_gpu():
+        first, why = tensor_precision(runtime.device().compute_capability)
+    else:
+        first, why = "bf16", "no GPU here: the charts show an H200 (cc 9.0), whose tensor cores take bf16"
+    return [first, "fp32"], why
+
+
+def ceilings(precisions=None) -> pd.DataFrame:
+    """This GPU's measured ceilings beside the datasheet (GPU only): the copy bandwidth and the library
+    matmul of each requested precision (default: fp32 and this GPU's tensor format), nothing else."""
     from gpucourse.measure import ceilings as probe
 
     info = runtime.device()
+    if precisions is None:
+        precisions = ("fp32", tensor_precision(info.compute_capability)[0])
+    precisions = [validate.choice("precision", p, list(ROOF_PRECISIONS)) for p in precisions]
     sheet = runtime.datasheet_tflops(info.name)
-    rows = [
-        {"quantity": "copy bandwidth", "unit": "GB/s", "measured": probe.copy_gbps(),
-         "datasheet": info.datasheet_bandwidth_gbps},
-        {"quantity": "fp32 matmul", "unit": "TFLOP/s", "measured": probe.matmul_tflops("float32"),
-         "datasheet": sheet.get("fp32")},
-        {"quantity": "bf16 matmul", "unit": "TFLOP/s", "measured": probe.matmul_tflops("bfloat16"),
-         "datasheet": sheet.get("bf16")},
-    ]
+    rows = [{"quantity": "copy bandwidth", "unit": "GB/s", "measured": probe.copy_gbps(),
+             "datasheet": info.datasheet_bandwidth_gbps}]
+    for precision in dict.fromkeys(precisions):
+        rows.append({"quantity": f"{precision} matmul", "unit": "TFLOP/s",
+                     "measured": probe.matmul_tflops(_PROBE_DTYPE[precision]), "datasheet": sheet.get(precision)})
     return pd.DataFrame(rows)
 
 
 @reference.register_sweep(
     "measuring.ceilings", lesson="00_measuring", columns=("quantity", "unit", "measured", "datasheet"),
-    description="device-to-device copy GB/s and fp32/bf16 library matmul TFLOP/s vs the datasheet",
+    description="device-to-device copy GB/s and fp32 and bf16 (fp16 before cc 8.0) library matmul TFLOP/s vs "
+                "the datasheet",
 )
 def _ceilings_sweep() -> pd.DataFrame:
     return ceilings()

@@ -7,7 +7,13 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from gpucourse import validate
-from gpucourse.lessons.measuring.experiments import async_analogy, async_pitfall, ceilings
+from gpucourse.lessons.measuring.experiments import (
+    ROOF_PRECISIONS,
+    async_analogy,
+    async_pitfall,
+    ceilings,
+    roof_precisions,
+)
 from gpucourse.measure import reference, runtime
 from gpucourse.viz import charts, cited
 
@@ -34,11 +40,14 @@ def async_pitfall_figure() -> go.Figure:
                          "the GPU (no GPU here and no recording yet)")
 
 
-def roofline_figure(precision: str = "bf16") -> go.Figure:
-    """Attainable TFLOP/s vs arithmetic intensity: min(compute ceiling, intensity × bandwidth)."""
-    precision = validate.choice("precision", precision, ["fp32", "bf16"])
+def roofline_figure(precision: str | None = None) -> go.Figure:
+    """Attainable TFLOP/s vs arithmetic intensity: min(compute ceiling, intensity × bandwidth). ``precision``:
+    the matmul ceiling drawn (default: this GPU's tensor-core format, ``roof_precisions``); on a GPU only
+    that precision's matmul is measured."""
+    precision = roof_precisions()[0][0] if precision is None else precision
+    precision = validate.choice("precision", precision, list(ROOF_PRECISIONS))
     if runtime.is_gpu():
-        data, source = ceilings(), charts.source_caption("measured", runtime.device().name)
+        data, source = ceilings((precision,)), charts.source_caption("measured", runtime.device().name)
     else:
         rec = reference.load("measuring.ceilings")
         data = rec.data if rec is not None else None
@@ -49,6 +58,8 @@ def roofline_figure(precision: str = "bf16") -> go.Figure:
                         "attainable TFLOP/s (log)", source)
     quantity = f"{precision} matmul"
     curves = []
+    if data is not None and not (data.quantity == quantity).any():
+        data = None  # the recording has no ceiling of this precision: datasheet lines only
     if data is not None:
         bw = float(data.loc[data.quantity == "copy bandwidth", "measured"].iloc[0])
         peak = float(data.loc[data.quantity == quantity, "measured"].iloc[0])
@@ -57,8 +68,8 @@ def roofline_figure(precision: str = "bf16") -> go.Figure:
         sheet_peak = data.loc[data.quantity == quantity, "datasheet"].iloc[0]
     else:
         sheet_bw = runtime.DATASHEET_BANDWIDTH_GBPS["NVIDIA H200"]
-        sheet_peak = runtime.datasheet_tflops("NVIDIA H200")[precision]
-    if pd.notna(sheet_bw) and pd.notna(sheet_peak):
+        sheet_peak = runtime.datasheet_tflops("NVIDIA H200").get(precision)
+    if sheet_bw is not None and sheet_peak is not None and pd.notna(sheet_bw) and pd.notna(sheet_peak):
         curves.append(("datasheet", float(sheet_bw), float(sheet_peak), 1, "dot"))
     roof = cited.h200_roof(precision) if data is None else None  # no GPU, no recording: published H200 figures
     if roof is not None:

@@ -92,5 +92,6 @@ from gpucourse.lessons.precision.model import (
     train_tiny_model,
     underflow_share,
     underflow_table,
+    unsupported_dtypes,
     vocab_ratios,
 )

@@ -10,8 +10,15 @@ import pandas as pd
 from gpucourse import validate
 from gpucourse.errors import InvalidConfig, NoGPU
 from gpucourse.lessons.precision import formats
-from gpucourse.lessons.precision.model import _TF32, MATMUL_DTYPES, _bytes_per_element, _matmul_fn, _torch_dtype
-from gpucourse.measure import reference, runtime, torch_precision
+from gpucourse.lessons.precision.model import (
+    _TF32,
+    MATMUL_DTYPES,
+    _bytes_per_element,
+    _matmul_fn,
+    _torch_dtype,
+    unsupported_dtypes,
+)
+from gpucourse.measure import gpuinfo, reference, runtime, torch_precision
 from gpucourse.measure.harness import measure
 
 LESSON = "07_precision"
@@ -75,17 +82,19 @@ def measure_matmul(dtype: str, m: int, n: int | None = None, k: int | None = Non
 
 
 def matmul_sweep(sizes=SWEEP_SIZES, dtypes=MATMUL_DTYPES) -> pd.DataFrame:
-    """TFLOP/s of square n³ matmuls by dtype and size (GPU only)."""
+    """TFLOP/s of square n³ matmuls by dtype and size (GPU only), each row with the SM clock and power draw
+    sampled just before and after it (``gpuinfo.around``: NVML's clocks.sm and power.draw)."""
     if not runtime.is_gpu():
         raise NoGPU("the matmul sweep times tensor cores and needs a GPU; charts use the recording instead")
     rows = []
+    missing = unsupported_dtypes(runtime.device().compute_capability)
     for dtype in dtypes:
-        if dtype == "fp8_e4m3" and not fp8_supported():
-            continue
+        if dtype in missing or (dtype == "fp8_e4m3" and not fp8_supported()):
+            continue  # labelled on the chart (unsupported_dtypes), never timed at another format's speed
         for n in sizes:
-            m = measure_matmul(dtype, n)
+            m, board = gpuinfo.around(lambda dtype=dtype, n=n: measure_matmul(dtype, n))
             rows.append({"dtype": dtype, "n": n, "tflops": m.tflops, "median_ms": m.median_ms,
-                         "iqr_ms": m.iqr_ms, "min_ms": m.min_ms, "n_samples": m.n_samples})
+                         "iqr_ms": m.iqr_ms, "min_ms": m.min_ms, "n_samples": m.n_samples, **board})
     return pd.DataFrame(rows)
 
 
@@ -108,10 +117,10 @@ def vocab_shape_sweep(vocabs=VOCABS, dtypes=("bf16", "fp16"), tokens: int = VOCA
         for vocab in vocabs:
             for name, (m, n, k) in (("forward: N = vocab", (tokens, vocab, hidden)),
                                     ("input gradient: K = vocab", (tokens, hidden, vocab))):
-                meas = measure_matmul(dtype, m, n, k)
+                meas, board = gpuinfo.around(lambda dtype=dtype, m=m, n=n, k=k: measure_matmul(dtype, m, n, k))
                 rows.append({"dtype": dtype, "vocab": vocab, "pass": name, "m": m, "n": n, "k": k,
                              "tflops": meas.tflops, "median_ms": meas.median_ms, "iqr_ms": meas.iqr_ms,
-                             "n_samples": meas.n_samples})
+                             "n_samples": meas.n_samples, **board})
     return pd.DataFrame(rows)
 
 

@@ -31,6 +31,7 @@ from gpucourse.lessons.precision.model import (
     reference_accumulate,
     train_all,
     underflow_share,
+    unsupported_dtypes,
     vocab_ratios,
 )
 from gpucourse.measure import reference, runtime
@@ -232,10 +233,17 @@ def throughput_figure(dtypes=MATMUL_DTYPES, datasheet: bool = True, data: pd.Dat
         charts.no_data(fig, "No GPU measurement or recording: published maxima and the datasheet only",
                        y=low + 0.6 * (high - low), yref="y" if len(levels) > 1 else "paper")
         cited.mamf_lines(fig, dtypes, SWEEP_SIZES)
+    if runtime.is_gpu():  # formats this GPU has no tensor cores for: said, not plotted at fp32 speed
+        missing = unsupported_dtypes(runtime.device().compute_capability)
+        said = [f"{d}: {missing[d]}" for d in dtypes if d in missing]
+        if said:
+            fig.add_annotation(text="<br>".join(said), xref="paper", yref="paper", x=0.01, y=0.99,
+                               showarrow=False, align="left", xanchor="left", yanchor="top", font={"size": 10})
     if datasheet and table:
         shown = {}
         for dtype in dtypes:
-            shown.setdefault(table[dtype], []).append(dtype)
+            if dtype in table:  # a T4's datasheet has no tf32 or bf16 line
+                shown.setdefault(table[dtype], []).append(dtype)
         for value, names in shown.items():
             charts.hline(fig, value, f"datasheet {'/'.join(names)} ({label}): {value:g}", faint=True)
     fig.update_xaxes(type="log", tickvals=list(SWEEP_SIZES))

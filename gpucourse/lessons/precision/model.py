@@ -550,3 +550,22 @@ def ceiling_table(data: pd.DataFrame, device_name: str = "NVIDIA H200") -> pd.Da
                          "% of datasheet": 100 * best / sheet if sheet else None,
                          "at n": int(part.n[part.tflops.idxmax()])})
     return pd.DataFrame(rows)
+
+
+# --- which tensor-core formats a compute capability has (review gpu-mode-paths.md G21) ----------------------
+
+_BEFORE_AMPERE = ("not supported before Ampere (cc 8.0): Turing's tensor cores take fp16 and int8 only (Turing "
+                  "whitepaper); a {dtype} request runs on the CUDA cores, so timing it would plot fp32 speed "
+                  "under a tensor-core label")
+
+
+def unsupported_dtypes(cc) -> dict[str, str]:
+    """The matmul dtypes this compute capability has no tensor cores for, each with the reason (the lesson
+    labels them instead of timing them)."""
+    cc = tuple(cc)
+    out = {}
+    if cc < (8, 0):
+        out.update({d: _BEFORE_AMPERE.format(dtype=d) for d in ("tf32", "bf16")})
+    if cc < (8, 9):
+        out["fp8_e4m3"] = "fp8 tensor cores came with Ada and Hopper (cc 8.9, 9.0)"
+    return out

@@ -7,6 +7,11 @@ Matrix multiply, one rung at a time (fp32, C = A @ B, A is m×k, B is k×n):
   every element fetched from global memory is used T times; two ``syncthreads`` per step;
 * ``register-blocked``: a block computes a BM×BN tile and each thread a TM×TN patch of it from
   registers (2-D register tiling), so each shared-memory read feeds TM or TN multiply-adds;
+* ``vectorised``: the same idea with few instructions per FMA: each thread's fragments are 4
+  contiguous floats (A stored transposed), so one 16-byte LDS.128 fetches four; the next k-tile
+  is prefetched into registers, two shared buffers leave one barrier per k-tile;
+* ``CUDA C++``: the vectorised 128/8 tiling as a CuPy RawKernel, with what Numba cannot write
+  (float4 global loads and stores, ``__restrict__``, int32 indices, a fully unrolled k-loop);
 * ``cuBLAS``: the library (CuPy → cuBLAS, fp32 compute type: TF32 off).
 
 Traffic is counted, not guessed: ``matmul_traffic_bytes`` is the number of bytes the kernel's
@@ -20,6 +25,9 @@ words (32 banks of 4 bytes, one phase per warp); ``warp_bank_ways`` is the micro
 any element size (8- and 16-byte elements are served in half- and quarter-warp phases), and the
 bank explorer uses it for float32 and float64 tiles.
 
+``compiled.sass_table`` shows what ptxas makes of each rung without a GPU (LDS.128 or 4-byte LDS, the
+FFMA share of the k-loop, registers, spills); ``ladder_table`` puts it beside each rung's speed.
+
 GPU sweeps (``make record``): ``tiling.matmul`` and ``tiling.transpose``. In simulator mode
 nothing is timed: the charts show recordings or say that there are none, and the microscope's
 counts (exact in both modes) carry the lesson.
@@ -27,6 +35,7 @@ counts (exact in both modes) carry the lesson.
 
 from __future__ import annotations
 
+from gpucourse.lessons.tiling.compiled import ladder_table, sass_table
 from gpucourse.lessons.tiling.experiments import (
     _MEASURED,
     BEST_COPY,
@@ -63,26 +72,32 @@ from gpucourse.lessons.tiling.figures import (
 )
 from gpucourse.lessons.tiling.kernels import (
     FLOAT_BYTES,
+    SGEMM_CUDA_NAME,
+    SGEMM_CUDA_SOURCE,
     STATIC_SHARED_BYTES,
     check_register_blocking,
     check_tile,
     check_transpose_shape,
+    check_vectorised,
     copy_kernel,
     naive_matmul_kernel,
     naive_transpose_kernel,
     register_blocked_kernel,
     shared_transpose_kernel,
     tiled_matmul_kernel,
+    vectorised_matmul_kernel,
 )
 from gpucourse.lessons.tiling.model import (
     BANK_BYTES,
     BARRIER_CASES,
     ELEMENT_BYTES,
+    KINDS,
     NAIVE_BLOCK,
     REGISTER_BLOCKED,
     RUNG_COLOURS,
     SIM_MAX_N,
     TRANSPOSE_VARIANTS,
+    VECTORISED,
     BarrierResult,
     Rung,
     _host_inputs,
@@ -99,6 +114,7 @@ from gpucourse.lessons.tiling.model import (
     ladder,
     matmul_flops,
     matmul_traffic_bytes,
+    numba_rungs,
     rung,
     trace_transpose,
     traffic_table,

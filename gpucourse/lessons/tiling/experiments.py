@@ -14,9 +14,13 @@ from numba import cuda
 
 from gpucourse import validate
 from gpucourse.errors import InvalidConfig, NoGPU
-from gpucourse.lessons.tiling.kernels import FLOAT_BYTES, check_transpose_shape
+from gpucourse.lessons.tiling.kernels import (
+    FLOAT_BYTES,
+    SGEMM_CUDA_NAME,
+    SGEMM_CUDA_SOURCE,
+    check_transpose_shape,
+)
 from gpucourse.lessons.tiling.model import (
-    REGISTER_BLOCKED,
     TRANSPOSE_VARIANTS,
     Rung,
     _check_operands,
@@ -26,6 +30,7 @@ from gpucourse.lessons.tiling.model import (
     intensity,
     matmul_flops,
     matmul_traffic_bytes,
+    numba_rungs,
     rung,
     transpose_kernel,
     transpose_launch,
@@ -42,19 +47,56 @@ REFERENCE_GPU = "H200"  # the datasheet drawn in simulator mode (runtime.datashe
 def matmul(a, b, kind: str = "tiled", tile: int = 16, **blocking):
     """C = A @ B with one rung of the ladder (float32; returns NumPy in the simulator, CuPy on a GPU).
 
-    ``kind="cuBLAS"`` is the library on a GPU and NumPy's matmul in the simulator.
+    ``kind="cuBLAS"`` is the library on a GPU and NumPy's matmul in the simulator; ``kind="CUDA C++"``
+    (a CuPy RawKernel) runs only on a GPU.
     """
     r = rung(kind, tile, **blocking)
     m, _, n = _check_operands(a, b)
+    if r.kind == "CUDA C++":
+        _require_gpu("the CUDA C++ rung (a CuPy RawKernel)")
+        _check_float4_shape(*a.shape, n)
     xp = runtime.xp
     a, b = xp.asarray(a), xp.asarray(b)
     c = xp.zeros((m, n), dtype=np.float32)
     if r.kind == "cuBLAS":
         with _fp32_library():
             return xp.matmul(a, b, out=c)
+    if r.kind == "CUDA C++":
+        _cuda_cpp_launcher(a, b, c)()
+        return c
     grid, block = r.launch_config(m, n)
     r.kernel()[grid, block](_device_view(a), _device_view(b), _device_view(c))
     return c
+
+
+def _check_float4_shape(m: int, k: int, n: int) -> None:
+    if m % 4 or k % 4 or n % 4:
+        raise InvalidConfig(f"the CUDA C++ rung loads float4s: m, k and n must be multiples of 4, "
+                            f"got {m}×{k} @ {k}×{n}")
+    if max(m * k, k * n, m * n) >= 2**31:
+        raise InvalidConfig("the CUDA C++ rung indexes with int32: each matrix must hold fewer than 2^31 elements")
+
+
+_RAW_KERNEL: list = []  # the compiled RawKernel (NVRTC compiles once per process)
+
+
+def _cuda_cpp_launcher(a, b, c):
+    """A no-argument launch of the CUDA C++ rung on CuPy arrays a (m×k), b (k×n), c (m×n)."""
+    if not _RAW_KERNEL:
+        import cupy
+
+        _RAW_KERNEL.append(cupy.RawKernel(SGEMM_CUDA_SOURCE, SGEMM_CUDA_NAME))
+    kernel = _RAW_KERNEL[0]
+    m, k = a.shape
+    n = b.shape[1]
+    _check_float4_shape(m, k, n)
+    grid, block = rung("CUDA C++").launch_config(m, n)
+    args = (a, b, c, np.int32(m), np.int32(n), np.int32(k))
+
+    def run():
+        kernel(grid, block, args)
+
+    return run
 
 
 def _device_view(x):
@@ -127,6 +169,8 @@ def measure_matmul(r: Rung, n: int) -> dict:
     if r.kind == "cuBLAS":
         def run():
             xp.matmul(a, b, out=c)
+    elif r.kind == "CUDA C++":
+        run = _cuda_cpp_launcher(a, b, c)
     else:
         kernel, (grid, block) = r.kernel(), r.launch_config(n, n)
         args = (_device_view(a), _device_view(b), _device_view(c))
@@ -146,9 +190,12 @@ def measure_matmul(r: Rung, n: int) -> dict:
 
 def measure_matmul_ladder(sizes=MATMUL_SIZES, rungs=None, progress=None) -> pd.DataFrame:
     """Every rung at every size, in one run; adds each row's fraction of cuBLAS at the same size."""
-    rungs = list(rungs) if rungs is not None else [rung("naive")] + [rung("tiled", t) for t in TILES] + [
-        rung("register-blocked", bt, k_tile=kt, thread_tile=tt) for bt, kt, tt in REGISTER_BLOCKED
-    ] + [rung("cuBLAS")]
+    from gpucourse.measure import rehearsal
+
+    # the CUDA C++ rung is a CuPy RawKernel (NVRTC): a rehearsal's NumPy stand-in for CuPy cannot compile it
+    cpp = [] if rehearsal.active() else [rung("CUDA C++")]
+    rungs = list(rungs) if rungs is not None else [rung("naive")] + [rung("tiled", t) for t in TILES] + (
+        numba_rungs() + cpp + [rung("cuBLAS")])
     if not any(r.kind == "cuBLAS" for r in rungs):
         rungs.append(rung("cuBLAS"))
     jobs = [(r, n) for n in sizes for r in rungs]
@@ -163,7 +210,8 @@ def measure_matmul_ladder(sizes=MATMUL_SIZES, rungs=None, progress=None) -> pd.D
 @reference.register_sweep(
     "tiling.matmul", lesson="04_shared_memory",
     columns=("n", "rung", "kind", "tile", "flop_per_byte", "median_ms", "gflops", "fraction_of_library"),
-    description="fp32 matmul ladder: naive, tiled 8/16/32, register-blocked, cuBLAS (TF32 off); GFLOP/s vs N",
+    description="fp32 matmul ladder: naive, tiled 8/16/32, register-blocked, vectorised (LDS.128, prefetch), "
+                "CUDA C++ (float4), cuBLAS (TF32 off); GFLOP/s vs N",
 )
 def _matmul_sweep() -> pd.DataFrame:
     return measure_matmul_ladder()

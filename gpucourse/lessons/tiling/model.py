@@ -16,16 +16,21 @@ from gpucourse import validate
 from gpucourse.errors import InvalidConfig
 from gpucourse.hardware import WARP_SIZE
 from gpucourse.lessons.tiling.kernels import (
+    CUDA_BLOCK_TILE,
+    CUDA_K_TILE,
+    CUDA_THREADS,
     FLOAT_BYTES,
     check_register_blocking,
     check_tile,
     check_transpose_shape,
+    check_vectorised,
     copy_kernel,
     naive_matmul_kernel,
     naive_transpose_kernel,
     register_blocked_kernel,
     shared_transpose_kernel,
     tiled_matmul_kernel,
+    vectorised_matmul_kernel,
 )
 from gpucourse.measure import runtime
 
@@ -33,9 +38,14 @@ BANK_BYTES = 4
 SIM_MAX_N = 64  # the simulator runs a few hundred threads per second: keep it small
 NAIVE_BLOCK = (16, 16)
 REGISTER_BLOCKED = ((64, 8, 4), (128, 8, 8))  # (block tile, k tile, thread tile) of the two recorded variants
+# The rungs after them (kernels.vectorised_matmul_kernel): contiguous fragments (LDS.128), A transposed,
+# register prefetch, one barrier per k-tile. Then the same tiling in CUDA C++ (float4 global loads).
+VECTORISED = ((64, 8, 4), (128, 8, 8))
+KINDS = ("naive", "tiled", "register-blocked", "vectorised", "CUDA C++", "cuBLAS")
 TRANSPOSE_VARIANTS = ("copy", "naive", "shared", "shared+pad")
 
-RUNG_COLOURS = {"naive": 3, "tiled": 0, "register-blocked": 2, "cuBLAS": 7}  # palette index per rung
+RUNG_COLOURS = {"naive": 3, "tiled": 0, "register-blocked": 2, "vectorised": 1, "CUDA C++": 6,
+                "cuBLAS": 7}  # palette index per rung
 
 
 # --- validation: every public entry point refuses bad input before anything launches -------------
@@ -66,7 +76,7 @@ def default_block_rows(tile: int) -> int:
 class Rung:
     """One rung of the matmul ladder and how it launches."""
 
-    kind: str  # "naive" | "tiled" | "register-blocked" | "cuBLAS"
+    kind: str  # one of KINDS
     tile: int = 0  # tiled: T; register-blocked: the block tile
     k_tile: int = 0
     thread_tile: int = 0
@@ -75,8 +85,10 @@ class Rung:
     def label(self) -> str:
         if self.kind == "tiled":
             return f"tiled {self.tile}"
-        if self.kind == "register-blocked":
-            return f"register-blocked {self.tile}/{self.thread_tile}"
+        if self.kind in ("register-blocked", "vectorised"):
+            return f"{self.kind} {self.tile}/{self.thread_tile}"
+        if self.kind == "CUDA C++":
+            return f"CUDA C++ {self.tile}/{self.thread_tile} (float4)"
         return self.kind
 
     @property
@@ -98,7 +110,10 @@ class Rung:
             return tiled_matmul_kernel(self.tile)
         if self.kind == "register-blocked":
             return register_blocked_kernel(self.tile, self.k_tile, self.thread_tile)
-        raise InvalidConfig("cuBLAS is a library call, not a kernel of this module")
+        if self.kind == "vectorised":
+            return vectorised_matmul_kernel(self.tile, self.k_tile, self.thread_tile)
+        raise InvalidConfig(f"{self.kind} is not a Numba kernel of this module (cuBLAS is a library call; the "
+                            "CUDA C++ rung is a CuPy RawKernel, launched by tiling.matmul on a GPU)")
 
     def launch_config(self, m: int, n: int) -> tuple[tuple[int, int], tuple[int, int]]:
         """(grid, block) covering an m×n output."""
@@ -111,6 +126,9 @@ class Rung:
         if self.kind == "register-blocked":
             side = self.tile // self.thread_tile
             return (-(-n // self.tile), -(-m // self.tile)), (side, side)
+        if self.kind in ("vectorised", "CUDA C++"):  # a 1-D block of (BM/TM)² threads
+            side = self.tile // self.thread_tile
+            return (-(-n // self.tile), -(-m // self.tile)), (side * side,)
         raise InvalidConfig("cuBLAS chooses its own launch")
 
     @property
@@ -119,24 +137,36 @@ class Rung:
             return 2 * self.tile * self.tile * FLOAT_BYTES
         if self.kind == "register-blocked":
             return 2 * self.tile * self.k_tile * FLOAT_BYTES
+        if self.kind in ("vectorised", "CUDA C++"):  # two buffers, A's rows padded by 4 floats
+            return 2 * self.k_tile * (2 * self.tile + 4) * FLOAT_BYTES
         return 0
 
 
 def rung(kind: str, tile: int = 16, *, k_tile: int = 8, thread_tile: int = 4) -> Rung:
-    """A validated rung: ``rung("tiled", 16)``, ``rung("register-blocked", 64, thread_tile=4)``."""
-    kind = validate.choice("rung", kind, ["naive", "tiled", "register-blocked", "cuBLAS"])
+    """A validated rung: ``rung("tiled", 16)``, ``rung("register-blocked", 64, thread_tile=4)``,
+    ``rung("vectorised", 128, thread_tile=8)``, ``rung("CUDA C++")`` (its tiling is fixed: 128/8/8)."""
+    kind = validate.choice("rung", kind, list(KINDS))
     if kind == "tiled":
         return Rung("tiled", check_tile(tile))
     if kind == "register-blocked":
         return Rung("register-blocked", *check_register_blocking(tile, k_tile, thread_tile))
+    if kind == "vectorised":
+        return Rung("vectorised", *check_vectorised(tile, k_tile, thread_tile))
+    if kind == "CUDA C++":
+        return Rung("CUDA C++", CUDA_BLOCK_TILE, CUDA_K_TILE, CUDA_BLOCK_TILE // int(CUDA_THREADS ** 0.5))
     return Rung(kind)
+
+
+def numba_rungs() -> list[Rung]:
+    """The register-blocked and vectorised Numba rungs, each block tile's pair together (the roofline's order)."""
+    return [rung(kind, bt, k_tile=kt, thread_tile=tt)
+            for old, new in zip(REGISTER_BLOCKED, VECTORISED, strict=True)
+            for kind, (bt, kt, tt) in (("register-blocked", old), ("vectorised", new))]
 
 
 def ladder(tile: int = 16) -> list[Rung]:
     """The rungs a chart shows for one tile choice."""
-    return [rung("naive"), rung("tiled", tile)] + [
-        rung("register-blocked", bt, k_tile=kt, thread_tile=tt) for bt, kt, tt in REGISTER_BLOCKED
-    ] + [rung("cuBLAS")]
+    return [rung("naive"), rung("tiled", tile)] + numba_rungs() + [rung("CUDA C++"), rung("cuBLAS")]
 
 
 def _check_operands(a, b) -> tuple[int, int, int]:
@@ -207,10 +237,12 @@ def add_library_fraction(data: pd.DataFrame) -> pd.DataFrame:
 
 
 def _style_index(r_label: str, kind: str) -> int:
-    """Colour/marker/dash index: one per rung (the second register-blocked variant gets its own)."""
+    """Colour/marker/dash index: one per rung (the second register-blocked and vectorised variants get their own)."""
     first = REGISTER_BLOCKED[0]
     if kind == "register-blocked" and not r_label.endswith(f" {first[0]}/{first[2]}"):
         return 4
+    if kind == "vectorised" and not r_label.endswith(f" {VECTORISED[0][0]}/{VECTORISED[0][2]}"):
+        return 5
     return RUNG_COLOURS.get(kind, 5)
 
 
@@ -231,8 +263,9 @@ def _host_inputs(m: int, k: int, n: int, seed: int = 0):
 def counted_traffic(r: Rung, n: int) -> dict:
     """Run one rung under the microscope at size n (≤ 64) and sum what its warps requested."""
     n = check_size("n", n)
-    if r.kind == "cuBLAS":
-        raise InvalidConfig("cuBLAS cannot run under the microscope: its traffic is modelled, not counted")
+    if r.kind in ("cuBLAS", "CUDA C++"):
+        raise InvalidConfig(f"{r.kind} cannot run under the microscope (it is not a Numba kernel): its traffic "
+                            "is modelled, not counted")
     a, b = _host_inputs(n, n, n)
     c = np.zeros((n, n), dtype=np.float32)
     grid, block = r.launch_config(n, n)
