@@ -18,7 +18,8 @@
 # serve a warp and remove a 32-way bank conflict with one extra column.**
 #
 # *65 minutes in two halves — part A 35 min (teaching 23 · predictions and explorers 12), part B
-# 30 min (teaching 18 · predictions and explorers 12) — then lab 04 (65 min: its matmul exercises
+# 30 min (teaching 18 · predictions and explorers 12), and 11 optional minutes (the ladder after register
+# blocking) — then lab 04 (65 min: its matmul exercises
 # belong to part A, its transpose to part B) · prerequisites: lessons 01–03 (warps, sectors,
 # coalescing).*
 
@@ -151,7 +152,7 @@ tiling.matmul_explorer()
 tiling.fraction_figure()
 
 # %% [markdown]
-# ## The ladder after register blocking, step by step
+# ## The ladder after register blocking, step by step *(optional, 11 min)*
 #
 # In the H200 recording the two register-blocked rungs did **not** beat the 32×32 tile: the 64/4
 # rung matched it, and the 128/8 rung was slower (at N = 1024 it has 64 blocks for 132 SMs, and
