@@ -166,10 +166,35 @@ def stack_line() -> str:
             f"newer and compute capability {stack.min_cc[0]}.{stack.min_cc[1]} or newer")
 
 
+def compiler_line(driver_cuda: tuple[int, int] | None = None, compiler=...) -> str:
+    """Which NVVM writes the kernels' PTX and who links it: nvJitLink on the host, or the driver, which reads PTX
+    only up to its own CUDA version (gpu-mode review, G6: Colab's T4 driver, CUDA 12.4, against NVVM 12.5+)."""
+    compiler = runtime.installed_compiler(runtime.installed_stack()) if compiler is ... else compiler
+    if compiler is None or compiler.nvvm is None:
+        return "PTX: no NVVM wheel installed (a system toolkit, or simulator only): the kernel check below tells"
+    nvvm = f"{compiler.nvvm[0]}.{compiler.nvvm[1]}"
+    if compiler.nvjitlink is not None:
+        linked = f"linked on the host by nvJitLink ({compiler.nvjitlink_evidence})"
+    else:
+        linked = "linked by the driver (no nvJitLink 12.3+ with numba-cuda 0.30+)"
+    line = f"PTX: written by NVVM {nvvm} ({compiler.nvvm_evidence}), {linked}"
+    if driver_cuda is not None:
+        driver = runtime.Driver(driver_cuda, (runtime.ProbedDevice("", (0, 0)),))
+        problem = runtime.ptx_problem(driver, compiler)
+        line += f": PROBLEM: {problem}" if problem else f": the driver (CUDA {driver.cuda_text}) loads it"
+    return line
+
+
+def _driver_cuda() -> tuple[int, int] | None:
+    driver, _ = runtime.probe_driver()
+    return driver.cuda_version if driver is not None else None
+
+
 def run_doctor(out=print, headless: bool = False) -> int:
     out("gpucourse doctor — pre-flight check" + (" (headless: a validation host, JupyterLab not checked)"
                                                  if headless else ""))
     out(stack_line())
+    out(compiler_line(_driver_cuda()))
     checks = check_packages(headless) + check_stack_versions()
     info = runtime.device()
     if runtime.is_gpu():
