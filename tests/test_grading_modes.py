@@ -218,3 +218,19 @@ def test_numba_cudas_nvvm_is_located_where_the_stack_has_one():
         assert located == []
         return
     assert all(os.path.isabs(p) for p in located)
+
+
+def test_doctor_runs_a_kernel_in_the_grading_sandbox(monkeypatch):
+    from gpucourse.tooling import doctor
+
+    if not sandbox.landlock_abi():
+        assert "not checked" in doctor.check_sandbox_kernel().detail
+        return
+    probe = doctor.check_sandbox_kernel()
+    assert probe.ok and probe.detail == "a 1-thread kernel ran in sim mode", probe
+    # a sandbox that cannot read the Python installation: the probe says so (a warning, not a failure)
+    real = sandbox.sandbox_paths
+    monkeypatch.setattr(sandbox, "sandbox_paths",
+                        lambda *a, **k: {**real(*a, **k), "read": [str(sandbox.PACKAGE_DIR)]})
+    broken = doctor.check_sandbox_kernel()
+    assert not broken.ok and not broken.required and "exit" in broken.detail

@@ -143,6 +143,53 @@ def check_kernel_runs() -> Check:
         return Check("a kernel runs", False, f"{type(exc).__name__}: {exc}", FIX)
 
 
+SANDBOX_PROBE = """
+import numpy as np
+from gpucourse.measure import runtime
+from numba import cuda
+
+@cuda.jit
+def add_one(x):
+    x[0] += 1
+
+x = np.zeros(1, dtype=np.float32)
+add_one[1, 1](x)
+print(runtime.MODE, float(x[0]))
+"""
+
+
+def check_sandbox_kernel(timeout_s: float = 60.0) -> Check:
+    """A 1-thread kernel in a grading kernel's sandbox and environment (``make grade --gpu``): can it find the
+    CUDA installation there (gpu-mode review, G10)? A warning, since the lessons do not need it."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from gpucourse.tooling import sandbox
+
+    if not sandbox.landlock_abi():
+        return Check("a kernel in the grading sandbox", True, "not checked: no Landlock here", required=False)
+    with tempfile.TemporaryDirectory(prefix="gpucourse-doctor-") as folder:
+        notebook, private = Path(folder) / "notebook", Path(folder) / "private"
+        notebook.mkdir()
+        spec = sandbox.sandbox_paths(notebook, private, mode="required")
+        command = sandbox.sandbox_command([sys.executable, "-c", SANDBOX_PROBE], spec)
+        try:
+            done = subprocess.run(command, cwd=notebook, env=sandbox.kernel_environment(private),
+                                  capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return Check("a kernel in the grading sandbox", False, f"no answer in {timeout_s:.0f} s",
+                         "see instructor/README.md, the sandbox", required=False)
+    answer = done.stdout.strip().splitlines()[-1:] or [""]
+    mode = answer[0].split()[0] if answer[0] else ""
+    ok = done.returncode == 0 and answer[0].endswith(" 1.0") and mode == runtime.MODE
+    detail = (f"a 1-thread kernel ran in {mode} mode" if ok else
+              f"{answer[0] or 'no output'} (exit {done.returncode}): {' '.join(done.stderr.split())[-300:]}")
+    return Check("a kernel in the grading sandbox", ok, detail,
+                 "the sandbox may not read the CUDA installation: set CUDA_HOME or LD_LIBRARY_PATH to it, or add it "
+                 "to c.GuardedExecute.extra_read_paths (instructor/README.md)", required=False)
+
+
 def sanity_benchmark() -> Check:
     """≤ 10 s: a 256 MiB device-to-device copy against the datasheet; below 50 % is flagged."""
     from gpucourse.measure.ceilings import measure_copy_gbps
@@ -200,7 +247,7 @@ def run_doctor(out=print, headless: bool = False) -> int:
     if runtime.is_gpu():
         out(f"mode: GPU · {info.name} · cc {info.compute_capability[0]}.{info.compute_capability[1]} · "
             f"driver API {info.driver_version} · NVRTC {info.cuda_version}")
-        checks += check_gpu_libraries()
+        checks += check_gpu_libraries() + [check_sandbox_kernel()]
         if all(c.ok or not c.required for c in checks):  # a warning stops nothing
             try:
                 checks.append(sanity_benchmark())
