@@ -307,6 +307,7 @@ precision.ceiling_figure()
 # %%
 predictions.read_back(prediction_speedups, {"bf16 / fp32": f"{989.4 / 67:.1f}× (datasheet)",
                                             "tf32 / fp32": f"{494.7 / 67:.1f}× (datasheet)"},
+                      measured=precision.measured_speedups,  # the best of each on the charts above (a GPU only)
                       stands_in="the datasheet and published figures on the charts above")
 
 # %% [markdown]
@@ -393,7 +394,7 @@ precision.vocab_figure()
 
 # %%
 predictions.read_back(prediction_vocab, "nothing: the FLOP count barely changes; only the shape differs",
-                      stands_in=f"nothing ({vocab_source})")
+                      measured=precision.vocab_measured(vocab_ratios), stands_in=f"nothing ({vocab_source})")
 
 # %% [markdown]
 # The chart is a recording of the course's own (its caption names the GPU, the contract and the

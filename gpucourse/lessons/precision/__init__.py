@@ -46,6 +46,7 @@ from gpucourse.lessons.precision.figures import (
     gradient_histogram_figure,
     gradient_widget,
     loss_curves_figure,
+    measured_speedups,
     running_sum_figure,
     running_sum_widget,
     throughput_figure,
@@ -92,5 +93,6 @@ from gpucourse.lessons.precision.model import (
     train_tiny_model,
     underflow_share,
     underflow_table,
+    vocab_measured,
     vocab_ratios,
 )
