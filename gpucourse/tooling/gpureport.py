@@ -538,11 +538,14 @@ def _lesson_step(step: Step, out: Path, left: float | None) -> tuple[str, str]:
     if util.find_spec("nbgrader") is None or util.find_spec("jupytext") is None:  # a bare GPU node's stack
         return "skipped", "nbgrader and jupytext are not installed here: grading needs the lab extra (.[lab])"
     with tempfile.TemporaryDirectory(prefix="gpureport-grade-") as folder:
-        table = known.grade_known([stem], Path(folder), timeout_s=limit)
+        # on a GPU through `make grade GPU=1` (the path no CPU test runs); `make grade` itself grades in simulator mode
+        table = known.grade_known([stem], Path(folder), timeout_s=limit, gpu=runtime.is_gpu())
     saved = out / "grading.json"
     rows = [r for r in (json.loads(saved.read_text()) if saved.exists() else []) if r["lab"] != stem] + table
     saved.write_text(json.dumps(rows, indent=1))
-    (out / "grading.md").write_text("## Every lab's known submissions graded (solution: full marks; others: 0)\n\n"
+    where = "on the GPU, `make grade GPU=1`" if runtime.is_gpu() else "in simulator mode, `make grade`"
+    (out / "grading.md").write_text(f"## Every lab's known submissions graded ({where}; solution: full marks; "
+                                    "others: 0)\n\n"
                                     + _table(rows, list(rows[0]) if rows else ["lab"]) + "\n")
     ok, line = known.summary(table)
     return ("done" if ok else "failed"), line[:400]
