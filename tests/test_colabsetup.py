@@ -66,8 +66,19 @@ def test_on_colab_the_cell_enables_the_custom_widget_manager(fake_colab):
 
 
 def test_elsewhere_the_cell_does_nothing_more(monkeypatch):
-    monkeypatch.setitem(sys.modules, "google.colab", None)  # not importable
-    exec(build.INSTALL_CELL.format(repo="unused"), {})
+    monkeypatch.delenv("COLAB_RELEASE_TAG", raising=False)
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    exec(build.INSTALL_CELL.format(repo="unused"), {})  # google.colab is not installed here: not imported
+
+
+def test_the_cell_binds_no_name_a_grader_would_have_to_import():
+    # the grader's header imports every name a locked cell imports (tests/test_grading.py): only the standard library
+    import ast
+
+    tree = ast.parse(build.INSTALL_CELL.format(repo="unused"))
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
+                for alias in node.names}
+    assert imported == {"importlib", "os", "subprocess", "sys", "gpucourse"}
 
 
 def test_the_script_on_colab_runs_both_commands(monkeypatch, capsys):

@@ -59,18 +59,15 @@ def colab_badge(path: str) -> str:
 # ipywidgets stay too. On Colab, widgets are drawn through Colab's custom widget manager (gpu-mode review, G7).
 INSTALL_CELL = """\
 # On Colab or Kaggle: fetch the course and install it next to the packages already here.
-import os, subprocess, sys
+import importlib, os, subprocess, sys
 try:
     import gpucourse
 except ImportError:
     subprocess.run(["git", "clone", "-q", "--depth=1", "{repo}", "gpucourse-src"], check=True)
     subprocess.run([sys.executable, "gpucourse-src/gpucourse/tooling/colabsetup.py", "gpucourse-src"], check=True)
     sys.path.insert(0, os.path.abspath("gpucourse-src"))
-try:  # Colab draws the charts' controls (ipywidgets) only through its custom widget manager
-    from google.colab import output
-    output.enable_custom_widget_manager()
-except ImportError:
-    pass"""
+if "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ:  # Colab draws the charts' controls
+    importlib.import_module("google.colab.output").enable_custom_widget_manager()  # through this manager only"""
 
 
 def colab_cells(path: str, lab: bool) -> list[nbformat.NotebookNode]:
