@@ -99,8 +99,8 @@ gpu-report: setup ## GPU tier + every sweep recorded + spread + widget time in b
 loadtest: setup ## LEARNERS="2 4 8" at once on the course's JupyterHub on 127.0.0.1 (root); table in build/loadtest (LOADTEST_OUT=)
 	$(PY) -m gpucourse.tooling.loadtest --learners "$(LEARNERS)" --out $(LOADTEST_OUT)
 
-grade: setup ## autograde submitted/ (sandboxed, in parallel; JOBS=n): grades.csv, grades_by_cell.csv
-	$(PY) -m gpucourse grade $(if $(JOBS),--jobs $(JOBS))
+grade: setup ## autograde submitted/ (sandboxed, in parallel; JOBS=n; GPU=1 on the GPU): grades.csv, grades_by_cell.csv
+	$(PY) -m gpucourse grade $(if $(JOBS),--jobs $(JOBS)) $(if $(GPU),--gpu)
 
 feedback: setup ## feedback for every graded submission in feedback/ (never shows hidden tests)
 	$(PY) -m gpucourse feedback

@@ -29,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     lab.add_argument("--port", type=int, default=8888)
     grade = sub.add_parser("grade", help="autograde everything in submitted/ and write grades.csv")
     grade.add_argument("--jobs", type=int, default=None, help="students graded in parallel")
+    grade.add_argument("--gpu", action="store_true",
+                       help="run the grading kernels on the GPU (default: simulator mode, as the labs are designed)")
     sub.add_parser("feedback", help="generate feedback for every graded submission")
     sub.add_parser("book", help="build the static website into build/book/_build/html")
     sub.add_parser("minutes", help="each lesson's and lab's minutes by the course's rule, against what they state")
@@ -145,7 +147,7 @@ def _run(args) -> int:
     if args.command == "grade":
         from gpucourse.tooling.grading import grade_all
 
-        return grade_all(jobs=args.jobs)
+        return grade_all(jobs=args.jobs, gpu=args.gpu)
     if args.command == "feedback":
         from gpucourse.tooling.grading import feedback_all
 

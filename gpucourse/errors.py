@@ -49,8 +49,8 @@ KNOWN_GPU_ERRORS = (
     (("LAUNCHTIMEOUT",), "ran longer than the display driver's watchdog allows", RESTART),
     (("UNSUPPORTEDPTXVERSION", "UNSUPPORTEDVERSION"),
      "was compiled to PTX newer than this NVIDIA driver understands",
-     "Update the NVIDIA driver, or install the course's packages for the driver's CUDA version "
-     "(`python -m gpucourse doctor` shows both)."),
+     "Install an nvJitLink of the compiler's CUDA version (numba-cuda 0.30+ then links on the host), or an NVVM "
+     "no newer than the driver's CUDA, or update the NVIDIA driver (`python -m gpucourse doctor` shows all three)."),
     (("INSUFFICIENTDRIVER",), "needs a newer NVIDIA driver than this machine has",
      "Update the NVIDIA driver, or use the packages for the driver's CUDA version "
      "(`python -m gpucourse doctor`); GPUCOURSE_MODE=sim runs the course without the GPU."),

@@ -273,8 +273,9 @@ ncu.beside_recorded(divergence.trace_two_paths(0.5, "interleaved", body_a=16, bo
 # in half"*, and divergence *"where 28 of 32 threads take one path and 4 take another … costs you
 # exactly 2x throughput on the branchy code section"*.
 # The table puts each next to the model, the microscope's exact count on that very lane pattern,
-# and the GPU recording where one exists (the recorded sweep spreads the lanes instead of taking
-# lanes 0–15; the model and the microscope give the same answer for any 16 lanes).
+# and the GPU's ratio: on a GPU measured now (the fraction chart's own points), else the course's
+# recording where one exists (the measured sweep spreads the lanes instead of taking lanes 0–15;
+# the model and the microscope give the same answer for any 16 lanes).
 
 # %%
 divergence.claims(body_a=128)

@@ -365,6 +365,7 @@ races.litmus_recording_table()
 
 # %%
 predictions.read_back(prediction_gpu_weak_per_million, "nothing: a model says what is allowed, not how often",
+                      measured=races.litmus_weak_per_million,  # no fence, on this GPU (a GPU only)
                       stands_in="the course's H200 recording in the table above (a quick one; not your GPU)",
                       unit="per million")
 

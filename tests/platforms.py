@@ -204,6 +204,9 @@ def check_colab() -> str:
         lessons = ("from gpucourse.measure import runtime\n"
                    "from gpucourse.lessons import warps, divergence, coalescing, tiling, races, precision\n")
         lessons += "import gpucourse.lessons.occupancy, gpucourse.microscope\nprint(runtime.banner().lines()[0])"
+        # G6: what this stack decides on Colab's T4 driver (CUDA 12.4): GPU mode only if its PTX can be linked
+        lessons += ("\nt4 = runtime.Driver((12, 4), (runtime.ProbedDevice('Tesla T4', (7, 5)),))"
+                    "\nprint('on a CUDA 12.4 driver:', runtime.decide(probe=lambda: (t4, ''))[0])")
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"GPUCOURSE_MODE": "sim"}
         out = run([python, "-c", cell + "\n" + lessons], cwd=work, env=env).stdout
     after = {n: v for n, v in installed(python).items() if n.startswith(GPU_PACKAGE_PREFIXES)}
@@ -211,7 +214,8 @@ def check_colab() -> str:
     added = [n for n in installed(python) if n.endswith("-cu13") or "cuda13" in n]
     assert not added, added
     return (f"{len(before)} GPU packages unchanged (numba-cuda {before['numba-cuda']}, cupy-cuda12x "
-            f"{before['cupy-cuda12x']}); next to torch 2.10.0: no CUDA 13 package; lessons: {out.strip()[:60]}")
+            f"{before['cupy-cuda12x']}); next to torch 2.10.0: no CUDA 13 package; lessons: {out.strip()[:60]}; "
+            f"{out.strip().splitlines()[-1]}")
 
 
 def check_py313() -> str:

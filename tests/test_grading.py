@@ -615,7 +615,7 @@ def test_grade_exits_non_zero_only_when_the_grader_fails(tmp_path, monkeypatch, 
         nbformat.write(new_notebook(), tmp_path / "submitted" / student / "lab01_warps" / "lab01_warps.ipynb")
 
     class FakePool:
-        def __init__(self, root, jobs):
+        def __init__(self, root, jobs, name="grading", env=None):
             self.jobs = jobs
 
         def run(self, tasks, quiet=False):

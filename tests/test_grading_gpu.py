@@ -83,7 +83,7 @@ def test_gpu_faults_are_graded_and_the_batch_carries_on(tmp_path):
         nbformat.write(nb, root / "submitted" / student / LAB / f"{LAB}.ipynb")
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        assert grade_all(root, jobs=2) == 0, printed.getvalue()
+        assert grade_all(root, jobs=2, gpu=True) == 0, printed.getvalue()
     cells: dict[str, dict[str, float]] = {}
     for row in read_scores(root):
         cells.setdefault(row["student"], {})[row["cell"]] = row["score"] or 0.0

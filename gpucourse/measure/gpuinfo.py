@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -209,14 +210,31 @@ class Sharing:
         return ""
 
 
-def gpu_sharing(processes: list[int] | None | type = ..., own_context: bool = True) -> Sharing:
+# A driver of measuring children (gpu-report) that holds a context itself names its PID here, so that
+# its children do not call their own parent "another process sharing the GPU" (gpu-mode review, G12).
+FAMILY_PIDS_VARIABLE = "GPUCOURSE_OWN_CONTEXT_PIDS"
+
+
+def family_pids(environ=None) -> set[int]:
+    """PIDs of the course's own processes that hold a context beside this one (from the environment)."""
+    text = (os.environ if environ is None else environ).get(FAMILY_PIDS_VARIABLE, "")
+    return {int(part) for part in text.split(",") if part.strip().isdigit()}
+
+
+def gpu_sharing(processes: list[int] | None | type = ..., own_context: bool = True,
+                family: set[int] | None = None) -> Sharing:
     """Is anyone else on the GPU? While we measure we hold a context ourselves, so we are one of
-    the processes NVML lists (in a container under a PID we may not recognise): others = n − 1."""
+    the processes NVML lists (in a container under a PID we may not recognise): others = n − 1.
+    ``family`` (default: ``family_pids()``): the course's own processes with a context (gpu-report's
+    parent), not counted as others: by PID where NVML lists PIDs we know, else by their number."""
     if processes is ...:
         processes = compute_processes()
     if processes is None:
         return Sharing("unknown")
-    others = max(0, len(processes) - (1 if own_context else 0))
+    family = (family_pids() if family is None else set(family)) - {os.getpid()}
+    listed = [pid for pid in processes if pid in family]
+    ours = len(listed) if listed or os.getpid() in processes else len(family)  # a container: host PIDs
+    others = max(0, len(processes) - (1 if own_context else 0) - ours)
     return Sharing("shared", others) if others else Sharing("alone", 0)
 
 
@@ -256,3 +274,31 @@ def around(run, sample=None):
     after = sample()
     return result, {"sm_clock_mhz_before": before["sm_clock_mhz"], "sm_clock_mhz_after": after["sm_clock_mhz"],
                     "power_w_before": before["power_w"], "power_w_after": after["power_w"]}
+
+
+NVML_COMPUTE_MODES = {0: "default", 1: "exclusive thread", 2: "prohibited", 3: "exclusive process"}
+
+
+class _Memory(ctypes.Structure):
+    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+
+def compute_mode(nvml=None, pci_bus_id: str | None = None) -> str | None:
+    """The GPU's compute mode ("default", "exclusive process", …), or None when NVML cannot tell. Without a
+    CUDA context: ``pci_bus_id`` None asks NVML's first GPU (what a grader that runs no kernel can know)."""
+    nvml = nvml if nvml is not None else _load_nvml()
+    handle = nvml_handle(nvml, pci_bus_id) if nvml is not None else None
+    mode = ctypes.c_int(0)
+    if handle is None or nvml.nvmlDeviceGetComputeMode(handle, ctypes.byref(mode)) != NVML_SUCCESS:
+        return None
+    return NVML_COMPUTE_MODES.get(mode.value, f"mode {mode.value}")
+
+
+def free_memory_bytes(nvml=None, pci_bus_id: str | None = None) -> int | None:
+    """Free device memory as NVML sees it (no CUDA context), or None when NVML cannot tell."""
+    nvml = nvml if nvml is not None else _load_nvml()
+    handle = nvml_handle(nvml, pci_bus_id) if nvml is not None else None
+    memory = _Memory()
+    if handle is None or nvml.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(memory)) != NVML_SUCCESS:
+        return None
+    return int(memory.free)

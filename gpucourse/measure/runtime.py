@@ -255,16 +255,89 @@ def stack_problem(driver: Driver, stack: Stack | None) -> str:
     return f"{why}: {_driver_update_hint(device0.cc, stack)}"
 
 
+# --- PTX newer than the driver reads (gpu-mode review, G6) ---
+# numba-cuda's NVVM writes PTX of its own CUDA version (NVVM 12.5 writes `.version 8.5`); the driver's PTX JIT reads
+# PTX up to its own CUDA version (driver 550.54.15 on Colab's T4: CUDA 12.4, PTX 8.4), and refuses newer PTX with
+# CUDA_ERROR_UNSUPPORTED_PTX_VERSION (numba-cuda#120, colabtools#5081 and #5667). The same-major check above cannot
+# see it. numba-cuda 0.30 links through nvJitLink when one of 12.3 or newer is installed (cuda.core's Linker; its
+# docs: "when the installed nvJitLink is too old (<12.3), or not installed, the driver APIs (cuLink) will be used
+# instead"): nvJitLink turns the PTX into a cubin on the host, and a cubin of the same CUDA major loads on an older
+# driver, so only the driver's own linking is at risk. Read from package metadata (numba is not imported yet).
+NVVM_DISTRIBUTIONS = {13: ("nvidia-nvvm", "nvidia-cuda-nvcc"), 12: ("nvidia-cuda-nvcc-cu12",)}
+NVJITLINK_DISTRIBUTIONS = {13: ("nvidia-nvjitlink",), 12: ("nvidia-nvjitlink-cu12",)}
+NVJITLINK_MIN = (12, 3)
+NUMBA_CUDA_NVJITLINK_DEFAULT = (0, 30)  # the release whose linker was read (0.30.4): nvJitLink when installed
+
+
+def _major_minor(version: str | None) -> tuple[int, int] | None:
+    parts = (version or "").split(".")
+    return (int(parts[0]), int(parts[1])) if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit() else None
+
+
+@dataclass(frozen=True)
+class Compiler:
+    """The NVVM that writes the kernels' PTX and the nvJitLink that links it (None: the driver links the PTX)."""
+
+    nvvm: tuple[int, int] | None
+    nvvm_evidence: str = ""
+    nvjitlink: tuple[int, int] | None = None
+    nvjitlink_evidence: str = ""
+
+
+def installed_compiler(stack: Stack | None) -> Compiler | None:
+    """The NVVM and nvJitLink wheels of the installed stack's CUDA major (None: no NVVM wheel, e.g. a system
+    toolkit, whose version is not judged here; `make doctor` then runs a kernel)."""
+    if stack is None:
+        return None
+    nvvm = next(((d, v) for d in NVVM_DISTRIBUTIONS.get(stack.cuda_major, ())
+                 if _major_minor(v := _installed_version(d))), None)
+    if nvvm is None:
+        return None
+    link = next(((d, v) for d in NVJITLINK_DISTRIBUTIONS.get(stack.cuda_major, ())
+                 if _major_minor(v := _installed_version(d))), None)
+    numba_cuda = _major_minor(_installed_version("numba-cuda")) or (0, 0)
+    if link and (_major_minor(link[1]) < NVJITLINK_MIN or numba_cuda < NUMBA_CUDA_NVJITLINK_DEFAULT):
+        link = None
+    return Compiler(_major_minor(nvvm[1]), f"{nvvm[0]} {nvvm[1]}", _major_minor(link[1]) if link else None,
+                    f"{link[0]} {link[1]}" if link else "")
+
+
+def _text(version: tuple[int, int]) -> str:
+    return f"{version[0]}.{version[1]}"
+
+
+def ptx_problem(driver: Driver, compiler: Compiler | None) -> str:
+    """Why the driver would refuse the PTX that numba-cuda's NVVM writes, and what to do ("" when it will not)."""
+    if compiler is None or compiler.nvvm is None:
+        return ""
+    nvvm = compiler.nvvm
+    if compiler.nvjitlink is not None:
+        if compiler.nvjitlink >= nvvm:
+            return ""
+        return (f"nvJitLink {_text(compiler.nvjitlink)} ({compiler.nvjitlink_evidence}) cannot link the PTX of NVVM "
+                f"{_text(nvvm)} ({compiler.nvvm_evidence}): install an nvJitLink of CUDA {_text(nvvm)} or newer")
+    if driver.cuda_version >= nvvm:
+        return ""
+    major = nvvm[0]
+    suffix = "-cu12" if major == 12 else ""
+    return (f"the NVIDIA driver supports CUDA {driver.cuda_text}, so it cannot read the PTX that NVVM {_text(nvvm)} "
+            f"writes ({compiler.nvvm_evidence}; CUDA_ERROR_UNSUPPORTED_PTX_VERSION at the first kernel): install "
+            f"`nvidia-nvjitlink{suffix}>={_text(nvvm)}` with numba-cuda 0.30 or newer (it links on the host), or "
+            f"`nvidia-cuda-nvcc{suffix}=={driver.cuda_text}.*`, or update the NVIDIA driver")
+
+
 WINDOWS_REASON = ("native Windows runs the simulator only: for GPU mode, run the course inside WSL2 "
                   "(Ubuntu in WSL2 uses the NVIDIA Windows driver)")
 
 
 def decide(forced: str = "", platform: str = sys.platform, probe=probe_driver,
-           stack=installed_stack) -> tuple[str, str]:
+           stack=installed_stack, compiler=installed_compiler) -> tuple[str, str]:
     """("gpu", "") or ("sim", one-line reason). Raises when ``forced == "gpu"`` cannot be honoured.
 
-    ``probe`` and ``stack`` (callables) are the seams the tests use: a stand-in driver, another
-    stack, e.g. ``decide(stack=lambda: Stack(12, "cuda-bindings 12.9.0"))``."""
+    ``probe``, ``stack`` and ``compiler`` (callables; ``compiler`` takes the stack) are the seams the tests use:
+    a stand-in driver, another stack, e.g. ``decide(stack=lambda: Stack(12, "cuda-bindings 12.9.0"))``. PTX
+    newer than the driver reads (``ptx_problem``) sends an automatic start to the simulator; ``forced == "gpu"``
+    is honoured then (the judgement reads package versions only, and a site may link otherwise)."""
     forced = forced.strip().lower()
     if forced and forced not in MODES:
         raise InvalidConfig(f"GPUCOURSE_MODE must be 'gpu', 'sim' or unset (automatic); got {forced!r}")
@@ -275,7 +348,10 @@ def decide(forced: str = "", platform: str = sys.platform, probe=probe_driver,
     else:
         driver, why = probe()
         if driver is not None:
-            why = stack_problem(driver, stack())
+            installed = stack()
+            why = stack_problem(driver, installed)
+            if not why and forced != "gpu":
+                why = ptx_problem(driver, compiler(installed))
     if not why:
         return "gpu", ""
     if forced == "gpu":

@@ -53,17 +53,21 @@ def colab_badge(path: str) -> str:
 
 
 # The first code cell of every notebook. Where the course is missing (Colab, Kaggle, any Jupyter)
-# it fetches the repository (lessons read data/ beside the package) and pip-installs its
-# run-time ranges only, no GPU extra, so the preinstalled torch, CuPy and numba-cuda stay.
+# it fetches the repository (lessons read data/ beside the package) and installs it with
+# tooling/colabsetup.py: its run-time ranges only, no GPU extra, so the preinstalled torch, CuPy and
+# numba-cuda stay; on Colab with --no-deps plus only what is missing, so Colab's ipykernel and
+# ipywidgets stay too. On Colab, widgets are drawn through Colab's custom widget manager (gpu-mode review, G7).
 INSTALL_CELL = """\
-# On Colab or Kaggle: fetch the course and install it next to the GPU packages already here.
-import os, subprocess, sys
+# On Colab or Kaggle: fetch the course and install it next to the packages already here.
+import importlib, os, subprocess, sys
 try:
     import gpucourse
 except ImportError:
     subprocess.run(["git", "clone", "-q", "--depth=1", "{repo}", "gpucourse-src"], check=True)
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "./gpucourse-src"], check=True)
-    sys.path.insert(0, os.path.abspath("gpucourse-src"))"""
+    subprocess.run([sys.executable, "gpucourse-src/gpucourse/tooling/colabsetup.py", "gpucourse-src"], check=True)
+    sys.path.insert(0, os.path.abspath("gpucourse-src"))
+if "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ:  # Colab draws the charts' controls
+    importlib.import_module("google.colab.output").enable_custom_widget_manager()  # through this manager only"""
 
 
 def colab_cells(path: str, lab: bool) -> list[nbformat.NotebookNode]:

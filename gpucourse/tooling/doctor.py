@@ -143,6 +143,53 @@ def check_kernel_runs() -> Check:
         return Check("a kernel runs", False, f"{type(exc).__name__}: {exc}", FIX)
 
 
+SANDBOX_PROBE = """
+import numpy as np
+from gpucourse.measure import runtime
+from numba import cuda
+
+@cuda.jit
+def add_one(x):
+    x[0] += 1
+
+x = np.zeros(1, dtype=np.float32)
+add_one[1, 1](x)
+print(runtime.MODE, float(x[0]))
+"""
+
+
+def check_sandbox_kernel(timeout_s: float = 60.0) -> Check:
+    """A 1-thread kernel in a grading kernel's sandbox and environment (``make grade --gpu``): can it find the
+    CUDA installation there (gpu-mode review, G10)? A warning, since the lessons do not need it."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from gpucourse.tooling import sandbox
+
+    if not sandbox.landlock_abi():
+        return Check("a kernel in the grading sandbox", True, "not checked: no Landlock here", required=False)
+    with tempfile.TemporaryDirectory(prefix="gpucourse-doctor-") as folder:
+        notebook, private = Path(folder) / "notebook", Path(folder) / "private"
+        notebook.mkdir()
+        spec = sandbox.sandbox_paths(notebook, private, mode="required")
+        command = sandbox.sandbox_command([sys.executable, "-c", SANDBOX_PROBE], spec)
+        try:
+            done = subprocess.run(command, cwd=notebook, env=sandbox.kernel_environment(private),
+                                  capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return Check("a kernel in the grading sandbox", False, f"no answer in {timeout_s:.0f} s",
+                         "see instructor/README.md, the sandbox", required=False)
+    answer = done.stdout.strip().splitlines()[-1:] or [""]
+    mode = answer[0].split()[0] if answer[0] else ""
+    ok = done.returncode == 0 and answer[0].endswith(" 1.0") and mode == runtime.MODE
+    detail = (f"a 1-thread kernel ran in {mode} mode" if ok else
+              f"{answer[0] or 'no output'} (exit {done.returncode}): {' '.join(done.stderr.split())[-300:]}")
+    return Check("a kernel in the grading sandbox", ok, detail,
+                 "the sandbox may not read the CUDA installation: set CUDA_HOME or LD_LIBRARY_PATH to it, or add it "
+                 "to c.GuardedExecute.extra_read_paths (instructor/README.md)", required=False)
+
+
 def sanity_benchmark() -> Check:
     """≤ 10 s: a 256 MiB device-to-device copy against the datasheet; below 50 % is flagged."""
     from gpucourse.measure.ceilings import measure_copy_gbps
@@ -166,16 +213,41 @@ def stack_line() -> str:
             f"newer and compute capability {stack.min_cc[0]}.{stack.min_cc[1]} or newer")
 
 
+def compiler_line(driver_cuda: tuple[int, int] | None = None, compiler=...) -> str:
+    """Which NVVM writes the kernels' PTX and who links it: nvJitLink on the host, or the driver, which reads PTX
+    only up to its own CUDA version (gpu-mode review, G6: Colab's T4 driver, CUDA 12.4, against NVVM 12.5+)."""
+    compiler = runtime.installed_compiler(runtime.installed_stack()) if compiler is ... else compiler
+    if compiler is None or compiler.nvvm is None:
+        return "PTX: no NVVM wheel installed (a system toolkit, or simulator only): the kernel check below tells"
+    nvvm = f"{compiler.nvvm[0]}.{compiler.nvvm[1]}"
+    if compiler.nvjitlink is not None:
+        linked = f"linked on the host by nvJitLink ({compiler.nvjitlink_evidence})"
+    else:
+        linked = "linked by the driver (no nvJitLink 12.3+ with numba-cuda 0.30+)"
+    line = f"PTX: written by NVVM {nvvm} ({compiler.nvvm_evidence}), {linked}"
+    if driver_cuda is not None:
+        driver = runtime.Driver(driver_cuda, (runtime.ProbedDevice("", (0, 0)),))
+        problem = runtime.ptx_problem(driver, compiler)
+        line += f": PROBLEM: {problem}" if problem else f": the driver (CUDA {driver.cuda_text}) loads it"
+    return line
+
+
+def _driver_cuda() -> tuple[int, int] | None:
+    driver, _ = runtime.probe_driver()
+    return driver.cuda_version if driver is not None else None
+
+
 def run_doctor(out=print, headless: bool = False) -> int:
     out("gpucourse doctor — pre-flight check" + (" (headless: a validation host, JupyterLab not checked)"
                                                  if headless else ""))
     out(stack_line())
+    out(compiler_line(_driver_cuda()))
     checks = check_packages(headless) + check_stack_versions()
     info = runtime.device()
     if runtime.is_gpu():
         out(f"mode: GPU · {info.name} · cc {info.compute_capability[0]}.{info.compute_capability[1]} · "
             f"driver API {info.driver_version} · NVRTC {info.cuda_version}")
-        checks += check_gpu_libraries()
+        checks += check_gpu_libraries() + [check_sandbox_kernel()]
         if all(c.ok or not c.required for c in checks):  # a warning stops nothing
             try:
                 checks.append(sanity_benchmark())

@@ -5,7 +5,8 @@
 
 1. runs the GPU tier (``pytest -m gpu``) and tabulates every GPU expectation of every lesson:
    lesson, claim, measured ratio, threshold (where the test records them with pytest's
-   ``record_property("ratio", …)`` and ``record_property("threshold", …)``), pass or fail; a
+   ``record_property("ratio", …)`` and ``record_property("threshold", …)``; every other property a test
+   records is kept in ``expectations.json``: ``tierplugin``), pass or fail; a
    collection error, a per-test timeout or the tier's own time limit is reported, never hidden;
 2. records every registered sweep into ``<out>/data/reference/<gpu>/`` (``quick/`` inside it for a
    quick report), each sweep on its own: a failure is reported and the run goes on; after a
@@ -52,7 +53,7 @@ from pathlib import Path
 import pandas as pd
 
 from gpucourse.errors import RESTART, CourseError, NoGPU, explain_gpu_error
-from gpucourse.measure import harness, plans, recording, reference, rehearsal, runtime
+from gpucourse.measure import gpuinfo, harness, plans, recording, reference, rehearsal, runtime
 from gpucourse.tooling import plainrun, widgetrun
 from gpucourse.tooling.grading import known
 
@@ -90,88 +91,7 @@ RESERVATION_S = 600.0  # a ~10-minute device reservation
 RESERVATION_STARTUP_S = 120.0  # of which the machine's start and the course's set-up from the wheelhouse take this
 
 
-# --- 1. the GPU tier, through a pytest plugin (``-p gpucourse.tooling.gpureport``) ----------------------------
-
-
-def pytest_addoption(parser):
-    parser.addoption("--gpureport-json", default=None, help="write the GPU tier's expectations here")
-
-
-_ROWS: dict[str, dict] = {}  # the plugin's expectations, by test id (one pytest run per process)
-_PATH: list[str] = []  # where the plugin writes them (after every test: a killed tier keeps what ran)
-
-
-def pytest_configure(config):
-    _ROWS.clear()
-    _PATH[:] = [p for p in [config.getoption("--gpureport-json", default=None)] if p]
-
-
-def _claim(item) -> tuple[str, str]:
-    module_doc = (getattr(item.module, "__doc__", None) or "").strip()
-    lesson = module_doc.split(":", 1)[0].splitlines()[0] if module_doc else item.module.__name__
-    doc = (getattr(item.function, "__doc__", None) or "").strip()
-    claim = doc.splitlines()[0] if doc else item.name.removeprefix("test_").replace("_", " ")
-    return lesson, claim
-
-
-def pytest_collection_modifyitems(session, config, items):
-    for item in items:
-        if "gpu" in item.keywords:
-            lesson, claim = _claim(item)
-            _ROWS[item.nodeid] = {"test": item.nodeid, "lesson": lesson, "claim": claim,
-                                  "outcome": "not run", "ratio": None, "threshold": None,
-                                  "checked": [], "message": "", "seconds": None}
-
-
-def pytest_deselected(items):
-    for item in items:
-        if item.nodeid in _ROWS:
-            _ROWS[item.nodeid]["message"] = "deselected (slow GPU tests are not part of a quick report)"
-
-
-def pytest_collectreport(report):
-    if report.failed:  # a module that did not import: its tests are missing, so it gets a row of its own
-        text = str(report.longrepr)
-        last = [line for line in text.splitlines() if line.startswith("E ")] or text.splitlines()[-1:]
-        _ROWS[report.nodeid] = {"test": report.nodeid, "lesson": report.nodeid, "claim": "(the module's tests)",
-                                "outcome": "collection error", "ratio": None, "threshold": None, "checked": [],
-                                "message": " ".join(" ".join(last[-1:]).split())[:300], "seconds": None}
-        _write_rows()
-
-
-def pytest_assertion_pass(item, lineno, orig, expl):
-    """Each passing assert of a GPU test with its values, e.g. "1234 <= (0.35 * 3500)": the measured
-    side and the threshold (pytest calls this with ``-o enable_assertion_pass_hook=true``)."""
-    row = _ROWS.get(item.nodeid)
-    if row is not None:
-        row["checked"].append(" ".join(expl.splitlines()[0].split())[:200])
-
-
-def pytest_runtest_logreport(report):
-    row = _ROWS.get(report.nodeid)
-    if row is None:
-        return
-    properties = dict(report.user_properties)
-    row["ratio"] = properties.get("ratio", row["ratio"])
-    row["threshold"] = properties.get("threshold", row["threshold"])
-    row["seconds"] = round((row["seconds"] or 0.0) + report.duration, 2)
-    if report.when == "call" or report.outcome != "passed":
-        row["outcome"] = report.outcome
-        if report.outcome != "passed" and report.longrepr is not None:
-            text = str(getattr(report.longrepr, "reprcrash", None) and report.longrepr.reprcrash.message
-                       or report.longrepr)
-            row["message"] = " ".join(text.split())[:300]
-    if report.when == "teardown":
-        _write_rows()
-
-
-def pytest_sessionfinish(session):
-    _write_rows()
-
-
-def _write_rows() -> None:
-    if _PATH:
-        Path(_PATH[0]).write_text(json.dumps(list(_ROWS.values()), indent=1))
+# --- 1. the GPU tier, through a pytest plugin (``-p gpucourse.tooling.tierplugin``) ---------------------------
 
 
 GPU_MARK = "mark.gpu"  # tests/conftest.py stops a run with a GPU test in a file without it
@@ -217,7 +137,7 @@ def run_gpu_tier(out: Path, *, practice: bool, tests: Path = ROOT / "tests", qui
         env["GPUCOURSE_MEASURE"] = "quick"
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     command = [sys.executable, "-m", "pytest", "-m", "gpu and not slow" if quick else "gpu",
-               "-p", "gpucourse.tooling.gpureport", "-p", "no:cacheprovider", "-o", "enable_assertion_pass_hook=true",
+               "-p", "gpucourse.tooling.tierplugin", "-p", "no:cacheprovider", "-o", "enable_assertion_pass_hook=true",
                "-q", "--continue-on-collection-errors", f"--gpureport-json={target}"]
     if util.find_spec("pytest_timeout") is not None and not practice:
         command.append(f"--timeout={PER_TEST_TIMEOUT_S['quick' if quick else 'full']}")
@@ -414,7 +334,8 @@ def write_report(out: Path, *, practice: bool, expectations: list[dict], spread_
     sections += ["## Device and provenance\n", "```json\n" + json.dumps(meta, indent=2, sort_keys=True) + "\n```\n",
                  f"## GPU expectations ({passed} of {len(expectations)} passed)\n",
                  "Where a test records them (`record_property`), the ratio and threshold have their own columns; "
-                 "\"checked\" lists every passing assert with the values it compared (measured side, threshold).\n",
+                 "\"checked\" lists every passing assert with the values it compared (measured side, threshold); "
+                 "`expectations.json` keeps every property each test recorded (ladders, fractions, ratios).\n",
                  _table(expectations, ["lesson", "claim", "ratio", "threshold", "checked", "outcome", "seconds",
                                        "message"]) + "\n"]
     if tier is not None and tier.command:
@@ -518,6 +439,9 @@ def build(out: Path, *, practice: bool = False, run_tier: bool = True, quick: bo
         results["spread"] = pd.DataFrame(state["spread"])
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if _main_thread() else None
     contract_before = os.environ.get("GPUCOURSE_MEASURE")
+    family_before = os.environ.get(gpuinfo.FAMILY_PIDS_VARIABLE)
+    # this process holds a context (provenance, the sweeps): its children must not count it as a sharer (G12)
+    os.environ[gpuinfo.FAMILY_PIDS_VARIABLE] = ",".join(filter(None, [family_before, str(os.getpid())]))
     if quick:
         os.environ["GPUCOURSE_MEASURE"] = "quick"  # this process's measurements; the tier's get it too
 
@@ -544,10 +468,11 @@ def build(out: Path, *, practice: bool = False, run_tier: bool = True, quick: bo
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
-        if contract_before is None:
-            os.environ.pop("GPUCOURSE_MEASURE", None)
-        else:
-            os.environ["GPUCOURSE_MEASURE"] = contract_before
+        for name, before in (("GPUCOURSE_MEASURE", contract_before), (gpuinfo.FAMILY_PIDS_VARIABLE, family_before)):
+            if before is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = before
     with context():
         meta = harness.provenance(command, rehearsal=practice)
     path = save(meta)
@@ -613,11 +538,14 @@ def _lesson_step(step: Step, out: Path, left: float | None) -> tuple[str, str]:
     if util.find_spec("nbgrader") is None or util.find_spec("jupytext") is None:  # a bare GPU node's stack
         return "skipped", "nbgrader and jupytext are not installed here: grading needs the lab extra (.[lab])"
     with tempfile.TemporaryDirectory(prefix="gpureport-grade-") as folder:
-        table = known.grade_known([stem], Path(folder), timeout_s=limit)
+        # on a GPU through `make grade GPU=1` (the path no CPU test runs); `make grade` itself grades in simulator mode
+        table = known.grade_known([stem], Path(folder), timeout_s=limit, gpu=runtime.is_gpu())
     saved = out / "grading.json"
     rows = [r for r in (json.loads(saved.read_text()) if saved.exists() else []) if r["lab"] != stem] + table
     saved.write_text(json.dumps(rows, indent=1))
-    (out / "grading.md").write_text("## Every lab's known submissions graded (solution: full marks; others: 0)\n\n"
+    where = "on the GPU, `make grade GPU=1`" if runtime.is_gpu() else "in simulator mode, `make grade`"
+    (out / "grading.md").write_text(f"## Every lab's known submissions graded ({where}; solution: full marks; "
+                                    "others: 0)\n\n"
                                     + _table(rows, list(rows[0]) if rows else ["lab"]) + "\n")
     ok, line = known.summary(table)
     return ("done" if ok else "failed"), line[:400]

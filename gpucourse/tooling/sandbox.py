@@ -178,13 +178,46 @@ def _within(path: str, folder: str) -> bool:
         return False
 
 
+CUDA_DRIVER_ROOTS = ("/run/nvidia",)  # the GPU Operator's driver root (/run/nvidia/driver)
+
+
+def _located_nvvm() -> list[str]:
+    """The folders of the libNVVM and libdevice that numba-cuda will use (cuda-pathfinder finds them as
+    numba-cuda does); none where cuda-pathfinder is missing or finds nothing."""
+    try:
+        from cuda import pathfinder
+    except Exception:  # noqa: BLE001 (no CUDA stack: simulator only)
+        return []
+    found = []
+    for locate in (lambda: pathfinder.load_nvidia_dynamic_lib("nvvm").abs_path,
+                   lambda: pathfinder.find_bitcode_lib("device")):
+        try:
+            path = locate()
+        except Exception:  # noqa: BLE001
+            continue
+        if path:
+            found.append(os.path.dirname(path))
+    return found
+
+
+def cuda_read_paths(environ=None, located=None) -> list[str]:
+    """Folders of the CUDA installation a grading kernel on the GPU must read, wherever it lives (a module-loaded
+    toolkit under /apps or /sw, the HPC SDK under /opt, the GPU Operator's driver under /run/nvidia): ``CUDA_HOME``,
+    ``CUDA_PATH``, each ``LD_LIBRARY_PATH`` entry, the NVVM and libdevice folders numba-cuda locates (``located``,
+    default: found now), and ``CUDA_DRIVER_ROOTS``; only absolute paths of existing folders (gpu-mode review, G10)."""
+    env = os.environ if environ is None else environ
+    paths = [env.get("CUDA_HOME", ""), env.get("CUDA_PATH", ""), *env.get("LD_LIBRARY_PATH", "").split(os.pathsep)]
+    paths += list(_located_nvvm() if located is None else located) + list(CUDA_DRIVER_ROOTS)
+    return [p for p in dict.fromkeys(paths) if p and os.path.isabs(p) and os.path.isdir(p)]
+
+
 def sandbox_paths(notebook_dir, private_dir, *, extra_read=(), protected=(), mode="auto") -> dict:
     """What the grading kernel may read and write. A folder that contains a protected one (the
     course root, solutions/) is never granted: only the package and data folders inside it."""
     protected = [str(Path(p).resolve()) for p in [*protected, ROOT / "solutions"]]
     read = set(SYSTEM_READ_PATHS) | {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     read |= {p for p in sys.path if p and os.path.isdir(p)}
-    read |= {str(PACKAGE_DIR), str(ROOT / "data"), *extra_read}
+    read |= {str(PACKAGE_DIR), str(ROOT / "data"), *extra_read, *cuda_read_paths()}
     granted = []
     for path in sorted(read):
         if any(_within(secret, path) for secret in protected):

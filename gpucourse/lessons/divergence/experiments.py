@@ -43,6 +43,7 @@ from gpucourse.lessons.divergence.model import (
     check_fraction,
     check_placement,
     check_threads,
+    claims_table,
     flag_test,
     lane_flags,
     model_relative_time,
@@ -257,6 +258,12 @@ def _fraction_sweep() -> pd.DataFrame:
 @functools.lru_cache(maxsize=16)
 def _live_curve(body_a: int, body_b: int) -> pd.DataFrame:
     return measure_fraction_curve(body_a, body_b, min_total_ms=harness.LIVE_MIN_TOTAL_MS)
+
+
+def claims(body_a: int = 128) -> pd.DataFrame:
+    """The folklore table (``model.claims_table``); on a GPU its GPU column holds the ratios measured now, from
+    the same live curves as the fraction chart (cached: the chart's own points are not measured again)."""
+    return claims_table(body_a, measured=_live_curve if runtime.is_gpu() else None)
 
 
 def _needs_gpu(what: str) -> None:

@@ -440,17 +440,31 @@ def sparse_table(n_threads: int = 1024, density: float = 1 / 32, body: int = 8,
 # --- the folklore, tested ----------------------------------------------------------------------
 
 
-def _recorded_ratio(body_a: int, body_b: int, placement: str, fraction: float) -> str:
-    data, rec = _recorded_curve(body_a, body_b)
-    if data is None:
-        return "no recording yet"
+def _gpu_ratio(body_a: int, body_b: int, placement: str, fraction: float, measured=None) -> str:
+    """The GPU's time at (placement, fraction) ÷ every lane on path A: measured now by ``measured(body_a, body_b)``
+    (the fraction chart's live curve, on a GPU), else from the course's recording."""
+    if measured is not None:
+        data, where = measured(body_a, body_b), "measured now"
+    else:
+        data, rec = _recorded_curve(body_a, body_b)
+        if data is None:
+            return "no recording yet"
+        where = rec.device
     row = data[(data.placement == placement) & np.isclose(data.fraction, fraction)]
-    return f"{float(row.relative_time.iloc[0]):.2f}× ({rec.device})" if len(row) else "not in the recording"
+    if not len(row):
+        return "not measured" if measured is not None else "not in the recording"
+    return f"{float(row.relative_time.iloc[0]):.2f}× ({where})"
 
 
-def claims(body_a: int = 128) -> pd.DataFrame:
+GPU_RECORDED_COLUMN = "GPU: recorded time (×)"
+GPU_MEASURED_COLUMN = "GPU: time measured now (×)"
+
+
+def claims_table(body_a: int = 128, measured=None) -> pd.DataFrame:
     """The source texts' claims: what the model predicts, what the microscope counts (exactly), and
-    the recorded GPU ratio where a recording exists. Times are ÷ every lane on path A."""
+    the GPU's ratio: measured now where ``measured(body_a, body_b)`` gives a curve (a GPU: the fraction
+    chart's live data, gpu-mode review G19), else recorded where a recording exists. Times are ÷ every
+    lane on path A."""
     body_a = validate.choice("body cost", body_a, BODY_COSTS)
     first_half = (np.arange(64) % WARP_SIZE < 16).astype(np.uint8)  # threadIdx.x < 16 in 32-thread blocks
     lanes_28 = (np.arange(64) % WARP_SIZE < 28).astype(np.uint8)  # 28 lanes one way, 4 the other
@@ -464,15 +478,15 @@ def claims(body_a: int = 128) -> pd.DataFrame:
         ("(the same, the 4 lanes' path cheap)", f"path B {cheap} FMAs", lanes_28, cheap,
          ("interleaved", 7 / 8, cheap)),
     ]
+    column = GPU_MEASURED_COLUMN if measured is not None else GPU_RECORDED_COLUMN
     rows = []
-    for claim, setup, flags, body_b, recorded in cases:
+    for claim, setup, flags, body_b, gpu in cases:
         report = trace_flags(flags, 16, round(16 * body_b / body_a), block=32)  # same ratio, fewer FMAs
         rows.append({
             "claim": claim, "setup": setup,
             "model: time (×)": round(model_relative_time(flags, body_a, body_b), 3),
             "microscope: SIMT efficiency of the bodies": round(body_efficiency(report), 3),
             "microscope: paths per warp": report.paths(),
-            "GPU: recorded time (×)": _recorded_ratio(body_a, recorded[2], recorded[0], recorded[1])
-            if recorded else "—",
+            column: _gpu_ratio(body_a, gpu[2], gpu[0], gpu[1], measured) if gpu else "—",
         })
     return pd.DataFrame(rows)

@@ -46,6 +46,7 @@ from gpucourse.lessons.precision.figures import (
     gradient_histogram_figure,
     gradient_widget,
     loss_curves_figure,
+    measured_speedups,
     running_sum_figure,
     running_sum_widget,
     throughput_figure,
@@ -93,5 +94,6 @@ from gpucourse.lessons.precision.model import (
     underflow_share,
     underflow_table,
     unsupported_dtypes,
+    vocab_measured,
     vocab_ratios,
 )

@@ -179,3 +179,10 @@ def relative_errors(n: int = 512, dtypes=MATMUL_DTYPES, seed: int = 0, device: s
 def _measured_sweep() -> pd.DataFrame:
     """The GPU sweep, measured once per session (a widget redraw must not re-time it)."""
     return matmul_sweep()
+
+
+@functools.cache
+def _measured_vocab() -> pd.DataFrame:
+    """The vocabulary-shape timings, measured once per session: the table, the chart and the read-back of
+    lesson 07 quote the same numbers (each call used to time the matmuls again)."""
+    return vocab_shape_sweep()

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 
 from gpucourse import validate
 from gpucourse.lessons.precision import formats
-from gpucourse.lessons.precision.experiments import SWEEP_SIZES, _measured_sweep, relative_errors, vocab_shape_sweep
+from gpucourse.lessons.precision.experiments import SWEEP_SIZES, _measured_sweep, _measured_vocab, relative_errors
 from gpucourse.lessons.precision.model import (
     DATA_KINDS,
     DATASHEET_FALLBACK_DEVICE,
@@ -288,7 +288,7 @@ def vocab_result(*, bars: bool = False) -> tuple[pd.DataFrame | None, pd.DataFra
     """(the LM-head timings, their 50304/50257 ratios, where they come from) or (None, None, why).
     ``bars``: the caption says the chart draws the IQR error bars (recorded data only)."""
     if runtime.is_gpu():
-        table = vocab_shape_sweep()
+        table = _measured_vocab()
         return table, vocab_ratios(table), charts.source_caption("measured", runtime.device().name)
     rec = reference.load("precision.vocab_shape")
     if rec is None:
@@ -296,6 +296,18 @@ def vocab_result(*, bars: bool = False) -> tuple[pd.DataFrame | None, pd.DataFra
             "none", "no GPU here and no recording of precision.vocab_shape yet (run `make record` on a GPU). "
                     f"{cited.BECAUSE_LEAD} {cited.NOTHING_PUBLISHED['vocab shape']}")
     return rec.data, vocab_ratios(rec.data), charts.source_caption("recorded", rec.caption(bars=bars))
+
+
+def measured_speedups() -> dict[str, str] | None:
+    """bf16 and tf32 against fp32, from the best TFLOP/s of each in the throughput sweep the charts above drew
+    (measured now on a GPU, cached; else recorded): what the speed-up read-back quotes (gpu-mode review G19)."""
+    data, _, _ = _throughput_data()
+    if data is None or not len(data):
+        return None
+    best = data.groupby("dtype").tflops.max()
+    if "fp32" not in best or not best["fp32"] > 0:
+        return None
+    return {f"{dtype} / fp32": f"{best[dtype] / best['fp32']:.1f}×" for dtype in ("bf16", "tf32") if dtype in best}
 
 
 def vocab_figure(data: pd.DataFrame | None = None, source: str | None = None) -> go.Figure:

@@ -518,6 +518,16 @@ def _matmul_fn(dtype: str, a, b):
     return lambda: torch.matmul(a, b)
 
 
+def vocab_measured(ratios: pd.DataFrame | None) -> str | None:
+    """The read-back's measurement from ``vocab_ratios``: "TFLOP/s at 50304 ÷ at 50257: a× to b×" (None: none)."""
+    if ratios is None or not len(ratios):
+        return None
+    ratio = ratios.tflops_ratio_50304_over_50257
+    span = f"{ratio.min():.2f}×" if round(ratio.min(), 2) == round(ratio.max(), 2) else \
+        f"{ratio.min():.2f}× to {ratio.max():.2f}×"
+    return f"TFLOP/s at 50304 ÷ at 50257: {span} over {len(ratios)} dtype and pass pairs (the table above)"
+
+
 def vocab_ratios(table: pd.DataFrame) -> pd.DataFrame:
     """Per dtype and pass: TFLOP/s at 50304 ÷ at 50257, and time at 50257 ÷ at 50304."""
     rows = []

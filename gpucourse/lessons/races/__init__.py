@@ -27,6 +27,7 @@ from gpucourse.lessons.races.experiments import (
     counter_demo,
     litmus_recording,
     litmus_recording_table,
+    litmus_weak_per_million,
     lost_updates,
     measure_histogram,
     run_handoff,

@@ -3,6 +3,7 @@ host runners, microscope traces, GPU sweeps and their recording registration."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -223,10 +224,16 @@ def _litmus_sweep() -> pd.DataFrame:
     return pd.concat([run_litmus(f) for f in LITMUS_FENCES], ignore_index=True)
 
 
+@functools.cache
+def _litmus_measured() -> tuple[pd.DataFrame, str]:
+    """On a GPU, once per process: the chart, its table and the read-back show the same measured counts."""
+    data = pd.concat([run_litmus(f, rounds=1000) for f in LITMUS_FENCES], ignore_index=True)
+    return data, f"measured now on {runtime.device().name}, 1,000 launches × one pair per SM"
+
+
 def _litmus_gpu_data() -> tuple[pd.DataFrame | None, str]:
     if runtime.is_gpu():
-        data = pd.concat([run_litmus(f, rounds=1000) for f in LITMUS_FENCES], ignore_index=True)
-        return data, f"measured now on {runtime.device().name}, 1,000 launches × one pair per SM"
+        return _litmus_measured()
     rec = reference.load("races.litmus_mp")
     if rec is None:
         return None, "no recording yet, nothing observed, nothing shown"
@@ -244,12 +251,28 @@ def litmus_recording() -> pd.DataFrame | None:
 
 
 def litmus_recording_table() -> pd.DataFrame:
-    """The recording's counts per outcome, or one row saying plainly that no recording exists."""
+    """The GPU's counts per outcome: on a GPU those the chart above measured now (gpu-mode review G19), else the
+    recording's, or one row saying plainly that no recording exists."""
+    if runtime.is_gpu():
+        data, source = _litmus_measured()
+        return data.assign(measured=source)
     rec = reference.load("races.litmus_mp")
     if rec is None:
         return pd.DataFrame({"races.litmus_mp": ["no GPU recording yet: nothing was measured, so nothing is shown "
                                                  "(make record on a GPU captures it with provenance)"]})
     return rec.data.assign(recorded=rec.caption())
+
+
+def litmus_weak_per_million(fences: str = "none") -> float | None:
+    """How often the GPU showed the weak outcome (flag seen, old data), per million runs of ``fences``: measured
+    now on a GPU, else recorded (None when there is neither): what the lesson's read-back quotes."""
+    data, _ = _litmus_gpu_data()
+    if data is None:
+        return None
+    rows = data[data.fences == fences]
+    total = int(rows["count"].sum())
+    weak = int(rows[(rows.flag_seen == 1) & (rows.data_seen == 0)]["count"].sum())
+    return round(1e6 * weak / total, 3) if total else None
 
 
 def train(steps: int = 25, racy: bool = False, examples: int | None = None, features: int = 4, block: int = 16,

@@ -21,12 +21,12 @@ class WorkerPool:
     """``jobs`` worker processes (started now, so they import nbgrader while the caller prepares);
     ``run(tasks)`` feeds them ``(op, lab, student)`` tasks, one at a time each, and stops them."""
 
-    def __init__(self, root: Path, jobs: int, name: str = "grading"):
-        self.root, self.jobs = Path(root), max(1, jobs)
+    def __init__(self, root: Path, jobs: int, name: str = "grading", env: dict | None = None):
+        self.root, self.jobs, self.env = Path(root), max(1, jobs), dict(env or {})
         log_dir = self.root / "autograded"
         log_dir.mkdir(exist_ok=True)
         self.logs = [open(log_dir / f".{name}-worker-{i}.log", "w") for i in range(self.jobs)]  # noqa: SIM115
-        self.workers = [_start_worker(self.root, log) for log in self.logs]
+        self.workers = [_start_worker(self.root, log, self.env) for log in self.logs]
 
     def run(self, tasks: list[tuple[str, str, str]], *, quiet: bool = False) -> dict:
         todo: queue.Queue = queue.Queue()
@@ -43,11 +43,11 @@ class WorkerPool:
                     return
                 started = time.monotonic()
                 if self.workers[index].poll() is not None:
-                    self.workers[index] = _start_worker(self.root, self.logs[index])
+                    self.workers[index] = _start_worker(self.root, self.logs[index], self.env)
                 result = _ask(self.workers[index], task)
                 if result is None:  # the worker itself died: retry once in a fresh one
                     _stop_worker(self.workers[index])
-                    self.workers[index] = _start_worker(self.root, self.logs[index])
+                    self.workers[index] = _start_worker(self.root, self.logs[index], self.env)
                     result = _ask(self.workers[index], task) or {"success": False, "error": "grading worker died"}
                 if not result.get("success") and "database is locked" in str(result.get("error")):
                     time.sleep(1.0)
@@ -88,8 +88,8 @@ def nbgrader_api(root) -> object:
     return NbGraderAPI(coursedir=coursedir, config=config)
 
 
-def _start_worker(root: Path, log) -> subprocess.Popen:
-    env = dict(os.environ)
+def _start_worker(root: Path, log, extra_env: dict | None = None) -> subprocess.Popen:
+    env = {**os.environ, **(extra_env or {})}  # the worker's, and so its grading kernels' (sandbox.kernel_environment)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])  # for alembic
     code = "import sys; from gpucourse.tooling.grading.workers import worker_main; worker_main(sys.argv[1])"
     return subprocess.Popen([sys.executable, "-c", code, str(root)], cwd=root, env=env, text=True,
