@@ -398,7 +398,7 @@ precision.vocab_figure()
 # %%
 vocab_range = precision.vocab_measured(vocab_ratios)
 predictions.read_back(prediction_vocab, "about 1: the FLOP count barely changes (0.09 %); the model knows "
-                      "nothing of shapes", measured=vocab_range,
+                      "nothing of shapes", measured=precision.vocab_measured(vocab_ratios),
                       stands_in=(f"nothing ({vocab_source})" if vocab_range is None
                                  else f"the recording's {vocab_range} ({vocab_source})"))
 
