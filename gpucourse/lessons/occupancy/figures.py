@@ -624,6 +624,23 @@ def speed_figure(kind: str = "memory", progress=None) -> go.Figure:
     return cited.stack_below(fig)  # the caption (a recording's runs to three lines) above the model's note
 
 
+def measured_ratios() -> dict | None:
+    """The live sweeps' low ÷ full-occupancy speeds, keyed as ``predictions()`` (GPU mode, after the chart
+    measured them; None before)."""
+    out = {}
+    for kind, low, column in (("memory", 25.0, "gbps"), ("compute", 12.5, "tflops")):
+        data = _MEASURED.get(kind)
+        if data is None or not len(data):
+            continue
+        for name, group in data.groupby("kernel", sort=False):
+            ilp = int(group.ilp.iloc[0])
+            by = group.set_index("occupancy_pct")[column]
+            nearest = by.index[np.argmin(np.abs(by.index - low))]
+            label = f"{name} at {low:g} %" if kind == "memory" else f"FMA ILP {ilp} at {low:g} %"
+            out[label] = round(float(by.loc[nearest] / by.loc[by.index.max()]), 2)
+    return out or None
+
+
 def speed_explorer(*, threaded: bool = True):
     """A LiveChart over the kind of kernel: memory-bound or compute-bound, speed vs occupancy."""
     import ipywidgets as w

@@ -385,3 +385,23 @@ def predictions(model_memory: SpeedModel | None = None, model_compute: SpeedMode
         "FMA ILP 1 at 12.5 %": round(compute.ratio(0.125, 1), 2),
         "FMA ILP 4 at 12.5 %": round(compute.ratio(0.125, 4), 2),
     }
+
+
+def accumulators_answer(threads_per_block: int = 128, capped: int = 64, cc=None) -> dict:
+    """The model answer to the lesson's `accumulators` prediction, for the lesson's compute capability
+    (the GPU's, else cc 9.0): occupancy from the toolchain's register count, then with a register cap."""
+    cc = tuple(cc or lesson_cc())
+    free, low = usage("accumulators", cc=cc), usage("accumulators", max_registers=capped, cc=cc)
+    if not (free.known and low.known):
+        return {"occupancy %": "unknown here (no toolchain): use the typed register count in the explorer",
+                "with max_registers=64": "unknown", "side effect": "spilling to local memory"}
+    arch = f"sm_{cc[0]}{cc[1]}"
+    first, second = (occupancy(threads_per_block, u.registers, u.shared_bytes, cc) for u in (free, low))
+    spills = (f"{low.spill_store_bytes:,} bytes of spill stores" if low.spill_store_bytes
+              else "the spill bytes (none reported here)" if low.spill_store_bytes == 0 else "spills (not reported)")
+    return {
+        "occupancy %": f"{first.occupancy_pct:g} ({free.registers} registers on {arch}: "
+                       f"{_plural(first.active_blocks, 'block')} of {threads_per_block} threads)",
+        f"with max_registers={capped}": f"{second.occupancy_pct:g} ({low.registers} registers)",
+        "side effect": f"spilling to local memory: {spills}",
+    }
