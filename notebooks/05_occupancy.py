@@ -14,9 +14,11 @@
 # # 05 · Occupancy
 #
 # **In 45 minutes you will work out how many blocks of any kernel fit on an SM, name what stops
-# the next one, and say when that number matters for speed and when it does not.**
+# the next one, and say when that number matters for speed and when it does not; in 3 optional minutes,
+# why a first version of the speed experiment fooled us.**
 #
-# *Teaching 25 min · exercises 20 min · prerequisites: lessons 01 (warps) and 04 (shared memory).*
+# *Teaching 28 min · exercises 17 min · optional sections (marked in their headings) 3 min ·
+# prerequisites: lessons 01 (warps) and 04 (shared memory).*
 #
 # ## Objectives
 # By the end you can:
@@ -253,7 +255,7 @@ predictions.read_back(
     measured=lambda: lesson.measured_ratios())
 
 # %% [markdown]
-# ### Why the first version of this experiment fooled us
+# ## Why the first version of this experiment fooled us *(optional, 3 min)*
 #
 # The first version of this lesson launched the obvious copy: one element per thread, one 64-thread
 # block per 64 elements — about a million blocks. On an H200 it measured **842 GB/s at 25 % and
@@ -327,7 +329,7 @@ lesson.driver_comparison_figure()
 # below the copy ceiling while warps sit waiting), and compare spills before and after.
 
 # %% [markdown]
-# ## On other GPUs
+# ## On other GPUs *(optional, 3 min)*
 # The calculator knows every compute capability from 7.0 (V100) to 12.0 (RTX 50xx): Volta,
 # Turing, Ampere (8.0, 8.6, 8.7), Ada (8.9), Hopper (9.0) and Blackwell (10.0 B200, 10.3 B300,
 # 12.0), with NVIDIA's own limits (`cuda_occupancy.h`; pass `cc=(7, 5)`, `"8.9"` or `"sm_120"`).

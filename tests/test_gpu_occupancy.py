@@ -15,7 +15,7 @@ pytestmark = pytest.mark.gpu
 
 def test_calculator_equals_the_driver_for_real_kernels():
     data = ol.driver_comparison()
-    # 6 kernels × 3 register caps × 5 block sizes × 3 dynamic shared sizes.
+    # 8 kernels × 3 register caps × 5 block sizes × 3 dynamic shared sizes.
     assert len(data) >= 20
     mismatches = data[data.model_blocks != data.driver_blocks]
     agree = 1 - len(mismatches) / len(data)
