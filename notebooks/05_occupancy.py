@@ -14,9 +14,11 @@
 # # 05 · Occupancy
 #
 # **In 45 minutes you will work out how many blocks of any kernel fit on an SM, name what stops
-# the next one, and say when that number matters for speed and when it does not.**
+# the next one, and say when that number matters for speed and when it does not; in 3 optional minutes,
+# why a first version of the speed experiment fooled us.**
 #
-# *Teaching 25 min · exercises 20 min · prerequisites: lessons 01 (warps) and 04 (shared memory).*
+# *Teaching 28 min · exercises 17 min · optional sections (marked in their headings) 3 min ·
+# prerequisites: lessons 01 (warps) and 04 (shared memory).*
 #
 # ## Objectives
 # By the end you can:
@@ -25,8 +27,11 @@
 # 2. read a kernel's real register and shared-memory use (`ptxas -v` without a GPU,
 #    `get_regs_per_thread()` with one) and predict its occupancy;
 # 3. use `max_registers` to trade registers for occupancy, and spot the spills it can cost;
-# 4. predict whether a kernel gets faster with more occupancy: yes for a memory-bound kernel
-#    with little work per thread, not necessarily for one with independent instructions (ILP).
+# 4. predict, with Little's law, how much a memory-bound copy slows down at low occupancy (a lot
+#    with one load in flight per thread, much less with four), and why an FMA chain needs little
+#    occupancy once each thread has independent chains (ILP);
+# 5. tell theoretical occupancy from achieved: a copy launched as a million tiny blocks fills few of
+#    its warp slots, whatever the calculator allows.
 
 # %%
 from gpucourse.measure import runtime
@@ -112,7 +117,7 @@ lesson.calculator_widget()
 # %% [markdown]
 # ## What do real kernels use?
 #
-# You rarely choose a register count: the compiler does. This lesson has six kernels; here is
+# You rarely choose a register count: the compiler does. This lesson has eight kernels; here is
 # the register-hungry one. Each thread keeps 48 running values in a local array; the compiler
 # unrolls the loops and keeps them all in registers.
 
@@ -121,19 +126,21 @@ print(lesson.kernel_source("accumulators"))
 
 # %% [markdown]
 # The table asks the toolchain. On a GPU, numba-cuda compiles each kernel for the device and
-# the driver reports its attributes. Without a GPU, numba-cuda still writes the PTX (in a
+# the driver reports its attributes, and ptxas reads the same PTX for the device's compute
+# capability to report the spills. Without a GPU, numba-cuda still writes the PTX (in a
 # separate process, since the simulator cannot compile), and `ptxas -arch=sm_90 -v` from the
 # CUDA toolkit wheel reports registers, shared memory and spills. If neither is installed the
 # table says *unknown* and the explorer below lets you type a number instead.
 #
-# The first run compiles all six kernels (a few seconds); the answers are cached.
+# The first run compiles all eight kernels (a few seconds); the answers are cached.
 
 # %%
 lesson.usage_table()
 
 # %% [markdown]
 # ### Predict
-# The `accumulators` kernel in blocks of 128 threads on cc 9.0: what occupancy? Then set
+# The `accumulators` kernel in blocks of 128 threads (on cc 9.0 without a GPU, else on your GPU's
+# compute capability; read its registers in the table above): what occupancy? Then set
 # `max_registers=64` (as in `cuda.jit(max_registers=64)`): what occupancy now, and what do you
 # expect the compiler to do with 48 accumulators and 64 registers?
 
@@ -159,9 +166,8 @@ lesson.occupancy_explorer()
 
 # %%
 predictions.read_back(
-    prediction_accumulators, stands_in="ptxas's register count (compiled without a GPU)",
-    model={"occupancy %": "25 (116 registers on sm_90: 4 blocks of 128 threads)",
-           "with max_registers=64": "50", "side effect": "spilling to local memory (ptxas reports the bytes)"})
+    prediction_accumulators, model=lesson.accumulators_answer(),
+    counted="the calculator's arithmetic on the toolchain's register count for this compute capability")
 
 # %% [markdown]
 # Things to try: the `accumulators` kernel at 128 threads with no cap, then 64, then 32 (watch
@@ -172,44 +178,72 @@ predictions.read_back(
 # %% [markdown]
 # ## Does occupancy make a kernel faster?
 #
-# Resident warps hide latency: while one warp waits for memory, others issue. So a kernel that
-# mostly waits for memory — a copy, one 4-byte load per thread — should slow down when fewer
-# warps are resident. But a warp can also keep several operations in flight *itself* when they
-# do not depend on each other (instruction-level parallelism, ILP). Then fewer warps may be
-# enough.
+# Resident warps hide latency: while one warp waits for memory, others issue. **Little's law**
+# says how many must wait at once: bytes in flight = bandwidth × latency. A copy that keeps one
+# 4-byte load in flight per thread (one 128-byte warp load, plus its store) needs
+# bandwidth × latency ÷ SMs ÷ 256 B warps per SM to keep DRAM busy; with fewer resident warps it
+# slows down in proportion. A warp can also keep several loads in flight *itself* when they do not
+# depend on each other (instruction-level parallelism, ILP): then fewer warps are enough.
 #
-# The experiment runs each kernel at 12.5 %–100 % occupancy. The kernels do not change; the
-# occupancy is lowered by asking for dynamic shared memory that nobody uses (padding), so fewer
-# blocks fit — the calculator picks the padding and, on a GPU, the driver confirms the level.
-# Each point is measured by the course's harness (events, warm-up, ≥ 10 samples, median).
-#
-# ### Predict
-# 1. The plain copy (ILP 1) at 25 % occupancy reaches what fraction of its bandwidth at 100 %?
-# 2. The copy that keeps four independent loads in flight per thread (ILP 4), at 25 %?
-# 3. A chain of dependent FMAs versus four independent chains, at 12.5 %: which is faster?
+# The experiment copies 256 MiB with 64-thread blocks. The grid is **exactly the blocks that fit
+# at once** (the driver's blocks per SM × the SM count), and each thread walks the array with a
+# grid-sized stride, so every block stays resident until the copy is done. The occupancy is
+# lowered by asking for dynamic shared memory that nobody uses (padding), so fewer blocks fit —
+# the calculator picks the padding and, on a GPU, the driver confirms the level. Each point is
+# measured by the course's harness (events, warm-up, ≥ 10 samples, median). Here is the ILP-4 copy:
+# the four loads are written before the four stores, by hand, because numba-cuda gives array
+# arguments no `noalias` and the compiler may not move a load above a store that might overlap it.
 
 # %%
-prediction_latency_hiding = {"copy at 25 %": "...", "copy_ilp4 at 25 %": "...", "FMA ILP 1 vs 4": "..."}
+print(lesson.kernel_source("copy_resident_ilp4"))
+
+# %% [markdown]
+# The compute-bound kernels are FMA chains: `a = a * b + c`, 4,096 times per thread, each FMA
+# waiting for the previous one (ILP 1), or four independent chains of 1,024 (ILP 4). The loop body
+# holds eight FMAs per chain, so the loop's counter and branch are a small part of the work and the
+# FMA latency (about 4 cycles) sets the pace.
+#
+# ### Predict
+# 1. The resident-grid copy (ILP 1) at 25 % occupancy reaches what fraction of its bandwidth at 100 %?
+# 2. The ILP-4 copy at 25 %?
+# 3. One FMA chain versus four independent chains, at 12.5 %: what share of its speed at 100 % does each keep?
+
+# %%
+prediction_latency_hiding = {"copy_resident at 25 %": "...", "copy_resident_ilp4 at 25 %": "...",
+                             "FMA ILP 1 at 12.5 %": "...", "FMA ILP 4 at 12.5 %": "..."}
+
+# %% [markdown]
+# **The model's prediction, stated before anything is measured.** For an H200 the course's own
+# recordings give the inputs: a loaded DRAM latency of about 876 ns (Little's law on a recorded
+# latency-bound point: 16 KiB per SM in flight × 132 SMs ÷ 2,470 GB/s) and a measured copy ceiling
+# of 4,271 GB/s. Then an SM needs 4,271 ÷ 132 × 876 ÷ 256 ≈ 111 warp loads in flight.
+# * ILP 1: 16 warps at 25 % and 64 at 100 % are both below 111, so the bandwidth is proportional
+#   to the warps: **16 ÷ 64 = 0.25**. (If the latency is shorter at light load, a little more:
+#   up to ≈ 0.3.)
+# * ILP 4: 16 warps × 4 = 64 loads at 25 % (≈ 0.58 of the ceiling); 64 × 4 = 256 ≥ 111 at 100 %
+#   (the ceiling): **≈ 0.58** (0.6–0.75 if the latency at light load is nearer the L2 sweep's).
+#   ILP 4 at 25 % keeps as many bytes in flight as ILP 1 at 100 %, so the two should match.
+# * FMAs: four sub-partitions × 4-cycle latency = 16 FMAs in flight per SM keep the fp32 units
+#   busy. At 12.5 % (8 warps) one chain per warp gives **0.5**, four chains **1.0**; from 25 % up both
+#   are at full speed.
+#
+# The cell prints the same model for the GPU this notebook shows (your GPU, else the recording's):
+# on a GPU with less bandwidth per SM (an L4, an RTX 4090) fewer warps are needed and the knee moves
+# to lower occupancy.
+
+# %%
+print(lesson.lesson_speed_model("memory").assumptions)
+lesson.predictions()
 
 # %% [markdown]
 # On a GPU the chart is measured now (the first view of each kind takes at least 7 s: 14 points
-# × 0.5 s, plus compilation); without one it shows a recording made on a real GPU. Where none
-# exists, the memory-bound view draws sweeps published by Dominik Ernst (gpu-benches' gpu-stream:
-# a float64 scale kernel on an H200, H100 PCIe, A100 and L40, occupancy set by a shared-memory
-# spoiler; not your GPU), each divided by its own bandwidth at its highest occupancy so that it
-# sits on the model's axis. Nothing comparable is published for the FMA chains. In every mode the dashed lines are a model, not a measurement: Little's law,
-# speed ∝ min(1, resident warps × loads (or FMAs) in flight per warp ÷ warps needed to cover the
-# latency), each curve normalised to 1 at full occupancy. The latency and the other inputs it
-# assumes are printed under the chart; compare your prediction with the model first, then with
-# the measurement.
-#
-# Without a GPU the chart draws the course's own recording: a quick one, on an NVIDIA H200, at
-# 25 % and 100 % occupancy (the caption names the contract and the date; it is not your GPU). Read
-# it against the model honestly: the four-loads copy follows it (about 0.74 of its bandwidth at
-# 25 %, the model says 0.75), but the plain copy does not — about 842 GB/s at 25 % and 847 GB/s at
-# 100 %, the same within a percent, where the model predicts a quarter. Both are about a fifth of
-# the copy ceiling, so at this size something other than the warps in flight limits the plain copy;
-# the model does not explain it, and a later version of this experiment will look into it.
+# × 0.5 s, plus compilation); without one it shows a recording made on a real GPU, labelled with
+# its GPU and date. Where none exists, the memory-bound view draws sweeps published by Dominik Ernst
+# (gpu-benches' gpu-stream: a float64 scale kernel on an H200, H100 PCIe, A100 and L40, occupancy set
+# by a shared-memory spoiler; not your GPU), each divided by its own bandwidth at its highest
+# occupancy so that it sits on the model's axis; the resident-grid copy has no recording yet.
+# Nothing comparable is published for the FMA chains. In every mode the dashed lines are the model
+# above, each curve normalised to 1 at full occupancy, with its inputs printed under the chart.
 
 # %%
 speed = lesson.speed_explorer()
@@ -217,10 +251,24 @@ speed
 
 # %%
 predictions.read_back(
-    prediction_latency_hiding, stands_in=speed,
-    model={"copy at 25 %": "0.25 of its speed at 100 % (Little's law, H200)", "copy_ilp4 at 25 %": "0.75",
-           "FMA ILP 1 vs 4": "ILP 4 faster: 1.0 against 0.5 of the peak at 12.5 %"})
+    prediction_latency_hiding, stands_in=speed, model=lesson.predictions(),
+    measured=lambda: lesson.measured_ratios())
 
+# %% [markdown]
+# ## Why the first version of this experiment fooled us *(optional, 3 min)*
+#
+# The first version of this lesson launched the obvious copy: one element per thread, one 64-thread
+# block per 64 elements — about a million blocks. On an H200 it measured **842 GB/s at 25 % and
+# 847 GB/s at 100 %** (an H100: 838 and 846): flat, where Little's law predicts a quarter. Three
+# configurations with different occupancy and ILP all ran at about 1.65 billion blocks per second,
+# one 64-thread block per SM every ~80 ns: the rate at which the GPU *starts and retires blocks*.
+# A tiny block lives about as long as a DRAM round trip, so the SM never had more than about eight
+# of them resident: the calculator's **theoretical** 100 % was an **achieved** ~25 %, the same as
+# the 25 % configuration. Nsight Compute reports both (its *Occupancy* section:
+# "Achieved Occupancy", `sm__warps_active.avg.pct_of_peak_sustained_active`). A grid of exactly
+# the resident blocks, each thread looping, starts each block once, so the occupancy the
+# calculator allows is the occupancy the SM has. Select *first attempt* above to see the recording
+# (without a GPU) or the measurement (with one), labelled as what it is.
 # %% [markdown]
 # ## Our calculator against the driver
 #
@@ -259,6 +307,10 @@ lesson.driver_comparison_figure()
 #   showed kernels that run faster at low occupancy because each thread keeps several
 #   independent operations in flight. Little's law is the reason: what hides latency is the
 #   number of *operations in flight*, and that is warps × independent operations per warp.
+# * **Theoretical is not achieved.** The calculator says how many warps *may* be resident. How
+#   many *are* depends on the launch: a grid of tiny blocks that finish as fast as the GPU can start
+#   them keeps only a few resident (the first attempt above). Nsight Compute's *Achieved Occupancy*
+#   is the measured share; compare it with the theoretical one before reasoning about latency.
 # * **Claims in the wild, checked.** One of our source texts lists heavy `__syncthreads()`
 #   among the things that "kill occupancy". It does not change occupancy: the calculator's
 #   barrier limit (2 per block slot on cc 9.0) never binds; a barrier stalls warps that are
@@ -277,7 +329,7 @@ lesson.driver_comparison_figure()
 # below the copy ceiling while warps sit waiting), and compare spills before and after.
 
 # %% [markdown]
-# ## On other GPUs
+# ## On other GPUs *(optional, 3 min)*
 # The calculator knows every compute capability from 7.0 (V100) to 12.0 (RTX 50xx): Volta,
 # Turing, Ampere (8.0, 8.6, 8.7), Ada (8.9), Hopper (9.0) and Blackwell (10.0 B200, 10.3 B300,
 # 12.0), with NVIDIA's own limits (`cuda_occupancy.h`; pass `cc=(7, 5)`, `"8.9"` or `"sm_120"`).
@@ -296,8 +348,12 @@ lesson.driver_comparison_figure()
 #   sub-partition), shared memory (+ 1 KB per block from cc 8.0), warp slots, block slots.
 # * Read the real numbers from the toolchain (`ptxas -v`, `get_regs_per_thread()`); a register
 #   cap raises occupancy and can add spills.
-# * Occupancy hides latency for memory-bound kernels with little independent work per thread;
-#   independent operations per thread (ILP) can do the same job at low occupancy.
+# * Little's law sets what occupancy buys: bytes (or FMAs) in flight = resident warps × independent
+#   operations per warp must reach bandwidth × latency. A one-load-per-thread copy at 25 % moves about a
+#   quarter of what it moves at 100 % on an H200; four independent loads per thread at 25 % match one
+#   load at 100 % (a prediction here until a GPU confirms it).
+# * Theoretical occupancy is an upper bound: launch the resident blocks and loop (grid stride), or
+#   check the achieved occupancy, before blaming latency.
 #
 # **Next:** [lab 05](../labs/lab05_occupancy/lab05_occupancy.ipynb) — compute occupancy by hand
 # for configurations you have not seen, name the limiter, and choose a block size and a register

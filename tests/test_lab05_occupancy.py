@@ -58,6 +58,18 @@ NO_REGISTER_ROUNDING = variant(per_warp="registers_per_thread * WARP_SIZE")
 NO_RESERVATION = variant(per_block='-(-shared_bytes_per_block // arch["granularity"]) * arch["granularity"]')
 WHOLE_SM_REGISTERS = variant(warps_by_registers="REGISTERS_PER_SM // per_warp")
 FIRST_LIMITER_ONLY = variant(limiters="{sorted(named)[0]}")
+
+# Exercise 5 (Little's law): known-wrong answers
+NO_BANDWIDTH_CAP = """
+def copy_speed_ratio(bandwidth_gbps, latency_ns, sm_count, warps_low, warps_high, loads_per_warp):
+    return warps_low / warps_high  # "speed is proportional to warps", whatever the ILP
+"""
+LOADS_ONLY = """
+def copy_speed_ratio(bandwidth_gbps, latency_ns, sm_count, warps_low, warps_high, loads_per_warp):
+    needed = bandwidth_gbps / sm_count * latency_ns
+    low, high = (min(1.0, w * loads_per_warp * 128 / needed) for w in (warps_low, warps_high))
+    return low / high  # counts the loads' bytes only, not the stores behind them
+"""
 TIE_NOT_NAMED = '''
 answers = {
     "A": {"blocks": 6, "occupancy_pct": 100.0, "limiters": {"registers"}},
@@ -135,6 +147,26 @@ def test_the_solution_and_the_wrong_variants_without_nbgrader():
         assert _disagreements(_lab_function(wrong)) > 0
 
 
+def _cell(grade_id: str) -> str:
+    return next(c.source for c in solution_notebook(LAB).cells
+                if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def test_exercise_5_solution_passes_its_checks_and_the_wrong_answers_fail():
+    """Little's law (exercise 5) without nbgrader: the solution passes visible and hidden checks; the two
+    known-wrong answers fail the visible ones."""
+    for source, ok in ((_cell("ex5_solution"), True), (NO_BANDWIDTH_CAP, False), (LOADS_ONLY, False)):
+        namespace: dict = {}
+        exec(_cell("setup").replace("display(runtime.banner())", "pass"), namespace)
+        exec(source, namespace)
+        if ok:
+            exec(_cell("ex5_test"), namespace)
+            assert abs(namespace["copy_speed_ratio"](4271, 876, 132, 16, 64, 4) - 0.578) < 2e-3
+        else:
+            with pytest.raises(AssertionError):
+                exec(_cell("ex5_test"), namespace)
+
+
 @pytest.mark.slow
 def test_lab05_round_trip(tmp_path):
     solution = solution_notebook(LAB)
@@ -154,9 +186,11 @@ def test_lab05_round_trip(tmp_path):
                                            "ex4_solution": DELEGATES_THROUGH_A_HELPER}),
         # known-wrong answers behind a patch of the course's checks (labtools.COURSE_PATCH): 0
         "patched_course": with_course_patched(with_cells(solution, {"ex2_solution": NO_RESERVATION})),
+        "no_bandwidth_cap": with_cells(solution, {"ex5_solution": NO_BANDWIDTH_CAP}),
+        "loads_only": with_cells(solution, {"ex5_solution": LOADS_ONLY}),
     }, tmp_path / "grade")
     full = scores["solution"].max_score
-    assert full == 12
+    assert full == 14
     assert scores["solution"].total == full, scores["solution"].cells
     assert scores["untouched"].total == 0 and set(scores["untouched"].cells.values()) == {0}
     # Forgetting the rounding to 256 registers per warp fails NVIDIA's own example (visible test).
@@ -170,3 +204,7 @@ def test_lab05_round_trip(tmp_path):
                                                                 "ex2_test_limiters": 0}
     assert scores["calls_the_calculator"].cells["ex2_test_blocks"] == 0
     assert scores["delegates"].cells == {**scores["solution"].cells, "ex3_test": 0, "ex4_test": 0}
+    # Little's law without the bandwidth cap, or counting only the loads' bytes (not the stores behind them),
+    # fails the visible ILP-4 reference (0.25 and 0.29 for 0.578): each loses exactly exercise 5's points.
+    for wrong in ("no_bandwidth_cap", "loads_only"):
+        assert scores[wrong].cells == {**scores["solution"].cells, "ex5_test": 0}, (wrong, scores[wrong].cells)

@@ -215,5 +215,73 @@ def test_record_writes_what_agreement_reads(tmp_path, monkeypatch):
     provenance = json.loads((out / "provenance.json").read_text())
     assert provenance["command"].endswith("python -m gpucourse.tooling.ncu_catalogue")
     argv = next(line for line in (tmp_path / "argv.txt").read_text().splitlines() if "--metrics" in line).split()
-    assert argv[argv.index("--metrics") + 1] == ",".join(ncu_metrics.ncu_metric_names())
+    asked = argv[argv.index("--metrics") + 1].split(",")
+    assert asked[:len(ncu_metrics.ncu_metric_names())] == ncu_metrics.ncu_metric_names()
+    assert asked[len(ncu_metrics.ncu_metric_names()):] == list(catalogue.RECORDED_ONLY)  # recorded, not compared
     assert catalogue.recorded_kernels(out)["count_above_ballot"].id == 21
+
+
+# --- recorded-only metrics and the honest headline (review gpu-recordings.md §5, §6 item 8) ---
+
+
+def test_recorded_only_metrics_are_collected_and_never_compared(table):
+    assert set(catalogue.RECORDED_ONLY) == {"sm__warps_active.avg.pct_of_peak_sustained_active",
+                                            "lts__t_sectors_srcunit_tex_op_read.sum", "dram__sectors_read.sum"}
+    names = catalogue.collected_metric_names()
+    assert len(names) == len(set(names)) and set(catalogue.RECORDED_ONLY) <= set(names)
+    # none of them is a compared metric: the microscope models L1-level counts only
+    assert not set(catalogue.RECORDED_ONLY) & set(BY_NAME) and not set(catalogue.RECORDED_ONLY) & set(table.metric)
+    # ncu's raw page already printed two of them on the H100; the DRAM counter is "not recorded" (None) until a
+    # recording asks for it, never a made-up number
+    values = catalogue.recorded_only().set_index("kernel")
+    assert list(values.index) == [e.label for e in catalogue.CATALOGUE]
+    achieved = values["sm__warps_active.avg.pct_of_peak_sustained_active"]
+    assert achieved.notna().all() and ((achieved > 0) & (achieved <= 100)).all()
+    # lesson 05's point, on the H100: a one-element-per-thread copy (256-thread blocks, 100 % theoretical)
+    # achieves far less than its theoretical occupancy
+    assert achieved["strided_copy stride=1 offset=0"] < 80
+    assert values["dram__sectors_read.sum"].isna().all()
+
+
+def test_recorded_only_values_are_read_when_a_recording_has_them(tmp_path):
+    """A copy of the recording with the DRAM-sector column added to one launch (a planted value)."""
+    folder = tmp_path / "ncu"
+    shutil.copytree(catalogue.RECORDING_DIR, folder)
+    lines = (folder / "catalogue-metrics.csv").read_text().splitlines(keepends=True)
+    start = next(i for i, line in enumerate(lines) if line.startswith('"ID",'))
+    rows = list(csv.reader(io.StringIO("".join(lines[start:]))))
+    metric = "dram__sectors_read.sum"
+    rows[0].append(metric)
+    rows[1].append("sector")  # the units row
+    for row in rows[2:]:
+        if row:
+            row.append("32768" if row[0] == "0" else "")
+    text = io.StringIO()
+    csv.writer(text, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(rows)
+    (folder / "catalogue-metrics.csv").write_text("".join(lines[:start]) + text.getvalue())
+    values = catalogue.recorded_only(folder).set_index("kernel")[metric]
+    first = catalogue.CATALOGUE[0].label
+    assert values[first] == 32768 and values.drop(first).isna().all()
+
+
+def test_headline_counts_the_non_trivial_rows():
+    """On the H200's stored agreement: 624 agree; 200 are launch settings, 181 are 0 = 0, 243 are non-trivial."""
+    stored = pd.read_csv(catalogue.RECORDING_DIR.parents[1] / "nvidia-h200" / "ncu" / "agreement.csv")
+    h = catalogue.headline(stored)
+    assert (h["agree"], h["launch_settings"], h["zero"], h["non_trivial"], h["disagree"]) == (624, 200, 181, 243, 0)
+    assert catalogue.summary(stored).startswith("243 non-trivial (kernel, metric) rows agree")
+    # known-wrong: a disagreeing non-trivial row lowers the headline and is counted as a disagreement
+    broken = stored.copy()
+    index = broken[(broken.metric == LD_REQUESTS) & (broken.microscope != 0)].index[0]
+    broken.loc[index, "agrees"] = False
+    h = catalogue.headline(broken)
+    assert (h["non_trivial"], h["disagree"]) == (242, 1)
+
+
+def test_the_wavefront_relation_is_marked_observed_not_derived():
+    relation = catalogue.DIFFERENCES[("tiled_matmul tile=16", "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum")]
+    assert relation.reason.startswith("OBSERVED") and "same address" in relation.reason
+    assert "quarter-warp" in relation.reason
+    derived = catalogue.DIFFERENCES[("tiled_matmul tile=16", "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum / "
+                                     "smsp__sass_inst_executed_op_shared_ld.sum")]
+    assert "not independent" in derived.reason

@@ -55,7 +55,8 @@ def test_accumulators_and_block_sum():
 
 
 def test_kernel_registry():
-    assert set(ol.KERNELS) == {"copy", "copy_ilp4", "fma", "fma_ilp4", "accumulators", "block_sum"}
+    assert set(ol.KERNELS) == {"copy_resident", "copy_resident_ilp4", "copy", "copy_ilp4", "fma", "fma_ilp4",
+                               "accumulators", "block_sum"}
     with pytest.raises(InvalidConfig, match="kernel must be one of"):
         ol.lesson_kernel("nope")
     assert ol.lesson_cc() == (9, 0) or runtime.is_gpu()
@@ -185,7 +186,8 @@ def test_padding_levels_hand_checked():
 
 
 def test_sweeps_are_registered():
-    for name in ("occupancy.driver", "occupancy.memory_bound", "occupancy.compute_bound"):
+    for name in ("occupancy.driver", "occupancy.memory_resident", "occupancy.memory_bound",
+                 "occupancy.compute_unrolled"):
         assert reference.SWEEPS[name].lesson == "05_occupancy"
     assert "gpucourse.lessons.occupancy" in reference.SWEEP_MODULES
 
@@ -203,7 +205,7 @@ def test_gpu_only_functions_refuse_in_the_simulator():
 @sim_only
 def test_speed_and_driver_figures_without_a_recording_say_so(monkeypatch):
     monkeypatch.setattr(reference, "load", lambda name, *a, **k: None)
-    for fig in (ol.speed_figure("compute"), ol.driver_comparison_figure()):
+    for fig in (ol.speed_figure("compute"), ol.speed_figure("first_attempt"), ol.driver_comparison_figure()):
         assert charts.caption_of(fig).startswith("No data")
         assert "Model and counts only, because" in charts.caption_of(fig)
         assert any("No " in a.text for a in fig.layout.annotations if a.name != "source")
@@ -213,7 +215,8 @@ def test_speed_and_driver_figures_without_a_recording_say_so(monkeypatch):
     # the memory-bound sweep: the model, and gpu-stream's published sweeps beside it, cited (never "measured")
     memory = ol.speed_figure("memory")
     names = [t.name for t in memory.data]
-    assert [n for n in names if n.startswith("model: ")] == ["model: copy (ILP 1)", "model: copy_ilp4 (ILP 4)"]
+    assert [n for n in names if n.startswith("model: ")] == ["model: copy_resident (ILP 1)",
+                                                             "model: copy_resident_ilp4 (ILP 4)"]
     assert len([n for n in names if n.startswith("published: ")]) == 4 and len(names) == 6
     assert "Published by Dominik Ernst (te42kyfo)" in charts.caption_of(memory)
     assert "not your GPU" in charts.caption_of(memory) and "Measured" not in charts.caption_of(memory)
@@ -245,8 +248,9 @@ def test_speed_figure_draws_a_recording(monkeypatch):
         }
     )
     monkeypatch.setattr(reference, "load", lambda name, *a, **k: _fake_recording(name, frame))
-    fig = ol.speed_figure("memory")
+    fig = ol.speed_figure("first_attempt")  # the one-element recording, drawn as what it is
     assert charts.caption_of(fig).startswith("Recorded") and "NVIDIA H200" in charts.caption_of(fig)
+    assert "first attempt" in fig.layout.title.text
     assert [t.name for t in fig.data] == [
         "copy (ILP 1)", "copy_ilp4 (ILP 4)", "model: copy (ILP 1)", "model: copy_ilp4 (ILP 4)"
     ]

@@ -167,3 +167,37 @@ def test_cached_ptx_is_keyed_by_the_compiler_that_made_it(monkeypatch):
     monkeypatch.setattr(metadata, "version",
                         lambda name: "99.0" if name == "nvidia-nvvm" else real_version(name))
     assert ptxinfo._compiler_versions() != before and "nvidia-nvvm 99.0" in ptxinfo._compiler_versions()
+
+
+@needs_ptxas
+def test_gpu_mode_fills_spills_from_ptxas_on_the_devices_ptx(monkeypatch):
+    """G20: on a GPU the driver reports registers but no spills; ptxas on the kernel's PTX for the device's
+    cc fills them. Faked in-process: the "compiled kernel" hands back the PTX the simulator-mode path makes
+    (cc 7.5, to show that the device's cc is used, not sm_90), and the driver attributes are stand-ins."""
+    from types import SimpleNamespace
+
+    k = ol.KERNELS["accumulators"]
+    ptx = ptxinfo.compile_ptx([(k.kernel, k.signature)], (7, 5))[0]["ptx"]
+    asked = []
+
+    class Compiled:
+        regs_per_thread, shared_mem_per_block, local_mem_per_thread = 40, 0, 0
+
+        def inspect_asm(self, cc):
+            asked.append(cc)
+            return ptx
+
+    monkeypatch.setattr(ptxinfo, "gpu_kernel", lambda kernel, signature, cap=None: (None, Compiled()))
+    monkeypatch.setattr(ptxinfo.runtime, "device",
+                        lambda: SimpleNamespace(compute_capability=(7, 5), name="stand-in T4"))
+    capped = ptxinfo.resource_usage(k.kernel, k.signature, max_registers=32, use_gpu=True)
+    assert asked == [(7, 5)]
+    assert capped.spill_store_bytes > 0 and capped.spills, capped
+    assert "sm_75" in capped.source and "--maxrregcount=32" in capped.source
+    assert capped.registers == 40  # the driver's number stays the registers: ptxas only adds the spills
+    free = ptxinfo.resource_usage(k.kernel, k.signature, use_gpu=True)
+    assert free.spill_store_bytes == 0 and not free.spills
+    # without ptxas the spills stay unknown, and the usage says why (never a made-up 0)
+    monkeypatch.setattr(ptxinfo, "find_ptxas", lambda: None)
+    blind = ptxinfo.resource_usage(k.kernel, k.signature, use_gpu=True)
+    assert blind.spill_store_bytes is None and "ptxas was not found" in blind.note

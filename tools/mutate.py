@@ -44,6 +44,7 @@ HOOKS = ["tests/test_grading_hooks.py", "-k", "not scan"]
 HOOK_SCAN = ["tests/test_grading_hooks.py", "-k", "scan"]
 HOSTILE_BATCH = ["tests/test_hostile.py", "-k", "exact_score"]  # one real grading batch: about 2 minutes
 WARP = ["tests/test_microscope_warp.py"]
+OCC_EXPERIMENT = ["tests/test_occupancy_experiment.py"]
 
 
 @dataclass(frozen=True)
@@ -305,6 +306,40 @@ MUTATIONS: list[Mutation] = [
              "        for k in range(0):  # then the K stores\n",
              "the tile copy issues all its loads before any store (four in flight per thread)",
              ["tests/test_hoisted_loads_ptx.py"]),
+    # --- lesson 05's speed experiment (issue 38 item 3): resident grid, Little's-law model, hoisted loads, G20 ---
+    Mutation("occupancy-grid-not-resident", "gpucourse/lessons/occupancy/model.py",
+             "return int(blocks_per_sm) * int(sm_count)", "return 4 * int(blocks_per_sm) * int(sm_count)",
+             "the resident-grid copies launch exactly blocks per SM × SMs", OCC_EXPERIMENT + ["-k", "grid"]),
+    Mutation("occupancy-rig-one-block-per-64", "gpucourse/lessons/occupancy/experiments.py",
+             "return resident_grid(driver_blocks(name, threads_per_block, dynamic_shared_bytes), self.sm_count)",
+             "return math.ceil(COPY_ELEMENTS / threads_per_block)",
+             "the memory sweep's grid is the driver's resident blocks, not one block per 64 elements",
+             OCC_EXPERIMENT + ["-k", "rig"]),
+    Mutation("occupancy-model-load-bytes-only", "gpucourse/lessons/occupancy/model.py",
+             "MODEL_BYTES_PER_WARP_COPY = 2 * WARP_SIZE * 4", "MODEL_BYTES_PER_WARP_COPY = WARP_SIZE * 4",
+             "a warp copy keeps its load and its store in flight (256 B)", OCC_EXPERIMENT + ["-k", "model or latency"]),
+    Mutation("occupancy-model-no-ceiling", "gpucourse/lessons/occupancy/model.py",
+             "return np.minimum(1.0, np.asarray(warps, dtype=float) * ilp / self.warps_needed)",
+             "return np.asarray(warps, dtype=float) * ilp / self.warps_needed",
+             "no more bytes in flight than bandwidth × latency are useful (the model is capped)",
+             OCC_EXPERIMENT + ["-k", "model"]),
+    Mutation("occupancy-latency-from-full-occupancy", "gpucourse/lessons/occupancy/model.py",
+             "row = rows.loc[rows.occupancy_pct.idxmin()]", "row = rows.loc[rows.occupancy_pct.idxmax()]",
+             "the recorded latency comes from the latency-bound (lowest-occupancy) ILP-4 point",
+             OCC_EXPERIMENT + ["-k", "latency"]),
+    Mutation("occupancy-ilp4-store-before-load", "gpucourse/lessons/occupancy/kernels.py",
+             "        d = src[i + 3 * step]\n        dst[i] = a\n",
+             "        dst[i] = a\n        d = src[i + 3 * step]\n",
+             "the ILP-4 copy issues its four loads before any store (hoisted by hand: no noalias)",
+             OCC_EXPERIMENT + ["-k", "four_loads"]),
+    Mutation("occupancy-fma-one-per-iteration", "gpucourse/lessons/occupancy/kernels.py",
+             "FMAS_PER_ITERATION = 8", "FMAS_PER_ITERATION = 1",
+             "the FMA kernels run eight FMAs per chain per loop iteration (the reference counts them)",
+             ["tests/test_occupancy_lesson.py", "-k", "fma"]),
+    Mutation("occupancy-gpu-spills-dropped", "gpucourse/measure/ptxinfo.py",
+             'spill_store_bytes=report["spill_store_bytes"] if report else None,', "spill_store_bytes=None,",
+             "on a GPU the spills come from ptxas on the device's PTX (G20)",
+             ["tests/test_occupancy_ptxinfo.py", "-k", "gpu_mode"]),
 ]
 
 

@@ -99,9 +99,12 @@ QUICK_PLANS: dict[str, SweepPlan] = {
     "coalescing.layout": SweepPlan(measurements=4),
     "occupancy.driver": SweepPlan(measurements=0, defaults={f"{_LESSONS}.occupancy.experiments.driver_comparison": {
         "threads": (64, 256, 1024), "dynamic_bytes": (0, 40960), "caps": (None, 32)}}),
+    # lesson 05 (occupancy): the resident-grid copies, the first attempt (one element per thread), the FMAs
+    "occupancy.memory_resident": SweepPlan(measurements=2, defaults={
+        f"{_LESSONS}.occupancy.experiments.measure_speed": {"targets": (0.25, 1.0)}}),
     "occupancy.memory_bound": SweepPlan(measurements=2, defaults={
         f"{_LESSONS}.occupancy.experiments.measure_speed": {"targets": (0.25, 1.0)}}),
-    "occupancy.compute_bound": SweepPlan(measurements=2, defaults={
+    "occupancy.compute_unrolled": SweepPlan(measurements=2, defaults={
         f"{_LESSONS}.occupancy.experiments.measure_speed": {"targets": (0.25, 1.0)}}),
     "precision.matmul": SweepPlan(measurements=5, defaults={
         f"{_LESSONS}.precision.experiments.matmul_sweep": {"sizes": (4096,)}}),
@@ -135,7 +138,8 @@ QUICK_PLANS: dict[str, SweepPlan] = {
 # a sweep not counted there is estimated from its quick plan's count, at least one measurement.
 FULL_MEASUREMENTS = {
     "coalescing.offset": 99, "coalescing.stride": 36, "divergence.fraction": 234, "divergence.sort_pays": 36,
-    "occupancy.memory_bound": 14, "occupancy.compute_bound": 14, "precision.matmul": 20,
+    "occupancy.memory_resident": 14, "occupancy.memory_bound": 14, "occupancy.compute_unrolled": 14,
+    "precision.matmul": 20,
     "precision.vocab_shape": 8, "races.histogram": 18, "reductions.sum": 36, "tiling.matmul": 55,
     "tiling.transpose": 16, "warps.staircase": 13,
 }

@@ -459,15 +459,32 @@ def gpu_kernel(kernel, signature: str, max_registers: int | None = None):
     return dispatcher, next(iter(dispatcher.overloads.values()))
 
 
+def _gpu_spills(compiled, cc: tuple[int, int], cap: int | None) -> tuple[dict | None, str]:
+    """ptxas's report on the PTX numba-cuda compiled for this GPU (the driver reports no spills), or why not."""
+    if find_ptxas() is None:
+        return None, "spills unknown: ptxas was not found (it comes with the cuda-toolkit[nvcc] wheel)"
+    try:
+        ptx = compiled.inspect_asm(cc)
+        return ptxas(ptx, cc, cap), ""
+    except (OSError, RuntimeError, ValueError, AttributeError, subprocess.SubprocessError) as exc:
+        return None, f"spills unknown: {str(exc)[:200]}"
+
+
 def _gpu_usage(kernel, signature: str, cap: int | None) -> ResourceUsage:
     started = time.perf_counter()
     _, compiled = gpu_kernel(kernel, signature, cap)
     info = runtime.device()
+    cc = tuple(info.compute_capability)
+    report, why = _gpu_spills(compiled, cc, cap)
+    source = f"numba-cuda on {info.name} (the driver's kernel attributes"
+    source += f"; spills: {report['tool']} on the same PTX)" if report else ")"
     return ResourceUsage(
-        _name(kernel), signature, tuple(info.compute_capability), cap,
+        _name(kernel), signature, cc, cap,
         registers=int(compiled.regs_per_thread), shared_bytes=int(compiled.shared_mem_per_block),
         stack_frame_bytes=int(compiled.local_mem_per_thread),
-        source=f"numba-cuda on {info.name} (the driver's kernel attributes)",
+        spill_store_bytes=report["spill_store_bytes"] if report else None,
+        spill_load_bytes=report["spill_load_bytes"] if report else None,
+        source=source, note=why,
         seconds=time.perf_counter() - started,
     )
 

@@ -360,13 +360,17 @@ SWEEP_PLANS: dict[str, SweepPlan] = {
     "occupancy.driver": SweepPlan(defaults={"gpucourse.lessons.occupancy.experiments.driver_comparison": {
         "names": ("copy", "block_sum"), "threads": (64, 256), "dynamic_bytes": (0, 12 * 1024), "caps": (None, 32)}},
         stand_in=_DRIVER_STAND_IN + "; the two columns agree by construction"),
+    "occupancy.memory_resident": SweepPlan(
+        attributes={"gpucourse.lessons.occupancy.experiments.COPY_ELEMENTS": 1024},
+        defaults={"gpucourse.lessons.occupancy.experiments.measure_speed": {"targets": (0.25, 1.0)}},
+        stand_in=_DRIVER_STAND_IN),
     "occupancy.memory_bound": SweepPlan(
         attributes={"gpucourse.lessons.occupancy.experiments.COPY_ELEMENTS": 1024},
         defaults={"gpucourse.lessons.occupancy.experiments.measure_speed": {"targets": (0.25, 1.0)}},
         stand_in=_DRIVER_STAND_IN),
-    "occupancy.compute_bound": SweepPlan(
+    "occupancy.compute_unrolled": SweepPlan(
         attributes={"gpucourse.lessons.occupancy.experiments.FMA_THREADS": 512,
-                    "gpucourse.lessons.occupancy.experiments.FMA_ITERATIONS": 8},
+                    "gpucourse.lessons.occupancy.experiments.FMA_ITERATIONS": 32},
         defaults={"gpucourse.lessons.occupancy.experiments.measure_speed": {"targets": (0.25, 1.0)}},
         stand_in=_DRIVER_STAND_IN),
     "precision.matmul": SweepPlan(defaults={"gpucourse.lessons.precision.experiments.matmul_sweep": {"sizes": (64,)}},

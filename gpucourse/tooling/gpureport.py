@@ -522,8 +522,7 @@ def _ncu_catalogue(out: Path, data_root: Path, practice: bool, left: float | Non
     table = ncu_catalogue.agreement(folder)
     table.to_csv(out / "ncu-agreement.csv", index=False)
     broken = ncu_catalogue.disagreements(table)
-    compared = int(table["agrees"].notna().sum())
-    return (f"{compared - len(broken)} of {compared} compared (kernel, metric) rows agree with the microscope"
+    return (ncu_catalogue.summary(table)  # the non-trivial rows first (review gpu-recordings.md §5)
             + (f"; disagreements: {'; '.join(broken[:5])}" if broken else ""))
 
 

@@ -12,7 +12,7 @@ makes the hardware count differ from the source, and the check is then the decla
 
 Recording on a GPU (the quick GPU report does this where ncu is present)::
 
-    ncu --clock-control none --csv --page raw --print-units base --metrics <ncu_metrics.ncu_metric_names()> \\
+    ncu --clock-control none --csv --page raw --print-units base --metrics <collected_metric_names()> \\
         python -m gpucourse.tooling.ncu_catalogue > catalogue-metrics.csv
 
 The program launches every kernel once, in ``CATALOGUE`` order, and prints the launches as JSON
@@ -176,8 +176,13 @@ BY_LABEL = {entry.label: entry for entry in CATALOGUE}
 # that must hold (tests/test_ncu_catalogue.py reads the reasons off the kernels' SASS, ptxas for sm_90).
 _VECTORISED = ("ptxas merges a_tile[ty, kk..kk+3] (4 neighbouring floats of one thread) into one LDS.128: per "
                "warp and tile, 4 LDS.128 + 16 LDS = 20 instructions where the source has 32 loads")
-_WAVEFRONTS = ("the 4 LDS.128 take 2 wavefronts each (16 bytes per lane): 8 + 16 = 24 wavefronts per warp and "
-               "tile where the source's 32 loads take 32; the hardware counter adds a few cycles (≤ 1e-3)")
+_WAVEFRONTS = ("OBSERVED, not derived: ptxas's 4 LDS.128 (above) took 2 wavefronts each on an H100 and an H200, so "
+               "8 + 16 = 24 wavefronts per warp and tile where the source's 32 loads take 32. The course's 16-byte "
+               "rule (quarter-warp phases, gpucourse/microscope/analysis.py) would give 4 per LDS.128 (ratio 1): "
+               "here lanes 0-15 read one 16-byte word and lanes 16-31 another, and the hardware evidently merges "
+               "quarter-warp phases that ask for the same address. The microscope traces the source's scalar "
+               "loads, never the LDS.128, so it cannot model the merge; the relation records what two GPUs did. "
+               "The hardware counter adds a few cycles (<= 1e-3)")
 _NOISE = ("no address conflicts; the hardware counter adds a few data-bank cycles: 60 in 786,492 wavefronts on an "
           "H100 (7.6e-5), 162 on an H200 (2.1e-4, its second run; none in its first): ≤ 1e-3")
 NOISE_ALLOWANCE = 1e-3  # of ncu's shared-load wavefronts: the extra data-bank cycles two GPUs' counters showed
@@ -190,7 +195,8 @@ DIFFERENCES: dict[tuple[str, str], Relation] = {
         Relation(SCALED, _NOISE, Fraction(1), allowance=NOISE_ALLOWANCE),
     ("tiled_matmul tile=16", "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum / "
                              "smsp__sass_inst_executed_op_shared_ld.sum"):
-        Relation(SCALED, "24 wavefronts per 20 instructions (see the two above)", Fraction(6, 5),
+        Relation(SCALED, "24 wavefronts per 20 instructions: derived from the two above, not independent evidence",
+                 Fraction(6, 5),
                  allowance=NOISE_ALLOWANCE),
     ("count_above_ballot", "smsp__sass_average_branch_targets_threads_uniform.pct"):
         Relation(PREDICATED, "ptxas turns `if cuda.laneid == 0:` into an early EXIT of the other 31 lanes (no "
@@ -200,6 +206,69 @@ DIFFERENCES: dict[tuple[str, str], Relation] = {
 # aggregation; what aggregation changes, the updates per warp, is not in the recording.
 ATOMIC_UPDATES = "(no ncu counter) global atomic updates by lanes"
 ATOMIC_INSTRUCTIONS = "smsp__sass_inst_executed_op_global_atom.sum + smsp__sass_inst_executed_op_global_red.sum"
+
+
+# Recorded beside the compared metrics, never compared with the microscope (it models L1-level counts only):
+# what each says, and why it is collected (review gpu-recordings.md §5).
+RECORDED_ONLY: dict[str, str] = {
+    "sm__warps_active.avg.pct_of_peak_sustained_active":
+        "achieved occupancy: resident warps ÷ warp slots, averaged over active cycles (lesson 05: a copy of "
+        "one element per thread reaches far less than its theoretical occupancy)",
+    "lts__t_sectors_srcunit_tex_op_read.sum":
+        "L2 sectors read on behalf of L1 (lesson 03: the sectors the L1 asks for, below the sector model)",
+    "dram__sectors_read.sum":
+        "DRAM sectors read (lesson 03: whether a strided copy reads 1/8 or more of its sectors from DRAM)",
+}
+# Launch settings fixed by the launch itself (the calculator's arithmetic, given ncu's register count): they
+# agree by construction, so the headline counts them apart, with the rows where both sides count 0.
+LAUNCH_SETTINGS_PREFIX = "launch__"
+LAUNCH_SETTINGS = ("sm__maximum_warps_per_active_cycle_pct",)
+
+
+def collected_metric_names() -> list[str]:
+    """What ``record`` asks ncu for: the compared metrics (``ncu_metric_names``), then the recorded-only ones."""
+    from gpucourse.microscope.ncu_metrics import ncu_metric_names
+
+    names = ncu_metric_names()
+    return names + [m for m in RECORDED_ONLY if m not in names]
+
+
+def headline(table) -> dict[str, int]:
+    """The agreement counted honestly: of the compared rows that agree, how many are launch settings, how many
+    are 0 = 0, and how many are non-trivial (the number worth quoting)."""
+    import pandas as pd
+
+    compared = table[table["agrees"].notna()]
+    agree = compared["agrees"].astype(str) == "True"
+    metric = compared["metric"].astype(str)
+    launch = metric.str.startswith(LAUNCH_SETTINGS_PREFIX) | metric.isin(LAUNCH_SETTINGS)
+    zero = (pd.to_numeric(compared["microscope"], errors="coerce") == 0) & (
+        pd.to_numeric(compared["ncu"], errors="coerce") == 0) & ~launch
+    return {"compared": len(compared), "agree": int(agree.sum()), "launch_settings": int((agree & launch).sum()),
+            "zero": int((agree & zero).sum()), "non_trivial": int((agree & ~launch & ~zero).sum()),
+            "disagree": int((~agree).sum())}
+
+
+def summary(table) -> str:
+    """One line for a report: the non-trivial agreeing rows first, then what the raw total holds."""
+    h = headline(table)
+    return (f"{h['non_trivial']} non-trivial (kernel, metric) rows agree with the microscope (of {h['compared']} "
+            f"compared: {h['agree']} agree, of which {h['launch_settings']} are launch settings and {h['zero']} "
+            f"are 0 = 0; {h['disagree']} disagree)")
+
+
+def recorded_only(folder: Path = RECORDING_DIR):
+    """label × RECORDED_ONLY metric: ncu's value, or None where the recording predates the metric."""
+    import pandas as pd
+
+    recorded = recorded_kernels(folder)
+    rows = [{"kernel": label, **{m: _number(k.metrics.get(m)) for m in RECORDED_ONLY}}
+            for label, k in recorded.items()]
+    return pd.DataFrame(rows)
+
+
+def _number(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def trace_entry(entry: Entry, registers_per_thread=None, shared_config_bytes=None) -> Profile:
@@ -268,13 +337,11 @@ def record(folder: Path, ncu_path: str | None = None, small: bool = False,
     import datetime
     import subprocess
 
-    from gpucourse.microscope.ncu_metrics import ncu_metric_names
-
     ncu_path = ncu_path or ncu.find_ncu()
     if ncu_path is None:
         raise ncu.NcuError(ncu.availability() or "ncu is not here")
     options = ["--clock-control", "none", "--csv", "--page", "raw", "--print-units", "base",
-               "--metrics", ",".join(ncu_metric_names())]
+               "--metrics", ",".join(collected_metric_names())]
     program = ["-m", "gpucourse.tooling.ncu_catalogue", *(["--small"] if small else [])]
     command = [ncu_path, *options, sys.executable, *program]
     try:

@@ -44,6 +44,8 @@ NOTHING_PUBLISHED = {
     "launch timing": "gpu-benches' launch-overhead results (gpu-small-kernels) are not extracted yet",
     "occupancy driver": "the driver's answer needs a GPU; it is a count, not a timing, and none is published",
     "compute occupancy": "gpu-benches publishes memory-bound sweeps; no FMA-chain sweep vs occupancy is published",
+    "first-attempt copy": "it is the course's own launch shape (one element per thread, ~1 M blocks), which "
+                          "no published occupancy sweep uses",
     "fp32 roofline": "ml-engineering's table publishes bf16 and fp8 matmul maxima, no fp32 one (choose bf16)",
     "tiling roofline": "the roofline is the model itself; SGEMM_CUDA's published rungs (RTX A6000) are on the "
                        "ladder charts below, not on an H200's roof",

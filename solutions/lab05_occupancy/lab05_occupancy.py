@@ -310,3 +310,49 @@ for threads, pct, cc, expected in [(128, 100, (8, 6), 40), (1024, 50, (9, 0), 64
                                    (512, 100, (8, 0), 32), (1024, 100, (7, 5), 64), (32, 10, (8, 0), 255)]:
     check(lambda t=threads, p=pct, c=cc, want=expected: register_budget(t, p, c) == want)
 ### END HIDDEN TESTS
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "ex5_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ## Exercise 5 · What occupancy buys a copy: Little's law (2 points)
+#
+# Lesson 05's copy runs a grid of exactly the resident blocks; each warp keeps `loads_per_warp`
+# independent 128-byte loads in flight (ILP), and each load has a 128-byte store behind it, so a
+# warp holds 256 B × `loads_per_warp` of copy traffic in flight. By Little's law an SM must hold
+# bandwidth × latency ÷ SMs bytes in flight to keep DRAM busy (GB/s = bytes per ns). Below that,
+# speed is proportional to the bytes in flight; at or above it, the copy runs at the bandwidth.
+#
+# Write `copy_speed_ratio(bandwidth_gbps, latency_ns, sm_count, warps_low, warps_high, loads_per_warp)`:
+# the predicted speed with `warps_low` resident warps per SM ÷ the speed with `warps_high`.
+# Reference (the H200's recorded inputs: 4,271 GB/s copy ceiling, 876 ns loaded latency, 132 SMs):
+# 16 vs 64 warps → 0.25 with one load per warp, ≈ 0.578 with four. These are the lesson's
+# predictions; only a GPU can confirm them. Compute it yourself: calling `gpucourse` scores 0.
+
+# %% nbgrader={"grade": false, "grade_id": "ex5_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def copy_speed_ratio(bandwidth_gbps, latency_ns, sm_count, warps_low, warps_high, loads_per_warp):
+    ### BEGIN SOLUTION
+    needed = bandwidth_gbps / sm_count * latency_ns  # bytes in flight per SM to keep DRAM busy
+    low, high = (min(1.0, warps * loads_per_warp * 256 / needed) for warps in (warps_low, warps_high))
+    return low / high
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex5_test", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""Check copy_speed_ratio against Little's law, below and above the bytes a GPU needs in flight."""
+assert abs(copy_speed_ratio(4271, 876, 132, 16, 64, 1) - 0.25) < 1e-3, "one load per warp: speed ∝ warps"
+assert abs(copy_speed_ratio(4271, 876, 132, 16, 64, 4) - 0.578) < 2e-3, (
+    "four loads per warp: at 64 warps the copy is already at the bandwidth (it cannot go faster)")
+_names = copy_speed_ratio.__code__.co_names
+assert not any("gpucourse" in name for name in _names), "compute it yourself: copy_speed_ratio must not call gpucourse"
+### BEGIN HIDDEN TESTS
+from gpucourse.tooling.grading import reaches_package as _reaches_the_course
+from gpucourse.lessons.occupancy.model import SpeedModel as _SpeedModel
+
+check(not _reaches_the_course(copy_speed_ratio))
+# The course's model of lesson 05 (gpucourse.lessons.occupancy.model.SpeedModel), on several GPUs' inputs.
+for _gbps, _ns, _sms, _low, _high, _ilp in [(4271, 876, 132, 16, 64, 1), (3350, 600, 132, 8, 64, 4),
+                                             (300, 600, 58, 12, 48, 1), (320, 600, 40, 8, 32, 2),
+                                             (8000, 700, 148, 32, 64, 4), (1008, 500, 128, 6, 48, 1),
+                                             (2000, 900, 114, 64, 64, 1), (1555, 650, 108, 4, 64, 8)]:
+    _model = _SpeedModel("memory", "x", _gbps / _sms * _ns / 256, _high, "")
+    _want = float(_model.relative_speed(_low, _ilp) / _model.relative_speed(_high, _ilp))
+    check(lambda a=(_gbps, _ns, _sms, _low, _high, _ilp), w=_want: abs(copy_speed_ratio(*a) - w) < 1e-6)
+### END HIDDEN TESTS

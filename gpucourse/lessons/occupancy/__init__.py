@@ -10,8 +10,10 @@ the SM picture, and the GPU sweeps (latency hiding; our calculator against the d
   shared memory), each point coloured *and* shaped by the limiter.
 * ``occupancy_explorer()``: a LiveChart over kernel, block size, max_registers, dynamic
   shared memory (or a typed register count when the toolchain cannot tell).
-* GPU sweeps (``reference.register_sweep``): memory-bound and compute-bound kernel speed vs
-  occupancy (lowered with dynamic shared-memory padding), and calculator vs driver
+* GPU sweeps (``reference.register_sweep``): memory-bound copies over a grid of exactly the
+  resident blocks, the first attempt's one-element copies (dispatch-bound: the story of why
+  they fooled us) and unrolled FMA chains, speed vs occupancy (lowered with dynamic
+  shared-memory padding), each ILP 1 and 4; and calculator vs driver
   (``cuOccupancyMaxActiveBlocksPerMultiprocessor``). Without a GPU their charts show the
   recording, or say there is none.
 """
@@ -27,6 +29,7 @@ from gpucourse.lessons.occupancy.experiments import (
     DRIVER_THREADS,
     FMA_ITERATIONS,
     FMA_THREADS,
+    KINDS,
     LESSON,
     SPEED_COLUMNS,
     SpeedRig,
@@ -40,12 +43,14 @@ from gpucourse.lessons.occupancy.figures import (
     BLOCK_COLOURS,
     MAX_REGISTER_CHOICES,
     SM_PICTURE_BOTTOM_PX,
+    SPEED_SWEEPS,
     TYPED,
     _room_for_caption,
     calculator_widget,
     driver_comparison_figure,
     explorer_figure,
     learner_curve_figure,
+    measured_ratios,
     occupancy_chart,
     occupancy_charts,
     occupancy_explorer,
@@ -57,15 +62,20 @@ from gpucourse.lessons.occupancy.kernels import (
     ACCUMULATORS,
     FMA_B,
     FMA_C,
+    FMAS_PER_ITERATION,
     accumulators_kernel,
     block_sum_kernel,
     copy_ilp4_kernel,
     copy_kernel,
+    copy_resident_ilp4_kernel,
+    copy_resident_kernel,
     fma_ilp4_kernel,
     fma_kernel,
 )
 from gpucourse.lessons.occupancy.model import (
     CANNOT_LAUNCH,
+    CEILINGS_SWEEP,
+    FIRST_ATTEMPT_SWEEP,
     KERNELS,
     MAX_PADDING_BYTES,
     MODEL_BYTES_PER_WARP_COPY,
@@ -78,11 +88,18 @@ from gpucourse.lessons.occupancy.model import (
     SpeedModel,
     _fma_reference,
     _tie_order,
+    accumulators_answer,
+    fma_chain_length,
     kernel_source,
     lesson_cc,
     lesson_kernel,
+    lesson_speed_model,
     limiter_style,
     padding_levels,
+    predictions,
+    recorded_copy_gbps,
+    recorded_latency_ns,
+    resident_grid,
     speed_model,
     usage,
     usage_table,

@@ -21,8 +21,10 @@ from gpucourse.lessons.occupancy.model import (
     SWEEP_THREADS,
     TARGET_OCCUPANCIES,
     _fma_reference,
+    fma_chain_length,
     lesson_kernel,
     padding_levels,
+    resident_grid,
 )
 from gpucourse.measure import reference, runtime
 from gpucourse.measure.ptxinfo import ResourceUsage, gpu_kernel, resource_usage
@@ -74,6 +76,16 @@ def sweep_axis(
 COPY_ELEMENTS = 1 << 26  # 256 MiB per array: far beyond the L2
 FMA_THREADS = 1 << 20
 FMA_ITERATIONS = 4096
+KINDS = {  # the speed sweeps' kernels: (ILP 1, ILP 4)
+    "memory": ("copy_resident", "copy_resident_ilp4"),  # grid = resident blocks × SMs, grid-stride loops
+    "first_attempt": ("copy", "copy_ilp4"),  # one block per 64 (or 256) elements: dispatch-bound
+    "compute": ("fma", "fma_ilp4"),
+}
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise InvalidConfig(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
 
 
 def _need_gpu(what: str) -> None:
@@ -156,13 +168,13 @@ class SpeedRig:
     """The arrays and launches of the speed sweeps on a GPU (allocated once, reused for every point)."""
 
     def __init__(self, kind: str = "memory"):
+        _check_kind(kind)
         _need_gpu("timing kernels")
-        if kind not in ("memory", "compute"):
-            raise InvalidConfig(f"kind must be 'memory' or 'compute'; got {kind!r}")
         self.kind = kind
         self.cc = tuple(runtime.device().compute_capability)
-        self.names = ("copy", "copy_ilp4") if kind == "memory" else ("fma", "fma_ilp4")
-        if kind == "memory":
+        self.sm_count = int(runtime.device().sm_count)
+        self.names = KINDS[kind]
+        if kind != "compute":
             self.host = np.arange(COPY_ELEMENTS, dtype=np.float32)
             self.poison_host = np.full(COPY_ELEMENTS, np.nan, dtype=np.float32)
             self.src = cuda.to_device(self.host)
@@ -181,11 +193,10 @@ class SpeedRig:
 
         k = lesson_kernel(name)
         dispatcher, _ = gpu_kernel(k.kernel, k.signature)
-        launch = dispatcher[
-            self._grid(name, threads_per_block), threads_per_block, 0, int(dynamic_shared_bytes)
-        ]
-        label = f"{name}, {threads_per_block} threads, {dynamic_shared_bytes} B padding"
-        if self.kind == "memory":
+        grid = self.grid(name, threads_per_block, dynamic_shared_bytes)
+        launch = dispatcher[grid, threads_per_block, 0, int(dynamic_shared_bytes)]
+        label = f"{name}, {threads_per_block} threads × {grid} blocks, {dynamic_shared_bytes} B padding"
+        if self.kind != "compute":
             self.dst.copy_to_device(self.poison_host)  # a kernel that writes nothing cannot pass the check
             return measure(
                 lambda: launch(self.dst, self.src),
@@ -206,18 +217,22 @@ class SpeedRig:
             check=lambda: bool(
                 np.allclose(self.out.copy_to_host()[:16].astype(np.float64), expected, rtol=1e-3)
             ),
-            flops=2 * FMA_THREADS * FMA_ITERATIONS,
+            flops=2 * FMA_THREADS * ilp * fma_chain_length(FMA_ITERATIONS, ilp),
         )
 
     def ceiling(self) -> float | None:
-        if self.kind != "memory":
+        if self.kind == "compute":
             return None
         from gpucourse.measure import ceilings
 
         return ceilings.copy_gbps()
 
-    def _grid(self, name: str, threads_per_block: int) -> int:
+    def grid(self, name: str, threads_per_block: int, dynamic_shared_bytes: int = 0) -> int:
+        """Blocks launched: for the resident-grid copies, the driver's blocks per SM × SMs (one wave);
+        for the first attempt, one block per 64 (ILP 4: 256) elements; for the FMAs, one per 64 threads."""
         if self.kind == "memory":
+            return resident_grid(driver_blocks(name, threads_per_block, dynamic_shared_bytes), self.sm_count)
+        if self.kind == "first_attempt":
             ilp = 4 if name.endswith("ilp4") else 1
             return math.ceil(COPY_ELEMENTS / (threads_per_block * ilp))
         return math.ceil(FMA_THREADS / threads_per_block)
@@ -226,11 +241,13 @@ class SpeedRig:
 def measure_speed(
     kind: str = "memory", threads_per_block: int = SWEEP_THREADS, targets=TARGET_OCCUPANCIES, progress=None
 ) -> pd.DataFrame:
-    """On a GPU: a memory- or compute-bound kernel (ILP 1 and 4) at several occupancies.
+    """On a GPU: the resident-grid copies ("memory"), the first attempt's one-element copies
+    ("first_attempt") or the FMA chains ("compute"), each ILP 1 and 4, at several occupancies.
 
     Occupancy is lowered by dynamic shared-memory padding per block; the calculator gives the
     level and the driver confirms it. Each point is measured by the course's harness.
     """
+    _check_kind(kind)
     rig = SpeedRig(kind)
     plans = []
     for name in rig.names:
@@ -250,6 +267,7 @@ def measure_speed(
                 "active_blocks": model.active_blocks,
                 "driver_blocks": driver_blocks(name, threads_per_block, dynamic),
                 "occupancy_pct": model.occupancy_pct,
+                "grid_blocks": rig.grid(name, threads_per_block, dynamic),
                 "median_ms": m.median_ms,
                 "iqr_ms": m.iqr_ms,
                 "n_samples": m.n_samples,
@@ -267,20 +285,33 @@ SPEED_COLUMNS = ("kernel", "ilp", "threads_per_block", "dynamic_shared_bytes", "
 
 
 @reference.register_sweep(
-    "occupancy.memory_bound",
+    "occupancy.memory_resident",
     lesson=LESSON,
-    columns=SPEED_COLUMNS + ("gbps",),
-    description="float32 copy (ILP 1 and 4), 64-thread blocks, occupancy lowered by shared-memory padding",
+    columns=SPEED_COLUMNS + ("grid_blocks", "gbps"),
+    description="float32 grid-stride copy (ILP 1 and 4), grid = resident blocks × SMs, 64-thread blocks, "
+    "occupancy lowered by shared-memory padding",
 )
 def _memory_sweep() -> pd.DataFrame:
     return measure_speed("memory")
 
 
 @reference.register_sweep(
-    "occupancy.compute_bound",
+    "occupancy.memory_bound",
+    lesson=LESSON,
+    columns=SPEED_COLUMNS + ("gbps",),
+    description="the first attempt: float32 copy, one element (ILP 4: four) per thread, ~1 M 64-thread blocks "
+    "(dispatch-bound), occupancy lowered by shared-memory padding",
+)
+def _first_attempt_sweep() -> pd.DataFrame:
+    return measure_speed("first_attempt")
+
+
+@reference.register_sweep(
+    "occupancy.compute_unrolled",
     lesson=LESSON,
     columns=SPEED_COLUMNS + ("tflops",),
-    description="float32 FMA chains (ILP 1 and 4, 4096 FMAs/thread), 64-thread blocks, occupancy via padding",
+    description="float32 FMA chains (ILP 1 and 4, 8 FMAs per chain per loop iteration, 4096 FMAs/thread), "
+    "64-thread blocks, occupancy via padding",
 )
 def _compute_sweep() -> pd.DataFrame:
     return measure_speed("compute")

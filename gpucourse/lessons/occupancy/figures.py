@@ -17,9 +17,11 @@ from gpucourse.lessons.occupancy.calculator import (
     architecture,
     occupancy,
 )
-from gpucourse.lessons.occupancy.experiments import AXES, driver_comparison, measure_speed, sweep_axis
+from gpucourse.lessons.occupancy.experiments import AXES, KINDS, driver_comparison, measure_speed, sweep_axis
 from gpucourse.lessons.occupancy.model import (
     CANNOT_LAUNCH,
+    CEILINGS_SWEEP,
+    FIRST_ATTEMPT_SWEEP,
     KERNELS,
     SWEEP_THREADS,
     SpeedModel,
@@ -535,12 +537,35 @@ def _add_speed_model(fig: go.Figure, model: SpeedModel, names, *, axis: str) -> 
 _MEASURED: dict[str, pd.DataFrame] = {}  # live GPU sweeps, measured once per session
 
 
+SPEED_SWEEPS = {"memory": "occupancy.memory_resident", "first_attempt": FIRST_ATTEMPT_SWEEP,
+                "compute": "occupancy.compute_unrolled"}
+_TITLES = {
+    "memory": "Memory-bound copy (grid = resident blocks): bandwidth vs occupancy",
+    "first_attempt": "The first attempt (one element per thread, ~1 M blocks): bandwidth vs occupancy",
+    "compute": "Compute-bound FMA chains (8 FMAs per iteration): throughput vs occupancy",
+}
+
+
+def _model_for(kind: str, rec) -> SpeedModel:
+    """The chart's model, with the shown GPU's recordings (first attempt, copy ceiling) as its inputs."""
+    model_kind = "compute" if kind == "compute" else "memory"
+    if model_kind == "compute":
+        return speed_model("compute", rec)
+    device = runtime.device().name if runtime.is_gpu() else (rec.device if rec else None)
+    first = ceilings = None
+    if device:
+        first = next((r for r in reference.recordings(FIRST_ATTEMPT_SWEEP) if r.device == device), None)
+        ceilings = next((r for r in reference.recordings(CEILINGS_SWEEP) if r.device == device), None)
+    return speed_model("memory", rec, first_attempt=first, ceilings=ceilings)
+
+
 def speed_figure(kind: str = "memory", progress=None) -> go.Figure:
-    """Measured (GPU) or recorded speed vs occupancy for the memory- or compute-bound kernels."""
-    if kind not in ("memory", "compute"):
-        raise InvalidConfig(f"kind must be 'memory' or 'compute'; got {kind!r}")
+    """Measured (GPU) or recorded speed vs occupancy: the resident-grid copies ("memory"), the first attempt's
+    one-element copies ("first_attempt") or the FMA chains ("compute"); the dashed lines are the model."""
+    if kind not in KINDS:
+        raise InvalidConfig(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
     column, unit = (
-        ("gbps", "bandwidth (GB/s)") if kind == "memory" else ("tflops", "FP32 FMA throughput (TFLOP/s)")
+        ("gbps", "bandwidth (GB/s)") if kind != "compute" else ("tflops", "FP32 FMA throughput (TFLOP/s)")
     )
     ceiling, rec = None, None
     if runtime.is_gpu():
@@ -550,12 +575,12 @@ def speed_figure(kind: str = "memory", progress=None) -> go.Figure:
         source = charts.source_caption(
             "measured", f"{runtime.device().name}; occupancy from the calculator, confirmed by the driver"
         )
-        if kind == "memory":
+        if kind != "compute":
             from gpucourse.measure import ceilings
 
             ceiling = ceilings.copy_gbps()
     else:
-        rec = reference.load(f"occupancy.{kind}_bound")
+        rec = reference.load(SPEED_SWEEPS[kind])
         data = rec.data if rec else None
         source = (
             charts.source_caption("recorded", rec.caption(bars=True))
@@ -565,23 +590,18 @@ def speed_figure(kind: str = "memory", progress=None) -> go.Figure:
                 "the dashed lines are the model"
             )
         )
-    title = (
-        "Memory-bound copy: bandwidth vs occupancy"
-        if kind == "memory"
-        else "Compute-bound FMA chains: throughput vs occupancy"
-    )
     fig = _room_for_caption(
-        charts.figure(title, "occupancy (% of warp slots, from the calculator)", unit, source)
+        charts.figure(_TITLES[kind], "occupancy (% of warp slots, from the calculator)", unit, source)
     )
-    model = speed_model(kind, rec)
-    kernels = [("copy", 1), ("copy_ilp4", 4)] if kind == "memory" else [("fma", 1), ("fma_ilp4", 4)]
+    model = _model_for(kind, rec)
+    kernels = list(zip(KINDS[kind], (1, 4), strict=True))
     if data is None or not len(data):
         fig.update_yaxes(title_text="model: speed ÷ speed at 100 % occupancy", range=[0, 1.1])
         _add_speed_model(fig, model, kernels, axis="y")
         fig.update_xaxes(range=[0, 105])
-        if kind == "compute":
+        if kind != "memory":
             return cited.no_data(fig, "No timing to show: there is no GPU here and no recording yet",
-                                 "compute occupancy")
+                                 "compute occupancy" if kind == "compute" else "first-attempt copy")
         cited.stream_vs_occupancy(fig)  # no GPU, no recording: gpu-stream's published sweeps beside the model
         return cited.cite(fig, "Dashed: the model. Solid: published sweeps, each ÷ its own GB/s at its highest "
                           "occupancy (hover for GB/s)", cited.STREAM)
@@ -598,10 +618,27 @@ def speed_figure(kind: str = "memory", progress=None) -> go.Figure:
     if ceiling:
         charts.hline(fig, ceiling, f"measured copy ceiling {ceiling:.0f} GB/s")
     datasheet = runtime.device().datasheet_bandwidth_gbps if runtime.is_gpu() else None
-    if kind == "memory" and datasheet:
+    if kind != "compute" and datasheet:
         charts.hline(fig, datasheet, f"datasheet {datasheet:.0f} GB/s", faint=True)
     fig.update_xaxes(range=[0, 105])
     return cited.stack_below(fig)  # the caption (a recording's runs to three lines) above the model's note
+
+
+def measured_ratios() -> dict | None:
+    """The live sweeps' low ÷ full-occupancy speeds, keyed as ``predictions()`` (GPU mode, after the chart
+    measured them; None before)."""
+    out = {}
+    for kind, low, column in (("memory", 25.0, "gbps"), ("compute", 12.5, "tflops")):
+        data = _MEASURED.get(kind)
+        if data is None or not len(data):
+            continue
+        for name, group in data.groupby("kernel", sort=False):
+            ilp = int(group.ilp.iloc[0])
+            by = group.set_index("occupancy_pct")[column]
+            nearest = by.index[np.argmin(np.abs(by.index - low))]
+            label = f"{name} at {low:g} %" if kind == "memory" else f"FMA ILP {ilp} at {low:g} %"
+            out[label] = round(float(by.loc[nearest] / by.loc[by.index.max()]), 2)
+    return out or None
 
 
 def speed_explorer(*, threaded: bool = True):
@@ -613,7 +650,8 @@ def speed_explorer(*, threaded: bool = True):
     return LiveChart(
         {
             "kind": w.ToggleButtons(
-                options=[("memory-bound copy", "memory"), ("compute-bound FMA", "compute")],
+                options=[("memory-bound copy", "memory"), ("compute-bound FMA", "compute"),
+                         ("first attempt (one element per thread)", "first_attempt")],
                 value="memory",
                 description="kernel",
             )

@@ -8,6 +8,7 @@ from numba import cuda, float32
 FMA_B = np.float32(0.9990234375)  # exactly representable: the chain neither overflows nor underflows
 FMA_C = np.float32(0.0009765625)
 ACCUMULATORS = 48  # live values per thread in the register-hungry kernel
+FMAS_PER_ITERATION = 8  # FMAs per chain per loop iteration in the FMA kernels (an unrolled body)
 
 
 # --- the lesson's kernels (module level, so the PTX compiler can find them by name) -----------
@@ -15,7 +16,8 @@ ACCUMULATORS = 48  # live values per thread in the register-hungry kernel
 
 @cuda.jit
 def copy_kernel(dst, src):
-    """Memory-bound: one 4-byte load and one store per thread; little work to overlap."""
+    """The first attempt (memory-bound): one 4-byte load and one store per thread, one block per 64
+    elements: about a million blocks, so the block dispatcher, not latency hiding, sets the pace."""
     i = cuda.grid(1)
     if i < src.size:
         dst[i] = src[i]
@@ -23,7 +25,7 @@ def copy_kernel(dst, src):
 
 @cuda.jit
 def copy_ilp4_kernel(dst, src):
-    """Memory-bound with instruction-level parallelism: four independent loads in flight per thread."""
+    """The first attempt with ILP 4: four independent loads per thread, a quarter of the blocks."""
     i = cuda.grid(1)
     stride = cuda.gridsize(1)
     n = src.size
@@ -44,11 +46,59 @@ def copy_ilp4_kernel(dst, src):
 
 
 @cuda.jit
+def copy_resident_kernel(dst, src):
+    """Memory-bound, ILP 1: a grid of exactly the resident blocks; each thread loops over the array
+    (grid stride), one load in flight per thread at a time."""
+    i = cuda.grid(1)
+    step = cuda.gridsize(1)
+    n = src.size
+    while i < n:
+        dst[i] = src[i]
+        i += step
+
+
+@cuda.jit
+def copy_resident_ilp4_kernel(dst, src):
+    """Memory-bound, ILP 4: the same grid, four independent loads written before any store.
+
+    numba-cuda gives kernel arguments no ``noalias``, so the compiler may not move a load of
+    ``src`` above a store to ``dst`` itself: the loads are hoisted here by hand.
+    """
+    i = cuda.grid(1)
+    step = cuda.gridsize(1)
+    n = src.size
+    while i + 3 * step < n:
+        a = src[i]
+        b = src[i + step]
+        c = src[i + 2 * step]
+        d = src[i + 3 * step]
+        dst[i] = a
+        dst[i + step] = b
+        dst[i + 2 * step] = c
+        dst[i + 3 * step] = d
+        i += 4 * step
+    while i < n:
+        dst[i] = src[i]
+        i += step
+
+
+@cuda.jit
 def fma_kernel(out, iterations):
-    """Compute-bound, one dependent chain: each FMA waits for the previous one (no ILP)."""
+    """Compute-bound, one dependent chain: each FMA waits for the previous one (no ILP).
+
+    Eight FMAs per loop iteration, so the loop's counter, compare and branch are a small share of
+    the instructions and the chain's FMA latency, not the loop, sets the pace.
+    """
     i = cuda.grid(1)
     a = float32(i & 15) * FMA_C
-    for _ in range(iterations):
+    for _ in range(iterations // FMAS_PER_ITERATION):
+        a = a * FMA_B + FMA_C
+        a = a * FMA_B + FMA_C
+        a = a * FMA_B + FMA_C
+        a = a * FMA_B + FMA_C
+        a = a * FMA_B + FMA_C
+        a = a * FMA_B + FMA_C
+        a = a * FMA_B + FMA_C
         a = a * FMA_B + FMA_C
     if i < out.size:
         out[i] = a
@@ -56,17 +106,19 @@ def fma_kernel(out, iterations):
 
 @cuda.jit
 def fma_ilp4_kernel(out, iterations):
-    """Compute-bound, four independent chains: the same FMAs, four at a time (ILP 4)."""
+    """Compute-bound, four independent chains: the same FMAs, four at a time (ILP 4), eight per
+    chain per loop iteration."""
     i = cuda.grid(1)
     a0 = float32(i & 15) * FMA_C
     a1 = a0 + FMA_C
     a2 = a1 + FMA_C
     a3 = a2 + FMA_C
-    for _ in range(iterations // 4):
-        a0 = a0 * FMA_B + FMA_C
-        a1 = a1 * FMA_B + FMA_C
-        a2 = a2 * FMA_B + FMA_C
-        a3 = a3 * FMA_B + FMA_C
+    for _ in range(iterations // (4 * FMAS_PER_ITERATION)):
+        for _k in range(FMAS_PER_ITERATION):  # a constant trip count: unrolled by the compiler
+            a0 = a0 * FMA_B + FMA_C
+            a1 = a1 * FMA_B + FMA_C
+            a2 = a2 * FMA_B + FMA_C
+            a3 = a3 * FMA_B + FMA_C
     if i < out.size:
         out[i] = a0 + a1 + a2 + a3
 

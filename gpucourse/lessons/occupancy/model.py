@@ -20,10 +20,13 @@ from gpucourse.lessons.occupancy.calculator import (
 from gpucourse.lessons.occupancy.kernels import (
     FMA_B,
     FMA_C,
+    FMAS_PER_ITERATION,
     accumulators_kernel,
     block_sum_kernel,
     copy_ilp4_kernel,
     copy_kernel,
+    copy_resident_ilp4_kernel,
+    copy_resident_kernel,
     fma_ilp4_kernel,
     fma_kernel,
 )
@@ -43,9 +46,20 @@ class LessonKernel:
 KERNELS = {
     k.name: k
     for k in (
-        LessonKernel("copy", copy_kernel, "void(float32[::1], float32[::1])", "memory-bound, ILP 1"),
         LessonKernel(
-            "copy_ilp4", copy_ilp4_kernel, "void(float32[::1], float32[::1])", "memory-bound, ILP 4"
+            "copy_resident", copy_resident_kernel, "void(float32[::1], float32[::1])",
+            "memory-bound, ILP 1, grid = resident blocks",
+        ),
+        LessonKernel(
+            "copy_resident_ilp4", copy_resident_ilp4_kernel, "void(float32[::1], float32[::1])",
+            "memory-bound, ILP 4, grid = resident blocks",
+        ),
+        LessonKernel(
+            "copy", copy_kernel, "void(float32[::1], float32[::1])", "first attempt: one element per thread"
+        ),
+        LessonKernel(
+            "copy_ilp4", copy_ilp4_kernel, "void(float32[::1], float32[::1])",
+            "first attempt: four elements per thread",
         ),
         LessonKernel("fma", fma_kernel, "void(float32[::1], int32)", "compute-bound, ILP 1"),
         LessonKernel("fma_ilp4", fma_ilp4_kernel, "void(float32[::1], int32)", "compute-bound, ILP 4"),
@@ -187,27 +201,46 @@ def padding_levels(
     return sorted(chosen.values(), key=lambda v: v[1].occupancy)
 
 
+def fma_chain_length(iterations: int, ilp: int) -> int:
+    """FMAs each chain of fma_kernel / fma_ilp4_kernel runs: whole loop iterations of 8 per chain."""
+    if ilp not in (1, 4):
+        raise InvalidConfig(f"ilp must be 1 or 4; got {ilp!r}")
+    return (int(iterations) // (ilp * FMAS_PER_ITERATION)) * FMAS_PER_ITERATION
+
+
 def _fma_reference(iterations: int, ilp: int, lanes: int = 16) -> np.ndarray:
     """What fma_kernel / fma_ilp4_kernel compute for i & 15 = 0…15 (float64 model of the chain)."""
     b, c = float(FMA_B), float(FMA_C)
+    length = fma_chain_length(iterations, ilp)
     out = []
     for lane in range(lanes):
         starts = [lane * c + k * c for k in range(ilp)]
         values = []
         for a in starts:
-            for _ in range(iterations // ilp):
+            for _ in range(length):
                 a = a * b + c
             values.append(a)
         out.append(sum(values))
     return np.array(out)
 
 
-# --- Little's-law model of the speed sweeps (assumptions, not measurements) ----------------------
+def resident_grid(blocks_per_sm: int, sm_count: int) -> int:
+    """The grid of the resident-grid copies: exactly the blocks that fit at once (no second wave, so the
+    block dispatcher works once per block slot, not once per 64 elements)."""
+    for name, value in (("blocks_per_sm", blocks_per_sm), ("sm_count", sm_count)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise InvalidConfig(f"{name} must be a positive integer; got {value!r}")
+    return int(blocks_per_sm) * int(sm_count)
 
-MODEL_DRAM_LATENCY_NS = 600.0  # assumed: a typical unloaded HBM latency of recent data-centre GPUs
+
+# --- Little's-law model of the speed sweeps (inputs: recordings where they exist, else assumptions) ---
+
+MODEL_DRAM_LATENCY_NS = 600.0  # assumed when no recording gives one: a typical unloaded HBM latency
 MODEL_FMA_LATENCY_CYCLES = 4  # assumed: FP32 FMA dependent-issue latency (Volta and later)
 MODEL_BYTES_PER_WARP_COPY = 2 * WARP_SIZE * 4  # one float32 load (128 B) + its store: the store never waits
 MODEL_FALLBACK_DEVICE = ("NVIDIA H200", 4800.0, 132, (9, 0))  # assumed when there is no device or recording
+FIRST_ATTEMPT_SWEEP = "occupancy.memory_bound"  # one element per thread: its ILP-4, 25 % point gives the latency
+CEILINGS_SWEEP = "measuring.ceilings"
 
 
 @dataclass(frozen=True)
@@ -227,6 +260,38 @@ class SpeedModel:
 
         return raw(resident_warps) / raw(self.max_warps)
 
+    def ratio(self, low_occupancy: float, ilp: int, high_occupancy: float = 1.0) -> float:
+        """Predicted speed at ``low_occupancy`` ÷ speed at ``high_occupancy`` (shares of the warp slots)."""
+        for value in (low_occupancy, high_occupancy):
+            if not 0 < value <= 1:
+                raise InvalidConfig(f"occupancy must be a share in (0, 1]; got {value!r}")
+        low, high = self.relative_speed([low_occupancy * self.max_warps, high_occupancy * self.max_warps], ilp)
+        return float(low / high)
+
+
+def recorded_latency_ns(rec) -> float | None:
+    """The loaded DRAM latency, by Little's law, of a first-attempt recording: its ILP-4 copy at the lowest
+    occupancy (a latency-bound point: its blocks retire slower than the block dispatcher's rate) keeps
+    blocks × warps × 4 loads × 256 B (load + store) per SM in flight, so latency = that × SMs ÷ GB/s."""
+    if rec is None or rec.data is None or not len(rec.data):
+        return None
+    sm_count = rec.provenance.get("device", {}).get("sm_count")
+    rows = rec.data[rec.data.kernel == "copy_ilp4"] if "kernel" in rec.data else rec.data.iloc[0:0]
+    if not sm_count or not len(rows):
+        return None
+    row = rows.loc[rows.occupancy_pct.idxmin()]
+    warps = int(row.active_blocks) * int(row.threads_per_block) // WARP_SIZE
+    in_flight = warps * int(row.ilp) * MODEL_BYTES_PER_WARP_COPY  # bytes per SM
+    return float(in_flight * int(sm_count) / float(row.gbps))  # GB/s = bytes/ns
+
+
+def recorded_copy_gbps(rec) -> float | None:
+    """The measured copy ceiling of a measuring.ceilings recording (GB/s), or None."""
+    if rec is None or rec.data is None or "quantity" not in rec.data:
+        return None
+    rows = rec.data[rec.data.quantity == "copy bandwidth"]
+    return float(rows.measured.iloc[0]) if len(rows) else None
+
 
 def _model_device(rec=None) -> tuple[str, float | None, int | None, tuple[int, int], bool]:
     """(name, datasheet GB/s, SM count, compute capability, assumed?) of the device the chart is about."""
@@ -245,9 +310,27 @@ def _model_device(rec=None) -> tuple[str, float | None, int | None, tuple[int, i
     return name, gbps, sm_count, cc, True
 
 
-def speed_model(kind: str = "memory", rec=None) -> SpeedModel:
+def _same_device(rec, name: str):
+    return rec if rec is not None and rec.device == name else None
+
+
+def memory_inputs(name: str, datasheet_gbps: float, first_attempt=None, ceilings=None) -> tuple[float, str, float, str]:
+    """(latency ns, where it comes from, bandwidth GB/s, where it comes from) for the memory model of ``name``:
+    a recording of that GPU where there is one (the first attempt's latency-bound point; the measured copy
+    ceiling), else the assumed 600 ns and the datasheet."""
+    latency = recorded_latency_ns(_same_device(first_attempt, name))
+    latency_from = ("Little's law on the recorded first attempt (ILP 4, lowest occupancy)" if latency
+                    else "assumed")
+    gbps = recorded_copy_gbps(_same_device(ceilings, name))
+    gbps_from = "recorded copy ceiling" if gbps else "datasheet"
+    return latency or MODEL_DRAM_LATENCY_NS, latency_from, gbps or datasheet_gbps, gbps_from
+
+
+def speed_model(kind: str = "memory", rec=None, *, first_attempt=None, ceilings=None) -> SpeedModel:
     """The Little's-law model for the memory- or compute-bound sweep, on the device the chart shows
-    (this GPU, else the recording's GPU, else an assumed H200). Its inputs are stated assumptions."""
+    (this GPU, else the recording's GPU, else an assumed H200). The memory model's latency and bandwidth
+    come from that GPU's recordings when given (``first_attempt``: occupancy.memory_bound; ``ceilings``:
+    measuring.ceilings), else they are stated assumptions."""
     if kind not in ("memory", "compute"):
         raise InvalidConfig(f"kind must be 'memory' or 'compute'; got {kind!r}")
     name, gbps, sm_count, cc, assumed = _model_device(rec)
@@ -257,18 +340,68 @@ def speed_model(kind: str = "memory", rec=None) -> SpeedModel:
     max_warps = architecture(cc).max_warps_per_sm
     which = f"{name}{', assumed' if assumed else ''}"
     if kind == "memory":
-        bytes_in_flight = gbps / sm_count * MODEL_DRAM_LATENCY_NS  # GB/s = bytes/ns
+        latency, latency_from, bandwidth, bandwidth_from = memory_inputs(name, gbps, first_attempt, ceilings)
+        bytes_in_flight = bandwidth / sm_count * latency  # GB/s = bytes/ns
         needed = bytes_in_flight / MODEL_BYTES_PER_WARP_COPY
         assumptions = (
-            f"assumed {MODEL_DRAM_LATENCY_NS:.0f} ns DRAM latency × {gbps:,.0f} GB/s datasheet ÷ {sm_count} SMs "
-            f"({which}) ÷ {MODEL_BYTES_PER_WARP_COPY} B per warp copy → {needed:.0f} warp loads in flight "
-            f"per SM; {max_warps} warp slots"
+            f"{latency:.0f} ns DRAM latency ({latency_from}) × {bandwidth:,.0f} GB/s ({bandwidth_from}) ÷ "
+            f"{sm_count} SMs ({which}) ÷ {MODEL_BYTES_PER_WARP_COPY} B per warp copy → {needed:.0f} warp loads "
+            f"in flight per SM; {max_warps} warp slots"
         )
     else:
         needed = float(MODEL_FMA_LATENCY_CYCLES * SUB_PARTITIONS)
         assumptions = (
             f"assumed {MODEL_FMA_LATENCY_CYCLES}-cycle FMA latency × {SUB_PARTITIONS} sub-partitions issuing "
             f"one warp FMA per cycle → {needed:.0f} FMAs in flight per SM; {max_warps} warp slots (cc "
-            f"{cc[0]}.{cc[1]}, {which})"
+            f"{cc[0]}.{cc[1]}, {which}); loop overhead ignored (8 FMAs per chain per iteration)"
         )
     return SpeedModel(kind, name, needed, max_warps, assumptions)
+
+
+def lesson_speed_model(kind: str = "memory") -> SpeedModel:
+    """``speed_model`` with the course's recordings as inputs (what the lesson's prediction and chart use)."""
+    from gpucourse.measure import reference
+
+    rec = None if runtime.is_gpu() else reference.load(FIRST_ATTEMPT_SWEEP)
+    name = runtime.device().name if runtime.is_gpu() else (rec.device if rec else MODEL_FALLBACK_DEVICE[0])
+    first = rec if rec is not None else _find(reference, FIRST_ATTEMPT_SWEEP, name)
+    return speed_model(kind, rec, first_attempt=first, ceilings=_find(reference, CEILINGS_SWEEP, name))
+
+
+def _find(reference, sweep: str, device: str):
+    for found in reference.recordings(sweep):
+        if found.device == device:
+            return found
+    return None
+
+
+def predictions(model_memory: SpeedModel | None = None, model_compute: SpeedModel | None = None) -> dict:
+    """The lesson's stated predictions (before measuring): low ÷ full occupancy per kernel, from the models."""
+    memory = model_memory or lesson_speed_model("memory")
+    compute = model_compute or lesson_speed_model("compute")
+    return {
+        "copy_resident at 25 %": round(memory.ratio(0.25, 1), 2),
+        "copy_resident_ilp4 at 25 %": round(memory.ratio(0.25, 4), 2),
+        "FMA ILP 1 at 12.5 %": round(compute.ratio(0.125, 1), 2),
+        "FMA ILP 4 at 12.5 %": round(compute.ratio(0.125, 4), 2),
+    }
+
+
+def accumulators_answer(threads_per_block: int = 128, capped: int = 64, cc=None) -> dict:
+    """The model answer to the lesson's `accumulators` prediction, for the lesson's compute capability
+    (the GPU's, else cc 9.0): occupancy from the toolchain's register count, then with a register cap."""
+    cc = tuple(cc or lesson_cc())
+    free, low = usage("accumulators", cc=cc), usage("accumulators", max_registers=capped, cc=cc)
+    if not (free.known and low.known):
+        return {"occupancy %": "unknown here (no toolchain): use the typed register count in the explorer",
+                "with max_registers=64": "unknown", "side effect": "spilling to local memory"}
+    arch = f"sm_{cc[0]}{cc[1]}"
+    first, second = (occupancy(threads_per_block, u.registers, u.shared_bytes, cc) for u in (free, low))
+    spills = (f"{low.spill_store_bytes:,} bytes of spill stores" if low.spill_store_bytes
+              else "the spill bytes (none reported here)" if low.spill_store_bytes == 0 else "spills (not reported)")
+    return {
+        "occupancy %": f"{first.occupancy_pct:g} ({free.registers} registers on {arch}: "
+                       f"{_plural(first.active_blocks, 'block')} of {threads_per_block} threads)",
+        f"with max_registers={capped}": f"{second.occupancy_pct:g} ({low.registers} registers)",
+        "side effect": f"spilling to local memory: {spills}",
+    }
