@@ -77,7 +77,8 @@ def async_analogy(work_ms: float = 200.0) -> pd.DataFrame:
 
 
 def ceilings() -> pd.DataFrame:
-    """This GPU's measured ceilings beside the datasheet (GPU only)."""
+    """This GPU's measured ceilings beside the datasheet (GPU only). Without torch the two matmul rows
+    are not measured (NaN; ``probe.TORCH_MISSING`` says why) and the copy row still is."""
     from gpucourse.measure import ceilings as probe
 
     info = runtime.device()
@@ -90,6 +91,8 @@ def ceilings() -> pd.DataFrame:
         {"quantity": "bf16 matmul", "unit": "TFLOP/s", "measured": probe.matmul_tflops("bfloat16"),
          "datasheet": sheet.get("bf16")},
     ]
+    for row in rows:
+        row["measured"] = float("nan") if row["measured"] is None else row["measured"]
     return pd.DataFrame(rows)
 
 
