@@ -15,7 +15,8 @@ from gpucourse.lessons.measuring.kernels import _spin_kernel
 from gpucourse.measure import reference, runtime
 from gpucourse.measure.harness import measure
 
-# One dependent fp32 FMA per iteration (~4 cycles of latency each): about 2 ms at ~2 GHz.
+# One dependent fp32 FMA per iteration: 4 cycles of latency each would make ~2 ms at ~2 GHz, but an H200
+# took 11 ms (data/reference/nvidia-h200/quick/measuring.async_pitfall.csv): the loop costs more than its FMA.
 SPIN_ITERATIONS = 1_000_000
 SPIN_BLOCKS, SPIN_THREADS = 132, 256  # one block per SM of an H100/H200 SXM, 8 warps each
 
