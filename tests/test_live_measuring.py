@@ -301,3 +301,18 @@ def test_without_torch_the_ceilings_skip_the_matmul_rows_with_a_note(gpu_mode, m
         names = [trace.name for trace in fig.data]
         assert not any(name.startswith("measured") for name in names) and any("datasheet" in n for n in names)
         assert "torch is not installed" in charts.caption_of(fig)
+
+
+def test_a_prediction_marked_while_the_first_run_measures_is_on_its_figure(gpu_mode):
+    from gpucourse.viz import predictions
+
+    release = threading.Event()
+
+    def compute(n: int = 1) -> go.Figure:
+        release.wait(10)
+        return go.Figure(go.Scatter(x=[1, 2], y=[n, n], name="data"))
+
+    chart = predictions.mark_chart(LiveChart({"n": widgets.IntSlider(value=1)}, compute), 2.5, x=1.5)
+    release.set()
+    chart.wait(10)
+    assert chart.runs == 1 and [t.name for t in chart.figure.data] == ["data", "your prediction"]

@@ -79,6 +79,9 @@ class LiveChart(widgets.VBox):
         self._pending: dict | None = None
         self._busy = False
         self._wants_progress = "progress" in inspect.signature(compute).parameters
+        # f(figure, values) applied to every run's figure after compute (a prediction's mark): read when
+        # the run ends, so one added while the first run measures (on a GPU) still marks its figure
+        self.decorations: list[Callable[[go.Figure, dict], object]] = []
         self.status = widgets.HTML(layout=widgets.Layout(min_height="1.6em"))
         self.progress = widgets.FloatProgress(min=0.0, max=1.0, description="progress",
                                               layout=widgets.Layout(visibility="hidden"))
@@ -165,6 +168,8 @@ class LiveChart(widgets.VBox):
             with self._measuring(), harness.live(), \
                     reference.chosen(self.recorded_gpu.value if self.recorded_gpu is not None else None):
                 fig = self.compute(**kwargs)
+            for decorate in list(self.decorations):
+                decorate(fig, values)
         except CourseError as exc:
             self._fail(str(exc))
             return
