@@ -81,7 +81,8 @@ diagrams.memory_hierarchy()
 # how "my kernel takes 2 µs" and reports of speed-ups of tens of thousands of times are born.
 #
 # ### Predict
-# A kernel runs for about 5 ms. What does a wall clock around the launch line alone report?
+# A kernel runs for about 11 ms (this lesson's spin kernel on an H200, the course's recording
+# `measuring.async_pitfall`). What does a wall clock around the launch line alone report?
 # And with `cuda.synchronize()` after the launch?
 
 # %%
@@ -113,11 +114,12 @@ predictions.mark(measuring.async_pitfall_figure(), prediction_launch_only_ms, un
 # Every timing in the course comes from `gpucourse.measure.harness.measure`:
 # 1. it runs the kernel once untimed and **checks the result** (a fast wrong kernel is never timed);
 # 2. warms up for ~25 ms of GPU time;
-# 3. times with **CUDA events** on the GPU's stream (launches under ~10 µs are batched
-#    between one pair of events, and the result says so);
+# 3. times with **CUDA events** on the GPU's stream (kernels under ~1 ms are timed as a batch of
+#    up to 256 launches between one pair of events, reported per launch, and the result says so);
 # 4. states whether the L2 cache was **cold** (flushed) or **warm**;
-# 5. takes at least 10 samples and 0.5 s of GPU time and reports the **median, IQR, minimum**
-#    and the number of samples;
+# 5. takes at least 10 samples and 0.5 s of GPU time (or 300 samples, whichever comes first; a
+#    chart that a control redraws takes 30 ms) and reports the **median, IQR, minimum** and the
+#    number of samples;
 # 6. turns bytes and FLOPs *that we counted* into GB/s and TFLOP/s, and compares them with
 #    the device's **measured** ceiling and its datasheet;
 # 7. records **provenance**: device, driver, CUDA and library versions, date, command.

@@ -91,7 +91,11 @@ pd.DataFrame([{"parameter": name, "default": getattr(feeding.DEFAULTS, name), "w
 # ## 1 · Host ↔ device copies: pinned and pageable (8 min)
 #
 # A copy costs a fixed latency plus bytes ÷ bandwidth, so small copies are latency-bound: a 4 KiB
-# copy moves its bytes in a fraction of a microsecond and pays microseconds of setup. Host memory
+# copy moves its bytes in a fraction of a microsecond and pays microseconds of setup. Two latencies
+# are easy to mix up: the model's 10 µs is the device side of one copy (DMA setup, an assumption),
+# while a small copy issued from Python and waited for, as the chart below times it, costs far
+# more: about 70 µs for 4 KiB on the H200's recording (`feeding.copy`), Python, the driver and the
+# synchronisation included. Host memory
 # allocated by NumPy is **pageable**: the operating system may move it, so the driver first copies
 # it into a pinned staging buffer and only then lets the copy engine read it (CUDA Runtime API,
 # "API synchronization behavior"; NVIDIA's blog "How to Optimize Data Transfers in CUDA C/C++").
@@ -180,8 +184,12 @@ feeding.measured_overlap_figure(streams=2)
 # %% [markdown]
 # ## 3 · Launch overhead and CUDA graphs (optional, 7 min)
 #
-# Each launch costs the host a few microseconds (source 002 says "a few microseconds of CPU +
-# driver overhead" — a claim; the GPU tier measures it). When a kernel runs for less than that,
+# Each launch costs the host time, and how much depends on what launches it. On an H100 host (the
+# course's probe, `data/reference/nvidia-h100-80gb-hbm3/first-contact/probe.jsonl`, step
+# `launch_costs`) a torch `add_` cost 6.2 µs and a CuPy add 7.1 µs, but a Numba launch 16.6 µs for
+# an empty kernel and 78.8 µs with three CuPy arrays as arguments (Numba converts each argument on
+# every call). Source 002's "a few microseconds of CPU + driver overhead" holds for torch and CuPy,
+# not for Numba's 17–79 µs; the model's 5 µs is a torch-like launch. When a kernel runs for less than that,
 # the SMs finish before the next launch arrives: the chain is **launch-bound** and the SMs idle
 # between kernels. A **CUDA graph** records the chain once and replays it with one launch
 # (`torch.cuda.CUDAGraph`, `cupy.cuda.Graph`); the kernels then follow each other on the device.
@@ -349,9 +357,16 @@ feeding.fusion_claim_figure()
 #
 # Between the SMs and HBM sits the **L2** (50 MB on an H100, by NVIDIA's Hopper whitepaper; the
 # banner's device reports its own size). A kernel that sweeps a working set again and again gets it
-# from the L2 while it fits, at a higher rate than HBM; past the L2's size the rate falls to HBM's.
-# This is also why the course's harness states the cache: a "warm" small benchmark measures the L2,
-# not the memory.
+# from the L2 while it fits, at a higher rate than HBM, and at HBM's rate once the set is many times
+# the L2. In between, the model lets the L2 serve the share L2 ÷ working set. The H200's recording
+# (`feeding.l2`) keeps *more* than that at twice the L2: 7,472 GB/s, nearly its 7,724 GB/s at the
+# L2's size, where the model expects about 4,300; at four times the L2 it falls to 3,279 GB/s, near
+# HBM's 3,056 and below the model. Why the L2 holds a working set of twice its size is not measured
+# here: a hypothesis is that its replacement is not a strict LRU and that writes allocate whole
+# sectors without reading them, so each pass finds more still resident. The table after the chart
+# sets the data beside the model. This is also why the course's harness states the cache: a "warm"
+# small benchmark measures the L2, not the memory, and a working set up to twice the L2 is labelled
+# "partly L2-resident".
 #
 # ### Predict
 # A copy over a working set of a quarter of the L2, then of four times the L2: which is faster, and
@@ -365,12 +380,20 @@ predict_l2_factor = ...
 #
 # Effective GB/s of a warm copy against its working set in MiB (log axis), with
 # a dashed vertical line at the L2's size: a high plateau left of it and a lower one, HBM's, right
-# of it.
+# of it. With a measurement or a recording, a dotted line is the model at the data's own two
+# plateaus.
 #
 # </details>
 
 # %%
 feeding.l2_figure()
+
+# %% [markdown]
+# The data beside the model (the measurement on a GPU, else the newest recording; above 1 in the
+# last column, the GPU kept more in its L2 than the model):
+
+# %%
+feeding.l2_model_table()
 
 # %% [markdown]
 # ## Explain

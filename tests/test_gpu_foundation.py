@@ -29,8 +29,10 @@ def test_event_timing_tracks_work_and_the_contract_holds():
     out = cuda.device_array(132 * 128, dtype=np.float32)
     short = harness.measure(lambda: spin[132, 128](out, 20_000), label="short")
     long = harness.measure(lambda: spin[132, 128](out, 80_000), label="long")
-    # the contract in force: 0.5 s of GPU time, or 0.1 s in a quick report (an H200's quick tier: 100.5 ms)
-    assert short.measured and short.n_samples >= 10 and short.total_ms >= harness.contract().min_total_ms
+    # the contract in force: 0.5 s of GPU time, or 0.1 s in a quick report (an H200's quick tier: 100.5 ms),
+    # or MAX_SAMPLES samples of a short kernel's batch, whichever comes first
+    assert short.measured and short.n_samples >= 10
+    assert short.total_ms >= harness.contract().min_total_ms or short.n_samples >= harness.MAX_SAMPLES
     ratio = long.median_ms / short.median_ms  # 4× the work, one run
     assert expect("events.four_times_work.min") <= ratio <= expect("events.four_times_work.max")
     assert short.provenance["device"] == runtime.device().name
@@ -39,7 +41,7 @@ def test_event_timing_tracks_work_and_the_contract_holds():
 def test_the_launch_alone_is_far_faster_than_the_kernel():
     from gpucourse.lessons import measuring
 
-    data = measuring.async_pitfall()  # ~2 ms of fp32 work
+    data = measuring.async_pitfall()  # ~11 ms of fp32 work on an H200
     medians = data.groupby("method").ms.median()
     assert medians["wall clock, launch only"] * expect("async.sync_over_launch") < medians["wall clock + synchronize"]
 

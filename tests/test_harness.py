@@ -81,7 +81,8 @@ def test_kernels_under_a_millisecond_are_batched_too():
     # 30 µs: one launch between two events would count several µs of Python dispatch as kernel time
     m = harness.measure(lambda: None, timer=QueuedTimer(0.030, []), label="short")
     assert m.launches_per_sample == 34  # ⌈1 ms / 30 µs⌉ launches per event pair
-    assert m.total_ms >= 500.0 and m.total_ms == pytest.approx(m.n_samples * 34 * 0.030)
+    # 300 samples of 1.02 ms stop it before 0.5 s of GPU time (the sample cap, G3)
+    assert m.n_samples == harness.MAX_SAMPLES and m.total_ms == pytest.approx(m.n_samples * 34 * 0.030)
     # 60 µs and 0.6 ms: batched too (each sample behind a blocker used to cost 1 ms of sleep)
     assert harness.measure(lambda: None, timer=QueuedTimer(0.060, []), label="mid").launches_per_sample == 17
     assert harness.measure(lambda: None, timer=QueuedTimer(0.6, []), label="near").launches_per_sample == 2
@@ -96,8 +97,8 @@ def test_a_batch_stays_within_the_launch_queue():
 
 
 def test_the_blocker_follows_the_enqueue_time():
-    assert harness.next_block_us(0.001) == harness.BLOCKER_MIN_US == 50  # never under its floor
-    assert harness.next_block_us(0.5) == 1000  # twice the 0.5 ms the host took
+    assert harness.next_block_us(0.0) == harness.BLOCKER_MIN_US == 50  # never under its floor
+    assert harness.next_block_us(0.5) == 650  # 1.2 × the 0.5 ms the host took, + 50 µs
     assert harness.next_block_us(1e6) == 1_000_000  # never over a second
 
 
@@ -150,7 +151,8 @@ def test_the_sample_loop_keeps_a_running_total(monkeypatch):
         raise AssertionError("sum() over the samples on every iteration")
 
     monkeypatch.setattr(harness, "sum", no_sum, raising=False)
-    m = harness.measure(lambda: None, timer=FakeTimer(1.0, []), min_total_ms=5000)  # 5000 samples make 5 s
+    m = harness.measure(lambda: None, timer=FakeTimer(1.0, []), min_total_ms=5000,
+                        min_samples=5000)  # 5000 samples make 5 s
     assert m.n_samples == 5000
 
 
@@ -255,7 +257,8 @@ def test_queued_launches_time_the_kernels_not_the_dispatch(monkeypatch):
     assert timer.time_ms(lambda: gpu.launch(0.002), repeat=500) == pytest.approx(5.0, rel=0.01)  # dispatch-bound
     elapsed_ms, held = timer.time_queued_ms(lambda: gpu.launch(0.002), repeat=500)
     assert held and elapsed_ms == pytest.approx(1.0)  # 500 × 2 µs back to back
-    assert timer._block_us >= 10_000  # the 1 ms blocker ran dry under 5 ms of queuing, so it grew
+    # the 1 ms blocker ran dry under 5 ms of queuing, so it grew; then 1.2 × the 5.01 ms + 50 µs
+    assert timer._block_us == harness.next_block_us(5.01) == 6062
 
 
 def test_a_run_that_waits_for_the_gpu_is_reported_as_not_queued(monkeypatch):
@@ -269,7 +272,8 @@ def test_a_run_that_waits_for_the_gpu_is_reported_as_not_queued(monkeypatch):
     _, held = timer.time_queued_ms(synchronising_run)
     assert not held
     assert timer._block_us == 1000  # the blocker did not stay long for the next measurement
-    assert harness.queue_held(0.5, 1.0) and not harness.queue_held(0.9, 1.0)
+    # timed from before the blocker's launch, the host's part must end within 95 % of the blocked time
+    assert harness.queue_held(0.9, 1.0) and not harness.queue_held(0.96, 1.0)
 
 
 # --- the cold-cache flush, L2 residency, checks ----------------------------------------------------

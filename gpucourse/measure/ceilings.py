@@ -100,9 +100,26 @@ def measure_matmul_tflops(dtype: str = "float32", n: int = MATMUL_N) -> float:
     return m.tflops
 
 
+TORCH_MISSING = ("the library matmul ceiling was not measured: it is timed through torch (cuBLAS), "
+                 "and torch is not installed here")
+
+
+def torch_available() -> bool:
+    """Whether torch imports here (a site's CUDA stack may have CuPy and numba-cuda but no torch)."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def copy_gbps(refresh: bool = False) -> float:
     return _cached("copy_gbps", measure_copy_gbps, refresh)
 
 
-def matmul_tflops(dtype: str = "float32", refresh: bool = False) -> float:
+def matmul_tflops(dtype: str = "float32", refresh: bool = False) -> float | None:
+    """The library matmul ceiling in TFLOP/s; None on a GPU whose stack has no torch (``TORCH_MISSING``):
+    callers skip that row with the note instead of failing the whole table or chart."""
+    if runtime.is_gpu() and not torch_available():
+        return None
     return _cached(f"matmul_{dtype}_tflops", lambda: measure_matmul_tflops(dtype), refresh)

@@ -11,16 +11,22 @@
    argument), which events around a single launch would count as kernel time. So each timed
    call is queued behind a short blocking kernel: the launches are all in the GPU's queue before
    the start event fires, and run back to back (the "blocking kernel" technique of NVIDIA's
-   nvbench). The blocker runs about twice as long as the host took to queue the last sample.
+   nvbench). The blocker runs 1.2 × the host's time to queue the last sample, plus 50 µs.
    Kernels under ``QUEUE_BELOW_MS`` (~1 ms) are timed as N launches between one event pair (at
-   most ``MAX_BATCH``, within the launch queue) and reported per launch. ``Measurement.method``
-   names the method used;
+   most ``MAX_BATCH``, within the launch queue) and reported per launch; N is sized from
+   ``PROBE_LAUNCHES`` queued launches (one launch alone would count its launch gap as kernel
+   time). A run that waits for the GPU (a copy to the host, a sync) is seen on the second try
+   and timed with plain events, without more blocker retries. ``Measurement.method`` names the
+   method used;
 4. cache state stated: "warm", or "cold" (before each sample a buffer of 2× the L2 is *read*,
    which evicts the previous contents without leaving dirty lines that the timed kernel would
    then pay to write back); a warm result whose working set fits in 2× the L2 is labelled
    "L2-resident" and not compared with DRAM bandwidth;
-5. ≥ 10 samples and ≥ 0.5 s of GPU time (the "full" contract; "quick", for validation runs:
-   ≥ 0.1 s); median, IQR, min and sample count;
+5. ≥ 10 samples and ≥ 0.5 s of GPU time or ``MAX_SAMPLES`` samples, whichever comes first (the
+   "full" contract; "quick", for validation runs: ≥ 0.1 s; "live", inside ``live()``, which
+   every LiveChart enters: 30 ms and at most ~1.5 s of wall time); median, IQR, min and sample
+   count. Measurements are serialised by one process-wide lock (``MEASURING``): two charts'
+   threads never queue launches between each other's events;
 6. GB/s and TFLOP/s from the bytes and FLOPs the caller counted, and the percentage of the
    device's measured ceiling (gpucourse.measure.ceilings) beside the datasheet figure;
 7. provenance: device, compute capability, driver release and API level, CUDA runtime, NVRTC,
@@ -33,11 +39,13 @@ simulator wall time can be mistaken for GPU performance.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import math
 import os
 import platform
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -62,8 +70,15 @@ QUEUE_BELOW_MS = 1.0  # kernels shorter than ~1 ms: N launches per event pair, r
 BATCH_TARGET_MS = 1.0  # N launches make about this much GPU time per sample
 MAX_BATCH = 256  # launches per sample: within the launch queue's depth (256 queued, 1,024 did not)
 BLOCKER_MIN_US = 50  # the blocking kernel's floor: it never blocked less than ~45 µs on the H100
-BLOCKER_START_MS = BLOCKER_MIN_US / 1000  # its first duration; then ~2× the measured enqueue time
-BLOCKER_MARGIN = 2.0  # the blocker runs this many times as long as the host took to enqueue a sample
+BLOCKER_START_MS = BLOCKER_MIN_US / 1000  # its first duration; then 1.2 × the enqueue time + 50 µs
+# The next blocker: BLOCKER_MARGIN × the host's last enqueue time (blocker launch included) +
+# BLOCKER_MIN_US. The host's enqueue time varies by a few % from sample to sample; the 20 % and the
+# 50 µs (the blocker's own floor) cover that, and a blocker that runs dry is seen (queue_held) and the
+# sample retaken, so a short blocker costs a retry, never a wrong time. 2× (before) slept the GPU for
+# twice the host's time on every sample of a µs kernel.
+BLOCKER_MARGIN = 1.2
+PROBE_LAUNCHES = 8  # a short kernel's batch is sized from this many queued launches, per launch
+MAX_SAMPLES = 300  # enough for a stable median: a µs kernel stops here before its 0.5 s of GPU time
 
 
 @dataclass(frozen=True)
@@ -80,7 +95,29 @@ class Contract:
 # with it is marked as such; a lesson draws it labelled with this contract, never as a full recording.
 LIVE_MIN_TOTAL_MS = 30.0  # a chart a widget redraws: a response in about a second, not six full contracts
 
+LIVE_MAX_WALL_S = 1.5  # and at most this much wall time a point once it has its samples
 CONTRACTS = {"full": Contract("full", 500.0, 25.0, 20.0), "quick": Contract("quick", 100.0, 5.0, 3.0)}
+LIVE = Contract("live", LIVE_MIN_TOTAL_MS, 5.0, LIVE_MAX_WALL_S)
+_live = contextvars.ContextVar("gpucourse_live_contract", default=False)
+# One measurement at a time in this process: numba's events, CuPy's null stream and torch's default
+# stream are one legacy stream, so a second thread's blocker and launches would land between the
+# first's events. Re-entrant: a sweep holds it around its measurements, each measure() again.
+MEASURING = threading.RLock()
+
+
+@contextlib.contextmanager
+def live():
+    """Every measure() inside (in this thread) is capped at the live contract: a chart a widget
+    redraws answers in about a second (LiveChart enters this around each run; ``make record`` does not)."""
+    token = _live.set(True)
+    try:
+        yield LIVE
+    finally:
+        _live.reset(token)
+
+
+def is_live() -> bool:
+    return _live.get()
 
 
 def contract() -> Contract:
@@ -182,10 +219,12 @@ class EventTimer:
     the start event behind it, then makes the ``repeat`` calls: they wait in the GPU's queue and
     run back to back once it ends, so Python's dispatch time falls outside the event pair. If
     making the calls took longer than the blocker ran (the queue ran dry, or ``fn``
-    synchronises), the blocker grows and the sample is taken again; after four tries the
-    answer says the launches were not queued. After a sample that queued, the next blocker runs
-    ``BLOCKER_MARGIN`` times the enqueue time just measured (at least ``BLOCKER_MIN_US``): the GPU
-    sleeps about as long as the host needs to queue a sample, not a fixed millisecond."""
+    synchronises), the blocker grows and the sample is taken again. If the host's time on that
+    second try covered the whole blocker, which was sized well past the first try's enqueue
+    time, ``fn`` waits for the GPU (a copy to the host, a sync): the answer says the launches were
+    not queued at once, instead of two more retries with blockers up to a second (G17). After a
+    sample that queued, the next blocker runs ``BLOCKER_MARGIN`` × the enqueue time just measured
+    + ``BLOCKER_MIN_US``: the GPU sleeps about as long as the host needs to queue a sample."""
 
     def __init__(self):
         from numba import cuda
@@ -213,12 +252,12 @@ class EventTimer:
         """(GPU ms of ``repeat`` calls of ``fn``, whether they were all queued before they ran)."""
         cuda, blocker = self._cuda, self._blocking_kernel()
         first_block_us = self._block_us
-        for _ in range(4):
+        for attempt in range(4):
             before, start, stop = (cuda.event(timing=True) for _ in range(3))
+            t0 = time.perf_counter()  # from before the blocker's launch: the host's whole part
             before.record()
             blocker[1, 1](self._block_us)
             start.record()
-            t0 = time.perf_counter()
             for _ in range(repeat):
                 fn()
             stop.record()
@@ -229,7 +268,9 @@ class EventTimer:
             if queue_held(enqueue_ms, blocked_ms):
                 self._block_us = next_block_us(enqueue_ms)
                 return elapsed_ms, True
-            self._block_us = min(max(2 * self._block_us, math.ceil(2e3 * enqueue_ms)), 1_000_000)
+            if attempt and waits_for_gpu(enqueue_ms, blocked_ms):
+                break  # the host sat out a blocker sized well past its own time: fn waits for the GPU
+            self._block_us = min(max(2 * self._block_us, math.ceil(4e3 * enqueue_ms)), 1_000_000)
         self._block_us = first_block_us  # fn waits for the GPU: a longer blocker would not help
         return elapsed_ms, False
 
@@ -238,13 +279,20 @@ class EventTimer:
 
 
 def next_block_us(enqueue_ms: float) -> int:
-    """The next blocker's duration after a sample whose launches took ``enqueue_ms`` to queue."""
-    return min(max(BLOCKER_MIN_US, math.ceil(BLOCKER_MARGIN * 1e3 * enqueue_ms)), 1_000_000)
+    """The next blocker's duration after a sample whose launches took ``enqueue_ms`` to queue:
+    ``BLOCKER_MARGIN`` × that + ``BLOCKER_MIN_US`` (at most a second)."""
+    return min(BLOCKER_MIN_US + math.ceil(BLOCKER_MARGIN * 1e3 * enqueue_ms), 1_000_000)
 
 
 def queue_held(enqueue_ms: float, blocked_ms: float) -> bool:
-    """The host finished queuing before the blocker ended (with a 20 % margin for its launch)."""
-    return enqueue_ms < 0.8 * blocked_ms
+    """The host finished queuing (timed from before the blocker's launch, whose start event can only
+    fire later) before the blocker ended, with 5 % to spare for the two clocks."""
+    return enqueue_ms < 0.95 * blocked_ms
+
+
+def waits_for_gpu(enqueue_ms: float, blocked_ms: float) -> bool:
+    """The host's enqueue time covered the blocker: its launches waited for the GPU, not the queue."""
+    return enqueue_ms >= 0.9 * blocked_ms
 
 
 def check_passed(result) -> bool:
@@ -294,9 +342,10 @@ def measure(
     min_total_ms = terms.min_total_ms if min_total_ms is None else min_total_ms
     warmup_ms = terms.warmup_ms if warmup_ms is None else warmup_ms
     max_wall_s = terms.max_wall_s if max_wall_s is None else max_wall_s
-    if terms.name == "quick":  # a validation run: no caller gets more than the quick contract
-        min_total_ms = min(min_total_ms, terms.min_total_ms)
-        warmup_ms, max_wall_s = min(warmup_ms, terms.warmup_ms), min(max_wall_s, terms.max_wall_s)
+    for cap in ([terms] if terms.name == "quick" else []) + ([LIVE] if is_live() else []):
+        # a validation run, or a chart a widget redraws: no caller gets more than that contract
+        min_total_ms = min(min_total_ms, cap.min_total_ms)
+        warmup_ms, max_wall_s = min(warmup_ms, cap.warmup_ms), min(max_wall_s, cap.max_wall_s)
     if cache not in ("warm", "cold"):
         raise InvalidConfig(f"cache must be 'warm' or 'cold', got {cache!r}")
     if min_samples < 1:
@@ -318,7 +367,7 @@ def measure(
             queued = samples.all_queued = False  # run() waits for the GPU: plain events from now on
         return timer.time_ms(run, repeat=repeat)
 
-    with gpu_errors(label):
+    with MEASURING, gpu_errors(label):
         run()  # untimed: compilation, allocation, first-touch
         timer.synchronize()
         if check is not None and not check_passed(check()):
@@ -326,15 +375,20 @@ def measure(
 
         # One launch estimates the batch; then warm up for ~warmup_ms of GPU time in batches (a
         # warm-up of single launches, each behind its own blocker, cost seconds for µs kernels).
-        one_ms = timed(1)
+        one_ms = warm_ms = timed(1)
+        if cache == "warm" and one_ms < QUEUE_BELOW_MS:  # per launch from a queued batch (G3)
+            probe_ms = timed(PROBE_LAUNCHES)
+            warm_ms += probe_ms
+            one_ms = probe_ms / PROBE_LAUNCHES
         # A cold sample is one launch after a flush: only the first of N launches would be cold.
         batch = launches_per_sample(one_ms) if cache == "warm" else 1
-        warm_ms = one_ms
         while warm_ms < warmup_ms:
             warm_ms += timed(batch)
 
         started = time.monotonic()
-        while len(samples.per_launch_ms) < min_samples or samples.total_ms < min_total_ms:
+        enough = max(MAX_SAMPLES, min_samples)
+        while len(samples.per_launch_ms) < min_samples or (
+                samples.total_ms < min_total_ms and len(samples.per_launch_ms) < enough):
             if len(samples.per_launch_ms) >= min_samples and time.monotonic() - started > max_wall_s:
                 break
             if flush is not None:
@@ -347,7 +401,7 @@ def measure(
                    bytes_moved if footprint_bytes is None else footprint_bytes, flops, copy_ceiling_gbps,
                    getattr(timer, "rehearsal", False))
     m.total_ms = samples.total_ms
-    m.contract = terms.name
+    m.contract = "live" if is_live() and terms.name != "quick" else terms.name
     for collected in _LEDGERS:
         collected.append(m)
     return m

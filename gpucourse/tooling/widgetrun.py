@@ -110,7 +110,8 @@ def move_all(made: list, result: WidgetRun, save) -> None:
     from gpucourse.viz.widgets import LiveChart
 
     charts = [c for c in made if isinstance(c, LiveChart)]
-    for chart in charts:  # a chart whose first run failed
+    for chart in charts:  # a chart whose first run failed (on a GPU it runs in the worker: wait for it)
+        chart.wait(CHART_WAIT_S)
         if chart.errors:
             result.errors.append(f"chart's first run: {_chart_errors([chart])[0]}"[:300])
     for control in list(made):

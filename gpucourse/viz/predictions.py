@@ -152,9 +152,10 @@ def marking(compute: Callable[..., go.Figure], prediction, **where) -> Callable[
 
 
 def mark_chart(chart, prediction, **where):
-    """Mark the prediction on a LiveChart now and after every run its controls start; returns the chart."""
-    chart.compute = marking(chart.compute, prediction, **where)
-    if chart.figure is not None:
+    """Mark the prediction on a LiveChart now and after every run its controls start; returns the chart.
+    On a GPU the chart's first run may still be measuring: its figure is marked when that run ends."""
+    chart.decorations.append(lambda fig, values: mark(fig, prediction, **_where(where, values)))
+    if chart.figure is not None and chart.runs:
         mark(chart.figure, prediction, **_where(where, chart.values()))
         chart._draw()
     return chart

@@ -13,6 +13,13 @@ A change re-runs it, updates the chart's figure in place and redraws it. Changes
 is in flight coalesce: when it finishes, only the latest values run (no queue of stale runs).
 Runs longer than a second show progress; errors appear as one line in the widget.
 
+On a GPU every run measures under the harness's live contract (``harness.live()``: ~30 ms of GPU
+time a point, not the 0.5 s of ``make record``) and holds the process-wide measurement lock
+(``harness.MEASURING``), so two charts never time each other's launches; a chart that waits for
+another's measurement says so. The first run then starts in the worker thread once the chart
+exists, so the status line and progress bar are there while it measures (on the simulator it runs
+before the chart is shown: recorded data draws in a fraction of a second).
+
 The chart is drawn by an ``Output`` widget holding the figure as plotly's JSON mimetype, which
 JupyterLab's plotly extension renders with the one plotly.js it loads per page. Not a plotly
 ``FigureWidget``: that one sends updates as transient messages, so a chart whose view was still
@@ -22,6 +29,7 @@ stores the whole plotly.js bundle (~4.8 MB) in every chart's saved widget state.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import inspect
 import os
@@ -34,10 +42,11 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from gpucourse.errors import CourseError, explain_gpu_error
-from gpucourse.measure import reference, runtime
+from gpucourse.measure import harness, reference, runtime
 from gpucourse.viz.charts import data_table, fit
 
 NEWEST_RECORDING = "the newest recording"
+WAITING = "⏳ waiting for another chart's measurement…"
 
 
 def recorded_gpu_choice() -> widgets.Dropdown | None:
@@ -70,6 +79,9 @@ class LiveChart(widgets.VBox):
         self._pending: dict | None = None
         self._busy = False
         self._wants_progress = "progress" in inspect.signature(compute).parameters
+        # f(figure, values) applied to every run's figure after compute (a prediction's mark): read when
+        # the run ends, so one added while the first run measures (on a GPU) still marks its figure
+        self.decorations: list[Callable[[go.Figure, dict], object]] = []
         self.status = widgets.HTML(layout=widgets.Layout(min_height="1.6em"))
         self.progress = widgets.FloatProgress(min=0.0, max=1.0, description="progress",
                                               layout=widgets.Layout(visibility="hidden"))
@@ -85,13 +97,19 @@ class LiveChart(widgets.VBox):
             control.observe(self._on_change, names="value")
         box = widgets.HBox(shown, layout=widgets.Layout(flex_flow="row wrap"))
         head = [widgets.HTML(f"<p>{html.escape(description)}</p>")] if description else []
-        self._run(self.values())
-        if self.figure is None:  # the first run failed: an empty chart under its message
+        measuring_first = threaded and runtime.is_gpu()
+        if measuring_first:  # shown first, measured in the worker: progress is visible (G5)
+            self.status.value = self._busy_line()
+        else:
+            self._run(self.values())
+        if self.figure is None:  # not run yet, or the first run failed: an empty chart
             self.figure = go.Figure()
             self._draw()
         super().__init__(head + [box, widgets.HBox([self.status, self.progress]), self.view,
                                  self.show_data, self.table])
         self.add_class("gpucourse-livechart")  # a hook for the browser tests and for styling
+        if measuring_first:
+            self._on_change()
 
     def _repr_mimebundle_(self, **kwargs):
         # On the static website (GPUCOURSE_STATIC=1) there is no kernel behind the controls:
@@ -143,12 +161,15 @@ class LiveChart(widgets.VBox):
 
     def _run(self, values: dict) -> None:
         self._started = time.monotonic()
-        self.status.value = "<span>⏳ running…</span>"
+        self.status.value = self._busy_line()
         self.progress.value = 0.0
         kwargs = dict(values, progress=self._report_progress) if self._wants_progress else values
         try:
-            with reference.chosen(self.recorded_gpu.value if self.recorded_gpu is not None else None):
+            with self._measuring(), harness.live(), \
+                    reference.chosen(self.recorded_gpu.value if self.recorded_gpu is not None else None):
                 fig = self.compute(**kwargs)
+            for decorate in list(self.decorations):
+                decorate(fig, values)
         except CourseError as exc:
             self._fail(str(exc))
             return
@@ -162,6 +183,23 @@ class LiveChart(widgets.VBox):
         self.runs += 1
         elapsed_s = time.monotonic() - self._started
         self.status.value = f'<span {self._counts()}>✓ updated in {elapsed_s:.2f} s</span>'
+
+    def _measuring(self):
+        """On a GPU: the process-wide measurement lock, saying so while another chart holds it."""
+        if not runtime.is_gpu():
+            return contextlib.nullcontext()
+        if not harness.MEASURING.acquire(blocking=False):
+            self.status.value = f"<span>{WAITING}</span>"
+            harness.MEASURING.acquire()
+            self._started = time.monotonic()
+            self.status.value = self._busy_line()
+        return _Held(harness.MEASURING)
+
+    @staticmethod
+    def _busy_line() -> str:
+        if runtime.is_gpu():
+            return f"<span>⏳ measuring on {html.escape(runtime.device().name)}…</span>"
+        return "<span>⏳ running…</span>"
 
     def _fail(self, message: str) -> None:
         self.errors += 1
@@ -203,3 +241,17 @@ class LiveChart(widgets.VBox):
 
     def _toggle_table(self, _change=None) -> None:
         self.table.value = data_table(self.figure).to_html(index=False, max_rows=200) if self.show_data.value else ""
+
+
+class _Held:
+    """Releases a lock already acquired, on leaving the block."""
+
+    def __init__(self, lock):
+        self.lock = lock
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.lock.release()
+        return False

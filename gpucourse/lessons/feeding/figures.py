@@ -7,12 +7,16 @@ where each came from in the caption. A simulator's time is never drawn.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+
 import ipywidgets as w
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
 from gpucourse import validate
+from gpucourse.errors import InvalidConfig
 from gpucourse.lessons.feeding import experiments, model
 from gpucourse.measure import published, reference, runtime
 from gpucourse.viz import charts, cited
@@ -300,11 +304,28 @@ def fusion_claim_figure(byte_ratio: float | None = None) -> go.Figure:
 # --- the L2 -------------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=1)
+def _measured_l2() -> pd.DataFrame:
+    """One L2 sweep a session: the chart and the table after it show the same measurement."""
+    return experiments.l2_sweep()
+
+
+def l2_model_table() -> pd.DataFrame:
+    """The L2 sweep (measured now on a GPU, else the newest recording) beside the model at its plateaus."""
+    if runtime.is_gpu():
+        data = _measured_l2()
+    elif (rec := reference.load("feeding.l2")) is not None:
+        data = rec.data
+    else:
+        return pd.DataFrame({"feeding.l2": ["no GPU here and no recording yet: nothing to set beside the model"]})
+    return model.l2_model_vs(data).round(3)
+
+
 def l2_figure() -> go.Figure:
     """Effective bandwidth of a warm copy against its working set, around the L2's size."""
     title = "Bandwidth against working set: the L2 plateau, then HBM"
     if runtime.is_gpu():
-        data = experiments.l2_sweep()
+        data = _measured_l2()
         l2_mib = data.l2_bytes.iloc[0] / 2**20
         source = charts.source_caption("measured", f"{runtime.device().name}, L2 {l2_mib:.0f} MiB")
     elif (rec := reference.load("feeding.l2")) is not None:
@@ -322,6 +343,11 @@ def l2_figure() -> go.Figure:
     modelled = not runtime.is_gpu() and not _recorded(source)  # the published HBM rate, L2 assumed
     charts.line(fig, data.working_set_bytes / 2**20, data.gbps,
                 "published HBM rate, L2 an assumed multiple (model)" if modelled else "copy (read + write)", 0)
+    if not modelled:  # the model beside the data, anchored at the data's own two plateaus
+        with contextlib.suppress(InvalidConfig):  # a sweep without both plateaus: the data alone
+            vs = model.l2_model_vs(data)
+            charts.line(fig, vs["working set / L2"] * float(data.l2_bytes.iloc[0]) / 2**20, vs["model GB/s"],
+                        "model (L2 serves L2 ÷ working set), at these plateaus", 1, dash="dot")
     fig.add_vline(x=float(data.l2_bytes.iloc[0]) / 2**20, line_dash="dash", annotation_text="L2 size")
     fig.update_xaxes(type="log")
     return fig

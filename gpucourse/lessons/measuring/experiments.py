@@ -15,7 +15,8 @@ from gpucourse.lessons.measuring.kernels import _spin_kernel
 from gpucourse.measure import reference, runtime
 from gpucourse.measure.harness import measure
 
-# One dependent fp32 FMA per iteration (~4 cycles of latency each): about 2 ms at ~2 GHz.
+# One dependent fp32 FMA per iteration: 4 cycles of latency each would make ~2 ms at ~2 GHz, but an H200
+# took 11 ms (data/reference/nvidia-h200/quick/measuring.async_pitfall.csv): the loop costs more than its FMA.
 SPIN_ITERATIONS = 1_000_000
 SPIN_BLOCKS, SPIN_THREADS = 132, 256  # one block per SM of an H100/H200 SXM, 8 warps each
 
@@ -103,7 +104,9 @@ def roof_precisions() -> tuple[list[str], str]:
 
 def ceilings(precisions=None) -> pd.DataFrame:
     """This GPU's measured ceilings beside the datasheet (GPU only): the copy bandwidth and the library
-    matmul of each requested precision (default: fp32 and this GPU's tensor format), nothing else."""
+    matmul of each requested precision (default: fp32 and this GPU's tensor format), nothing else.
+    Without torch the matmul rows are not measured (NaN; ``probe.TORCH_MISSING`` says why) and the
+    copy row still is."""
     from gpucourse.measure import ceilings as probe
 
     info = runtime.device()
@@ -116,6 +119,8 @@ def ceilings(precisions=None) -> pd.DataFrame:
     for precision in dict.fromkeys(precisions):
         rows.append({"quantity": f"{precision} matmul", "unit": "TFLOP/s",
                      "measured": probe.matmul_tflops(_PROBE_DTYPE[precision]), "datasheet": sheet.get(precision)})
+    for row in rows:
+        row["measured"] = float("nan") if row["measured"] is None else row["measured"]
     return pd.DataFrame(rows)
 
 

@@ -63,7 +63,12 @@ def roofline_figure(precision: str | None = None) -> go.Figure:
     if data is not None:
         bw = float(data.loc[data.quantity == "copy bandwidth", "measured"].iloc[0])
         peak = float(data.loc[data.quantity == quantity, "measured"].iloc[0])
-        curves.append(("measured ceilings", bw, peak, 0, None))
+        if np.isfinite(peak):
+            curves.append(("measured ceilings", bw, peak, 0, None))
+        else:  # no torch on this GPU's stack: the datasheet roof only, and the reason in the caption
+            from gpucourse.measure.ceilings import TORCH_MISSING
+
+            charts.set_source(fig, f"{charts.caption_of(fig).rstrip('. ')}. {TORCH_MISSING}")
         sheet_bw = data.loc[data.quantity == "copy bandwidth", "datasheet"].iloc[0]
         sheet_peak = data.loc[data.quantity == quantity, "datasheet"].iloc[0]
     else:

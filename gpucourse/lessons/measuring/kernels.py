@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numba import cuda  # after gpucourse.measure.runtime (imported by the package) chose the mode
 
 
+@functools.cache  # one dispatcher per process: every call used to compile it again
 def _spin_kernel():
     @cuda.jit
     def spin(out, iterations):

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numba import cuda  # after gpucourse.measure.runtime (imported by the package) chose the mode
 
 # --- the staircase: a compute-bound kernel, time vs threads per block --------------------------
 
 
+@functools.cache  # one dispatcher per process: every call used to compile it again
 def _fma_kernel():
     @cuda.jit
     def fma_chains(out, iterations):
