@@ -316,3 +316,13 @@ def test_a_prediction_marked_while_the_first_run_measures_is_on_its_figure(gpu_m
     release.set()
     chart.wait(10)
     assert chart.runs == 1 and [t.name for t in chart.figure.data] == ["data", "your prediction"]
+
+
+def test_without_torch_lesson_04s_roofline_keeps_the_datasheet_roof(gpu_mode, monkeypatch):
+    from gpucourse.lessons.tiling import experiments
+    from gpucourse.measure import ceilings
+
+    monkeypatch.setitem(sys.modules, "torch", None)
+    monkeypatch.setattr(ceilings, "copy_gbps", lambda refresh=False: 4271.0)
+    roof = experiments.ceilings_for_roofline()  # used to multiply None by 1e3 (TypeError)
+    assert roof["copy_gbps"] == 4271.0 and roof["library_gflops"] is None

@@ -223,7 +223,8 @@ def ceilings_for_roofline() -> dict:
         from gpucourse.measure import ceilings
 
         info = runtime.device()
-        out = {"copy_gbps": ceilings.copy_gbps(), "library_gflops": ceilings.matmul_tflops("float32") * 1e3,
+        tflops = ceilings.matmul_tflops("float32")  # None where the stack has no torch (G23)
+        out = {"copy_gbps": ceilings.copy_gbps(), "library_gflops": None if tflops is None else tflops * 1e3,
                "device": info.name}
         sheet = runtime.datasheet_tflops(info.name).get("fp32")
         out["datasheet_gbps"] = info.datasheet_bandwidth_gbps

@@ -147,7 +147,7 @@ def roofline_figure(tile: int = 16, n: int = 4096) -> go.Figure:
                         "throughput (GFLOP/s, log)", source)
     x = np.logspace(-1.5, 3.5, 200)
     lines = []
-    if roof["copy_gbps"]:
+    if roof["copy_gbps"] and roof["library_gflops"]:
         name = (f"{roof_kind} roof: copy {roof['copy_gbps']:.0f} GB/s, cuBLAS fp32 "
                 f"{roof['library_gflops'] / 1e3:.1f} TFLOP/s")
         lines.append((name, roof["copy_gbps"], roof["library_gflops"], 7, "solid"))
