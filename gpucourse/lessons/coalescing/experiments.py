@@ -13,7 +13,18 @@ from numba import cuda
 
 from gpucourse import validate
 from gpucourse.errors import InvalidConfig, WrongResult
-from gpucourse.lessons.coalescing.kernels import copy_columns, copy_rows, drift_aos, drift_soa, strided_copy
+from gpucourse.hardware import WARP_SIZE
+from gpucourse.lessons.coalescing import inflight
+from gpucourse.lessons.coalescing.kernels import (
+    ILP,
+    best_copy,
+    copy_columns,
+    copy_ilp4,
+    copy_rows,
+    drift_aos,
+    drift_soa,
+    strided_copy,
+)
 from gpucourse.lessons.coalescing.model import (
     DRIFT_DT,
     DRIFT_FIELDS,
@@ -26,6 +37,7 @@ from gpucourse.lessons.coalescing.model import (
     _device_pattern,
     _free_pool,
     _row,
+    _trace,
     check_copied,
     check_copy,
     check_layout,
@@ -317,3 +329,154 @@ def _offset_sweep() -> pd.DataFrame:
 )
 def _layout_sweep() -> pd.DataFrame:
     return layout_sweep()
+
+
+# --- within reach of the ceiling: more work per thread --------------------------------------------------------
+# Rungs of the stride-1 float32 copy, named by (elements per thread, bytes per load):
+# (1, 4) strided_copy, one 4-byte load per thread, one block per 256 elements (the lesson's kernel);
+# (4, 4) copy_ilp4, a grid-stride loop over a resident grid with four independent loads per trip;
+# (1, 8) and (4, 8): the same kernels on 8-byte lanes (the float32 arrays viewed as float64: one LDG.E.64 per
+# load). (4, 8) is best_copy, the course's best Numba copy. 16-byte loads (CUDA C's float4, LDG.E.128):
+# numba-cuda 0.30 cannot issue one from a plain array (a complex128 view compiles to two LDG.E.64), so they
+# appear in the model only.
+
+RUNGS = ((1, 4), (4, 4), (1, 8), (4, 8))  # (elements per thread, bytes per load) that a kernel here runs
+BEST_RUNG = (4, 8)
+WORK_USEFUL_BYTES = 1 << 30  # per side: 1 GiB each way, like the copy ceiling itself
+TRACE_THREADS = 2 * WARP_SIZE  # the microscope's grid for the grid-stride rungs: two warps
+_MEASURED_RUNGS: dict[str, pd.DataFrame] = {}
+
+def check_rung(elements_per_thread, bytes_per_load) -> tuple[int, int]:
+    k = validate.integer("elements_per_thread", elements_per_thread, minimum=1)
+    width = validate.integer("bytes_per_load", bytes_per_load, minimum=1)
+    if (k, width) not in RUNGS:
+        raise InvalidConfig(f"no kernel runs {k} element(s) of {width} bytes per thread; the rungs are {RUNGS} "
+                            "(16-byte loads are in the model only: numba-cuda cannot issue them)")
+    return k, width
+
+
+def lanes(array: np.ndarray, bytes_per_load: int):
+    """A float32 array seen as lanes of ``bytes_per_load`` (4: itself; 8: a float64 view, no copy)."""
+    if bytes_per_load == 4:
+        return array
+    if bytes_per_load == 8:
+        return array.view(np.float64)
+    raise InvalidConfig(f"bytes_per_load is {bytes_per_load}; the kernels here load 4 or 8 bytes")
+
+
+def resident_grid(sm_count: int, threads_per_block: int = THREADS_PER_BLOCK, waves: int = 1,
+                  threads_per_sm: int = inflight.MAX_THREADS_PER_SM) -> int:
+    """Blocks for a grid-stride kernel: ``waves`` full rounds of resident blocks on every SM (no tail)."""
+    sms = validate.integer("sm_count", sm_count, minimum=1)
+    per_sm = threads_per_sm // validate.integer("threads_per_block", threads_per_block, minimum=WARP_SIZE)
+    return sms * max(per_sm, 1) * validate.integer("waves", waves, minimum=1)
+
+
+def launch(elements_per_thread: int, bytes_per_load: int, n_lanes: int, blocks_resident: int,
+           threads_per_block: int = THREADS_PER_BLOCK):
+    """(kernel, blocks, threads per block, arguments after src and dst) for one rung over ``n_lanes`` lanes:
+    one block per 256 lanes for the one-element kernel, at most ``blocks_resident`` for the grid-stride ones."""
+    k, _ = check_rung(elements_per_thread, bytes_per_load)
+    if k == 1:
+        return strided_copy, math.ceil(n_lanes / threads_per_block), threads_per_block, (n_lanes, 1, 0)
+    blocks = min(blocks_resident, math.ceil(n_lanes / (ILP * threads_per_block)))
+    if bytes_per_load == 8:
+        return best_copy, blocks, threads_per_block, (n_lanes,)
+    return copy_ilp4, blocks, threads_per_block, (n_lanes, 1, 0)
+
+
+def run_rung(elements_per_thread=4, bytes_per_load=8, n_elements=1024, blocks_resident=2):
+    """Copy ``n_elements`` float32 with one rung (GPU or simulator), check it, return the copy."""
+    k, width = check_rung(elements_per_thread, bytes_per_load)
+    n = validate.integer("n_elements", n_elements, minimum=1, maximum=1 << 16)
+    if n % (width // 4):
+        raise InvalidConfig(f"{n} float32 do not split into {width}-byte lanes")
+    src = pattern(n)
+    dst = np.full_like(src, np.nan)
+    kernel, blocks, threads, extra = launch(k, width, n * 4 // width, blocks_resident, WARP_SIZE)
+    kernel[blocks, threads](lanes(src, width), lanes(dst, width), *extra)
+    if not np.array_equal(src, dst):
+        raise WrongResult(f"the {k}×{width}-byte copy missed elements")
+    return dst
+
+
+def trace_rung(elements_per_thread=4, bytes_per_load=4):
+    """Microscope counts of one rung on two warps of threads: requests, sectors, bytes per thread."""
+    k, width = check_rung(elements_per_thread, bytes_per_load)
+    n = TRACE_THREADS * ILP * width // 4  # float32 elements: four grid-stride trips' worth at ILP 4
+    src = pattern(n)
+    dst = np.full_like(src, np.nan)
+    kernel, blocks, threads, extra = launch(k, width, n * 4 // width, TRACE_THREADS // WARP_SIZE, WARP_SIZE)
+    report = _trace(kernel, blocks, threads, lanes(src, width), lanes(dst, width), *extra)
+    if not np.array_equal(src, dst):
+        raise WrongResult("the traced copy missed elements")
+    return report
+
+
+def rung_counts(elements_per_thread=4, bytes_per_load=4) -> dict:
+    """What the microscope counts for one rung's loads: sectors per request, bytes per load and per thread."""
+    k, width = check_rung(elements_per_thread, bytes_per_load)
+    report = trace_rung(k, width)
+    loads = report.requests()
+    loads = loads[loads.op == "load"]
+    per_thread = report.per_thread_max("load", array="src")
+    return {"elements_per_thread": k, "bytes_per_load": width,
+            "sectors_per_request": float(report.sectors_per_request(array="src", op="load")),
+            "load_requests": len(loads), "loads_per_thread": per_thread,
+            "bytes_per_thread": per_thread * width, "bytes_copied": int(report.requests().query("op == 'load'")
+                                                                           .bytes_requested.sum()),
+            "bytes_in_flight_per_sm": inflight.bytes_in_flight_per_sm(inflight.MAX_THREADS_PER_SM, k, width)}
+
+
+def counts_table() -> pd.DataFrame:
+    return pd.DataFrame([rung_counts(k, w) for k, w in RUNGS])
+
+
+# --- the GPU -------------------------------------------------------------------------------------------------
+
+
+def measure_rung(elements_per_thread=4, bytes_per_load=8, *, n_elements=None, copy_ceiling_gbps=None,
+                 min_total_ms: float = 500.0) -> Measurement:
+    """Time one rung with the harness (GPU). Effective GB/s = useful bytes × 2 ÷ time."""
+    k, width = check_rung(elements_per_thread, bytes_per_load)
+    label = f"float32 copy, {k} element(s) of {width} B per thread"
+    if not runtime.is_gpu():
+        return measure(lambda: None, label=label)  # "not measured": nothing runs in the simulator
+    n = validate.integer("n_elements", n_elements or WORK_USEFUL_BYTES // 4, minimum=WARP_SIZE)
+    n -= n % 4
+    _free_pool()
+    try:
+        src = _device_pattern(n, "float32")
+        dst = _cupy().empty_like(src)
+        dst.fill(np.nan)
+        d_src, d_dst = cuda.as_cuda_array(lanes(src, width)), cuda.as_cuda_array(lanes(dst, width))
+        kernel, blocks, threads, extra = launch(k, width, n * 4 // width, resident_grid(runtime.device().sm_count))
+        configured = kernel[blocks, threads]
+
+        def run():
+            for _ in range(LAUNCHES_PER_SAMPLE):
+                configured(d_src, d_dst, *extra)
+
+        def check():
+            return bool((dst == src).all())
+
+        return measure(run, label=label, check=check, bytes_moved=LAUNCHES_PER_SAMPLE * 2 * n * 4,
+                       copy_ceiling_gbps=copy_ceiling_gbps, min_total_ms=min_total_ms)
+    finally:
+        _free_pool()
+
+
+def _measured_rungs(min_total_ms: float) -> pd.DataFrame:
+    from gpucourse.measure import ceilings
+
+    if "rungs" not in _MEASURED_RUNGS:
+        ceiling = ceilings.copy_gbps()
+        rows = []
+        for k, width in RUNGS:
+            m = measure_rung(k, width, copy_ceiling_gbps=ceiling, min_total_ms=min_total_ms)
+            rows.append({"elements_per_thread": k, "bytes_per_load": width, "gbps": m.gbps,
+                         "copy_ceiling_gbps": ceiling})
+        _MEASURED_RUNGS["rungs"] = pd.DataFrame(rows)
+    return _MEASURED_RUNGS["rungs"]
+
+

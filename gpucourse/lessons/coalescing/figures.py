@@ -9,11 +9,15 @@ import plotly.graph_objects as go
 # Importing gpucourse.coalescing runs gpucourse/__init__ first, which chooses the mode before numba
 # loads: numba.cuda is the GPU or the simulator.
 from gpucourse.hardware import WARP_SIZE
+from gpucourse.lessons.coalescing import inflight
 from gpucourse.lessons.coalescing.experiments import (
     OFFSETS,
     SWEEP_USEFUL_BYTES,
+    _measured_rungs,
+    check_rung,
     layout_sweep,
     offset_sweep,
+    rung_counts,
     stride_sweep,
 )
 from gpucourse.lessons.coalescing.model import (
@@ -314,3 +318,65 @@ def layout_widget(layout="array of structs", threaded=True):
 
     return LiveChart(_controls(layout=layout), layout_figure, threaded=threaded,
                      description="Each memory access of the chosen kernel, as the microscope counts it.")
+
+
+# --- within reach of the ceiling: more work per thread ------------------------------------------------------
+
+
+def work_figure(elements_per_thread=4, bytes_per_load=8) -> go.Figure:
+    """Effective bandwidth vs bytes in flight per SM: the model (calibrated on the H200 recording), and on a
+    GPU the measured rungs; the chosen rung's microscope counts in the title."""
+    from gpucourse.measure import harness
+
+    k, width = check_rung(elements_per_thread, bytes_per_load)
+    cal = inflight.h200_calibration()
+    counts = rung_counts(k, width)
+    title = (f"{k} element(s) × {width} B per thread: {counts['sectors_per_request']:.0f} sectors/request, "
+             f"{counts['bytes_per_thread']} B per thread, {counts['load_requests']} load requests for "
+             f"{counts['bytes_copied']} B")
+    if runtime.is_gpu():
+        data = _measured_rungs(harness.LIVE_MIN_TOTAL_MS)
+        caption = charts.source_caption("measured", f"{runtime.device().name}, by the course harness (1 GiB each "
+                                        "way); the model line: Little's law calibrated on the course's H200 "
+                                        "recording (a model, not this GPU)")
+    else:
+        data = None
+        caption = charts.source_caption("model", "Little's law, calibrated on one recorded point: "
+                                        + (cal.source if cal else "no recording here"))
+    fig = charts.figure(title, "bytes of reads in flight per SM (KiB, log scale)",
+                        "effective GB/s (useful bytes, read + write)", caption)
+    if cal is None:
+        charts.no_data(fig, "no H200 recording here: the model has nothing to be calibrated on")
+        return fig
+    flights = [2 ** e for e in range(12, 19)]
+    model = [inflight.predicted_gbps(f, cal.sm_count, cal.latency_ns, cal.ceiling_gbps) for f in flights]
+    charts.line(fig, [f / 1024 for f in flights], model,
+                f"model: min(2 × bytes in flight × {cal.sm_count} SMs ÷ {cal.latency_ns:.0f} ns, ceiling)", 1,
+                dash="dash")
+    charts.hline(fig, cal.ceiling_gbps, f"{cal.device} copy ceiling {cal.ceiling_gbps:.0f} GB/s (recorded)")
+    fig.add_scatter(x=[8], y=[cal.one_element_gbps], mode="markers", name=f"{cal.device}, 1 × 4 B (recorded)",
+                    marker={"symbol": "circle", "size": 11, "color": charts.PALETTE[0]})
+    if data is not None:
+        flight = [inflight.bytes_in_flight_per_sm(inflight.MAX_THREADS_PER_SM, r.elements_per_thread,
+                                                  r.bytes_per_load) / 1024 for r in data.itertuples()]
+        charts.line(fig, flight, data.gbps, "measured now: the rungs (1×4, 4×4, 1×8, 4×8 B)", 0, mode="markers")
+    chosen = counts["bytes_in_flight_per_sm"]
+    fig.add_scatter(x=[chosen / 1024], y=[inflight.predicted_gbps(chosen, cal.sm_count, cal.latency_ns,
+                                                                  cal.ceiling_gbps)],
+                    mode="markers", name=f"your rung: model ({chosen // 1024} KiB/SM)",
+                    marker={"symbol": "star", "size": 16, "color": charts.PALETTE[3]})
+    fig.update_xaxes(type="log")
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def work_widget(elements_per_thread=4, bytes_per_load=8, threaded=True):
+    import ipywidgets as w
+
+    from gpucourse.viz.widgets import LiveChart
+
+    controls = {"elements_per_thread": w.Dropdown(options=[1, 4], value=elements_per_thread,
+                                                  description="elements"),
+                "bytes_per_load": w.Dropdown(options=[4, 8], value=bytes_per_load, description="bytes/load")}
+    return LiveChart(controls, work_figure, threaded=threaded,
+                     description="Elements per thread and bytes per load → bytes in flight, the model, the counts.")
