@@ -149,10 +149,12 @@ def sweep_elements(stride=1, offset=0, dtype="float32", useful_bytes_per_side=SW
 
 
 def measure_copy(stride=1, offset=0, dtype="float32", *, n_elements=None, copy_ceiling_gbps=None,
-                 min_total_ms: float = 500.0) -> Measurement:
-    """Time the strided copy with the harness (GPU). Effective GB/s = elements × size × 2 ÷ time."""
+                 min_total_ms: float = 500.0, coarsened: bool = False) -> Measurement:
+    """Time the strided copy with the harness (GPU). Effective GB/s = elements × size × 2 ÷ time.
+    ``coarsened``: copy_ilp4 (four loads per thread, grid-stride over a resident grid) instead of
+    strided_copy (one element per thread): the same sectors per request, four times the bytes in flight."""
     stride, offset, name = check_copy(stride, offset, dtype)
-    label = f"{name} copy, stride {stride}, offset {offset}"
+    label = f"{name} copy{' (4 loads per thread)' if coarsened else ''}, stride {stride}, offset {offset}"
     if n_elements is not None:
         n_elements = validate.integer("n_elements", n_elements, minimum=1)
     if runtime.is_gpu():
@@ -163,19 +165,24 @@ def measure_copy(stride=1, offset=0, dtype="float32", *, n_elements=None, copy_c
         return measure(lambda: None, label=label)  # says "not measured": nothing runs in the simulator
     n = n_elements or sweep_elements(stride, offset, name, free_bytes=runtime.free_memory_bytes())
     try:
-        return _measure_copy_on_device(n, stride, offset, name, label, copy_ceiling_gbps, min_total_ms)
+        return _measure_copy_on_device(n, stride, offset, name, label, copy_ceiling_gbps, min_total_ms, coarsened)
     finally:
         _free_pool()  # the arrays are gone now: hand their memory back for the next size
 
 
-def _measure_copy_on_device(n, stride, offset, name, label, copy_ceiling_gbps, min_total_ms) -> Measurement:
+def _measure_copy_on_device(n, stride, offset, name, label, copy_ceiling_gbps, min_total_ms,
+                            coarsened=False) -> Measurement:
     cupy = _cupy()
     span = span_elements(n, stride, offset)
     src = _device_pattern(span, name)
     dst = cupy.empty_like(src)
     dst.fill(np.nan)  # poisoned: an element the kernel misses stays NaN
     d_src, d_dst = cuda.as_cuda_array(src), cuda.as_cuda_array(dst)
-    launch = strided_copy[math.ceil(n / THREADS_PER_BLOCK), THREADS_PER_BLOCK]
+    if coarsened:
+        blocks = min(resident_grid(runtime.device().sm_count), math.ceil(n / (ILP * THREADS_PER_BLOCK)))
+        launch = copy_ilp4[blocks, THREADS_PER_BLOCK]
+    else:
+        launch = strided_copy[math.ceil(n / THREADS_PER_BLOCK), THREADS_PER_BLOCK]
 
     def run():
         for _ in range(LAUNCHES_PER_SAMPLE):
