@@ -172,8 +172,11 @@ def stride_figure(dtype="float32", stride=None, progress=None) -> go.Figure:
     strides = list(STRIDES)
     scale = ceiling or 1.0
     y_title = _bandwidth_title(ceiling)
-    fig = charts.figure(f"Strided {name} copy: effective bandwidth vs stride", "stride (elements, log scale)",
-                        y_title, caption)
+    per_side = (f"{int(data.n_elements.iloc[0]) * itemsize(name) >> 20} MiB" if data is not None and
+                "n_elements" in data and data.n_elements.nunique() == 1 else "the same bytes")
+    fig = charts.figure(f"Strided {name} copy: effective bandwidth vs stride",
+                        f"stride (elements, log scale) · every point copies {per_side} of useful data each way; "
+                        f"the arrays span stride × that", y_title, caption)
     model = [useful_fraction(s, 0, name) * scale for s in strides]
     charts.line(fig, strides, model, "sector model: useful ÷ fetched bytes × copy ceiling", 1)
     if data is not None:
@@ -189,8 +192,15 @@ def stride_figure(dtype="float32", stride=None, progress=None) -> go.Figure:
                         name=f"your stride ({chosen}): model", marker={"symbol": "star", "size": 16,
                                                                         "color": charts.PALETTE[3]})
     _log_strides(fig, strides)
+    if per_side.endswith("MiB"):  # the second axis: how far the arrays reach (TLB and DRAM pages see this)
+        mib = int(per_side.split()[0])
+        fig.update_xaxes(ticktext=[f"{st}<br>{_span_text(mib * st)}" for st in strides])
     fig.update_yaxes(rangemode="tozero")
     return fig
+
+
+def _span_text(mib: int) -> str:
+    return f"{mib / 1024:g} GiB" if mib >= 1024 else f"{mib} MiB"
 
 
 def sectors_figure(dtype="float32", offset=0) -> go.Figure:

@@ -134,3 +134,31 @@ def model_rows(calibration: Calibration, elements_per_thread=ELEMENTS_PER_THREAD
             rows.append({"elements_per_thread": k, "bytes_per_load": width, "bytes_in_flight_per_sm": flight,
                          "model_gbps": gbps, "model_fraction": gbps / calibration.ceiling_gbps})
     return rows
+
+
+def loads_needed(calibration: Calibration, bytes_per_load: int = ELEMENT_BYTES,
+                 threads_per_sm: int = MAX_THREADS_PER_SM) -> int:
+    """Independent loads per thread the model needs for the ceiling (whole loads, rounded up)."""
+    need = needed_bytes_in_flight_per_sm(calibration.ceiling_gbps, calibration.sm_count, calibration.latency_ns)
+    return math.ceil(need / bytes_in_flight_per_sm(threads_per_sm, 1, bytes_per_load))
+
+
+def derivation(calibration: Calibration) -> str:
+    """Little's law on the recorded numbers, step by step (the lesson prints it)."""
+    c = calibration
+    one = bytes_in_flight_per_sm(MAX_THREADS_PER_SM, 1, ELEMENT_BYTES)
+    need = needed_bytes_in_flight_per_sm(c.ceiling_gbps, c.sm_count, c.latency_ns)
+    return "\n".join([
+        f"Recorded on an {c.device} ({c.sm_count} SMs): the one-element copy {c.one_element_gbps:,.0f} GB/s, "
+        f"the copy ceiling {c.ceiling_gbps:,.0f} GB/s ({c.one_element_gbps / c.ceiling_gbps:.2f} of it).",
+        f"One 4-byte load per thread × {MAX_THREADS_PER_SM:,} threads per SM = {one:,} B = {one // 1024} KiB of "
+        f"reads in flight per SM; × {c.sm_count} SMs = {one * c.sm_count / 1e6:.2f} MB.",
+        f"Little's law, latency = bytes in flight ÷ read rate = {one * c.sm_count / 1e6:.2f} MB ÷ "
+        f"{c.one_element_gbps / 2:,.0f} GB/s = {c.latency_ns:.0f} ns (calibrated: DRAM under load plus block "
+        "turnover, one number for both).",
+        f"A copy at the ceiling reads at half of it ({c.ceiling_gbps / 2:,.0f} GB/s); for {c.latency_ns:.0f} ns: "
+        f"{need * c.sm_count / 1e6:.2f} MB in flight = {need / 1024:.1f} KiB per SM, "
+        f"{need / one:.1f}× what one load per thread keeps.",
+        f"So: at least {loads_needed(c)} independent 4-byte loads per thread (or fewer, wider loads). "
+        "A model, calibrated on one recorded point: its latency is the H200's.",
+    ])
