@@ -57,6 +57,8 @@ from gpucourse.lessons.coalescing.figures import (
     layout_bandwidth_figure,
     layout_figure,
     layout_widget,
+    measured_rung_text,
+    measured_stride_text,
     offset_figure,
     offset_widget,
     picture_widget,

@@ -390,3 +390,32 @@ def work_widget(elements_per_thread=4, bytes_per_load=8, threaded=True):
                 "bytes_per_load": w.Dropdown(options=[4, 8], value=bytes_per_load, description="bytes/load")}
     return LiveChart(controls, work_figure, threaded=threaded,
                      description="Elements per thread and bytes per load → bytes in flight, the model, the counts.")
+
+
+def measured_stride_text(dtype="float32", stride=32) -> str | None:
+    """GPU mode, after the stride chart measured: stride ``stride`` as a fraction of stride 1 and of the
+    copy ceiling ("1/15.4 of stride 1, 1/25 of the copy ceiling"); None if the chart has not measured it."""
+    data = _MEASURED.get(("coalescing.stride", dtype_name(dtype)))
+    if data is None:
+        return None
+    by_stride = data.set_index("stride")
+    if stride not in by_stride.index or 1 not in by_stride.index:
+        return None
+    gbps, base = float(by_stride.loc[stride, "gbps"]), float(by_stride.loc[1, "gbps"])
+    ceiling = float(by_stride.loc[stride, "copy_ceiling_gbps"])
+    return (f"1/{base / gbps:.1f} of stride 1 and 1/{ceiling / gbps:.0f} of the copy ceiling at stride {stride} "
+            f"({gbps:,.0f} GB/s)")
+
+
+def measured_rung_text(elements_per_thread=4, bytes_per_load=8) -> str | None:
+    """GPU mode, after the work chart measured: that rung's GB/s and fraction of the copy ceiling, or None."""
+    from gpucourse.lessons.coalescing import experiments
+
+    data = experiments._MEASURED_RUNGS.get("rungs")
+    if data is None:
+        return None
+    row = data[(data.elements_per_thread == elements_per_thread) & (data.bytes_per_load == bytes_per_load)]
+    if not len(row):
+        return None
+    gbps, ceiling = float(row.gbps.iloc[0]), float(row.copy_ceiling_gbps.iloc[0])
+    return f"{gbps / ceiling:.2f} of the copy ceiling ({gbps:,.0f} of {ceiling:,.0f} GB/s, measured now)"

@@ -162,3 +162,15 @@ def derivation(calibration: Calibration) -> str:
         f"So: at least {loads_needed(c)} independent 4-byte loads per thread (or fewer, wider loads). "
         "A model, calibrated on one recorded point: its latency is the H200's.",
     ])
+
+
+def prediction_text(calibration: Calibration | None, loads_per_thread: int, bytes_per_load: int) -> str:
+    """What the model says for one rung on the calibrated GPU, in words (for a read-back)."""
+    if calibration is None:
+        return "nothing: no recording here to calibrate the model on"
+    c = calibration
+    flight = bytes_in_flight_per_sm(MAX_THREADS_PER_SM, loads_per_thread, bytes_per_load)
+    need = needed_bytes_in_flight_per_sm(c.ceiling_gbps, c.sm_count, c.latency_ns)
+    gbps = predicted_gbps(flight, c.sm_count, c.latency_ns, c.ceiling_gbps)
+    return (f"{gbps / c.ceiling_gbps:.2f} of the ceiling on the {c.device}: {flight // 1024} KiB per SM in flight "
+            f"against the {need / 1024:.1f} KiB it needs at {c.latency_ns:.0f} ns")
