@@ -44,6 +44,7 @@ HOOKS = ["tests/test_grading_hooks.py", "-k", "not scan"]
 HOOK_SCAN = ["tests/test_grading_hooks.py", "-k", "scan"]
 HOSTILE_BATCH = ["tests/test_hostile.py", "-k", "exact_score"]  # one real grading batch: about 2 minutes
 WARP = ["tests/test_microscope_warp.py"]
+WORK = ["tests/test_coalescing_work.py"]  # lesson 03, work per thread
 
 
 @dataclass(frozen=True)
@@ -278,6 +279,36 @@ MUTATIONS: list[Mutation] = [
     Mutation("deleted-locked-cell-left-out", "gpucourse/tooling/grading/locked.py",
              "        if not locked:\n", "        if not locked or cell_type == \"markdown\":\n",
              "every deleted locked cell is put back, explanations too, so the next one finds its place", HOLES),
+    # --- lesson 03, work per thread (issue 38): the Little's-law model, the coarsened copy, the SASS reader ---
+    Mutation("inflight-read-only", "gpucourse/lessons/coalescing/inflight.py",
+             "return 2 * bytes_in_flight_sm * sms / latency_ns  # bytes per ns = GB/s",
+             "return bytes_in_flight_sm * sms / latency_ns  # bytes per ns = GB/s",
+             "effective GB/s counts the read and the write: twice the read rate the bytes in flight sustain",
+             WORK + ["-k", "by_hand or calibration or model_rows"]),
+    Mutation("inflight-no-ceiling", "gpucourse/lessons/coalescing/inflight.py",
+             "return min(sustained_gbps(bytes_in_flight_sm, sm_count, latency_ns), float(ceiling_gbps))",
+             "return sustained_gbps(bytes_in_flight_sm, sm_count, latency_ns)",
+             "no amount of bytes in flight copies faster than the copy ceiling", WORK + ["-k", "by_hand or rows"]),
+    Mutation("inflight-needs-the-write-too", "gpucourse/lessons/coalescing/inflight.py",
+             "return ceiling_gbps / 2 * latency_ns / sms", "return ceiling_gbps * latency_ns / sms",
+             "a copy at the ceiling reads at half of it: only the reads are in flight from load to arrival",
+             WORK + ["-k", "calibration"]),
+    Mutation("inflight-calibrated-on-four-loads", "gpucourse/lessons/coalescing/inflight.py",
+             "in_flight = bytes_in_flight_per_sm(threads_per_sm, 1, ELEMENT_BYTES)",
+             "in_flight = bytes_in_flight_per_sm(threads_per_sm, 4, ELEMENT_BYTES)",
+             "the calibration point is the one-element copy: one 4-byte load per thread",
+             WORK + ["-k", "calibration or rows"]),
+    Mutation("tail-rounds-down", "gpucourse/lessons/coalescing/inflight.py",
+             "return w / math.ceil(w)", "return w / max(1, round(w))",
+             "a partial last wave still takes a whole round of the SMs", WORK + ["-k", "waves"]),
+    Mutation("ilp4-wrong-lane-mapping", "gpucourse/lessons/coalescing/kernels.py",
+             "j1 = (i + g) * stride + offset", "j1 = (i + 1) * stride + offset",
+             "copy_ilp4's second load is one grid further on, with strided_copy's lane-to-element mapping",
+             WORK + ["-k", "copies_every or keeps_the_sectors"]),
+    Mutation("sass-run-counts-stores", "gpucourse/lessons/coalescing/compiled.py",
+             'run = run + 1 if op.startswith("LDG") else 0', 'run = run + 1 if op.startswith(("LDG", "STG")) else 0',
+             "a store between two loads ends the run of loads in flight", WORK + ["-k", "sass or 64_bit"]),
+
 ]
 
 
