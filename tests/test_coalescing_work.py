@@ -168,3 +168,48 @@ def test_the_work_widget_redraws():
     widget.controls["elements_per_thread"].value = 1
     widget.controls["bytes_per_load"].value = 4
     assert widget.errors == 0 and "4 sectors/request" in widget.figure.layout.title.text
+
+
+# --- the GPU path, run in the simulator with numpy standing in for CuPy ---------------------------------------
+
+
+class _NumpyAsCupy:
+    """Just enough of CuPy for the measuring path: arrays are numpy arrays, the pool frees nothing."""
+
+    empty_like = staticmethod(np.empty_like)
+
+    @staticmethod
+    def get_default_memory_pool():
+        return type("Pool", (), {"free_all_blocks": lambda self: None})()
+
+
+@pytest.mark.parametrize("how", ["best rung", "coarsened stride 2"])
+def test_the_measuring_path_checks_the_timed_copy_not_the_warm_up(monkeypatch, how):
+    from gpucourse.lessons.coalescing import experiments
+    from gpucourse.measure import runtime
+
+    monkeypatch.setattr(runtime, "is_gpu", lambda: True)
+    monkeypatch.setattr(runtime, "device", lambda: runtime.DeviceInfo(name="sim", compute_capability=(9, 0),
+                                                                        sm_count=1))
+    monkeypatch.setattr(runtime, "free_memory_bytes", lambda: 1 << 30)
+    monkeypatch.setattr(experiments, "_cupy", lambda: _NumpyAsCupy)
+    monkeypatch.setattr(coalescing.model, "_cupy", lambda: _NumpyAsCupy)  # _free_pool's
+    monkeypatch.setattr(experiments, "_device_pattern", lambda n, name: coalescing.pattern(n, name))
+    monkeypatch.setattr(experiments.cuda, "as_cuda_array", lambda a: a, raising=False)  # the simulator has none
+    monkeypatch.setattr(experiments, "THREADS_PER_BLOCK", 32)
+    seen = {}
+
+    def fake_measure(run, *, label, check, bytes_moved, **_):
+        seen["before"] = check()  # after the warm-up launch: poisoned again, so the check must fail
+        run()
+        seen["after"] = check()
+        seen["bytes"] = bytes_moved
+        return label
+
+    monkeypatch.setattr(experiments, "measure", fake_measure)
+    if how == "best rung":
+        experiments.measure_rung(4, 8, n_elements=512)
+        assert seen["bytes"] == experiments.LAUNCHES_PER_SAMPLE * 2 * 512 * 4  # read + write, 4 launches
+    else:
+        experiments.measure_copy(2, 0, "float32", n_elements=512, coarsened=True)
+    assert seen == {**seen, "before": False, "after": True}

@@ -308,6 +308,11 @@ MUTATIONS: list[Mutation] = [
     Mutation("sass-run-counts-stores", "gpucourse/lessons/coalescing/compiled.py",
              'run = run + 1 if op.startswith("LDG") else 0', 'run = run + 1 if op.startswith(("LDG", "STG")) else 0',
              "a store between two loads ends the run of loads in flight", WORK + ["-k", "sass or 64_bit"]),
+    Mutation("warm-up-copy-not-poisoned-again", "gpucourse/lessons/coalescing/experiments.py",
+             "dst.fill(np.nan)  # poisoned again: the check must see the timed launches' copy, not this one's",
+             "dst.shape  # (mutated: not poisoned again)",
+             "the grid-sizing warm-up launch copies too: dst is poisoned again, or the check cannot see a miss",
+             WORK + ["-k", "measuring_path"]),
 
 ]
 

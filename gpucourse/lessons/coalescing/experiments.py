@@ -179,8 +179,11 @@ def _measure_copy_on_device(n, stride, offset, name, label, copy_ceiling_gbps, m
     dst.fill(np.nan)  # poisoned: an element the kernel misses stays NaN
     d_src, d_dst = cuda.as_cuda_array(src), cuda.as_cuda_array(dst)
     if coarsened:
-        blocks = min(resident_grid(runtime.device().sm_count), math.ceil(n / (ILP * THREADS_PER_BLOCK)))
-        launch = copy_ilp4[blocks, THREADS_PER_BLOCK]
+        full_wave = resident_grid(runtime.device().sm_count)
+        blocks = min(full_wave, math.ceil(n / (ILP * THREADS_PER_BLOCK)))
+        copy_ilp4[blocks, THREADS_PER_BLOCK](d_src, d_dst, n, stride, offset)  # compile, then ask the driver
+        launch = copy_ilp4[min(blocks, resident_blocks(copy_ilp4, THREADS_PER_BLOCK, full_wave)), THREADS_PER_BLOCK]
+        dst.fill(np.nan)  # poisoned again: the check must see the timed launches' copy
     else:
         launch = strided_copy[math.ceil(n / THREADS_PER_BLOCK), THREADS_PER_BLOCK]
 
@@ -353,6 +356,17 @@ WORK_USEFUL_BYTES = 1 << 30  # per side: 1 GiB each way, like the copy ceiling i
 TRACE_THREADS = 2 * WARP_SIZE  # the microscope's grid for the grid-stride rungs: two warps
 _MEASURED_RUNGS: dict[str, pd.DataFrame] = {}
 
+def resident_blocks(kernel, threads_per_block: int, fallback: int) -> int:
+    """GPU, after the kernel's first launch: the blocks that fit on the device at once (the driver's occupancy
+    calculator, which knows the kernel's registers: copy_ilp4 uses 31 and best_copy 32 a thread on sm_90, so
+    2,048 threads fit; more would lower the blocks per SM). ``fallback`` where it cannot say."""
+    try:
+        compiled = next(iter(kernel.overloads.values()))
+        return max(1, int(compiled.max_cooperative_grid_blocks(threads_per_block)))
+    except Exception:  # the simulator, or a numba-cuda without the call: the arithmetic's grid
+        return fallback
+
+
 def check_rung(elements_per_thread, bytes_per_load) -> tuple[int, int]:
     k = validate.integer("elements_per_thread", elements_per_thread, minimum=1)
     width = validate.integer("bytes_per_load", bytes_per_load, minimum=1)
@@ -457,7 +471,12 @@ def measure_rung(elements_per_thread=4, bytes_per_load=8, *, n_elements=None, co
         dst = _cupy().empty_like(src)
         dst.fill(np.nan)
         d_src, d_dst = cuda.as_cuda_array(lanes(src, width)), cuda.as_cuda_array(lanes(dst, width))
-        kernel, blocks, threads, extra = launch(k, width, n * 4 // width, resident_grid(runtime.device().sm_count))
+        full_wave = resident_grid(runtime.device().sm_count)
+        kernel, blocks, threads, extra = launch(k, width, n * 4 // width, full_wave)
+        if k > 1:  # compile, then size the grid to what the driver says is resident (one wave, no tail)
+            kernel[blocks, threads](d_src, d_dst, *extra)
+            blocks = min(blocks, resident_blocks(kernel, threads, full_wave))
+            dst.fill(np.nan)  # poisoned again: the check must see the timed launches' copy, not this one's
         configured = kernel[blocks, threads]
 
         def run():
