@@ -364,11 +364,12 @@ predictions.read_back(
     model=coalescing.inflight.prediction_text(calibration, *coalescing.BEST_RUNG))
 
 # %% [markdown]
-# **Grids in waves, and the tail.** `strided_copy` launches one block per 256 elements: 262,144
+# **Grids in waves, and the tail.** `strided_copy` launches one block per 256 elements: 1,048,576
 # blocks for 1 GiB, run as rounds ("waves") of 132 SMs × 8 resident blocks. A block that finishes
 # hands its SM to the next one, and that turnover is part of what the model's 823 ns stands for. A
-# grid-stride kernel launches exactly one wave (`resident_grid`: SMs × blocks per SM) and lets each
-# thread loop, so no block waits for a slot. A grid of 1.25 waves would leave three quarters of the
+# grid-stride kernel launches exactly one wave (SMs × the blocks that fit on one, which the driver's
+# occupancy calculator reports for the compiled kernel) and lets each thread loop, so no block waits
+# for a slot. A grid of 1.25 waves would leave three quarters of the
 # SMs idle in its second round: `inflight.tail_efficiency` says 1.25 ÷ 2 = 0.63 of the slots busy.
 #
 # **What this model leaves out.** One latency for every load, whatever the load; no limit from

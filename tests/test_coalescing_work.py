@@ -93,14 +93,15 @@ def test_every_rung_copies_every_element(k, width, n):
     assert not np.isnan(out).any()
 
 
-@pytest.mark.parametrize(("k", "width", "sectors", "per_thread_bytes"),
-                         [(1, 4, 4, 4),  # 32 lanes × 4 B = 128 B: 4 sectors; one load
-                          (4, 4, 4, 16),  # the same request four times per thread
-                          (1, 8, 8, 8),  # 32 lanes × 8 B = 256 B: 8 sectors
-                          (4, 8, 8, 32)])  # four 8-byte loads
-def test_the_microscope_counts_each_rung(k, width, sectors, per_thread_bytes):
+@pytest.mark.parametrize(("k", "width", "sectors", "per_thread_bytes", "requests"),
+                         [(1, 4, 4, 4, 16),  # 32 lanes × 4 B = 128 B: 4 sectors; 2,048 B ÷ 128 B = 16 requests
+                          (4, 4, 4, 16, 16),  # the same requests, four per thread
+                          (1, 8, 8, 8, 8),  # 32 lanes × 8 B = 256 B: 8 sectors; 2,048 ÷ 256 = 8 requests
+                          (4, 8, 8, 32, 8)])  # four 8-byte loads per thread
+def test_the_microscope_counts_each_rung(k, width, sectors, per_thread_bytes, requests):
     counts = coalescing.rung_counts(k, width)
-    assert counts["sectors_per_request"] == sectors
+    assert counts["bytes_copied"] == 2048  # every rung copies the same bytes under the microscope
+    assert counts["sectors_per_request"] == sectors and counts["load_requests"] == requests
     assert counts["bytes_per_thread"] == per_thread_bytes
     assert counts["bytes_in_flight_per_sm"] == 2048 * per_thread_bytes
     # every rung moves its bytes in requests of 32 lanes: bytes ÷ (32 × width) requests
@@ -213,3 +214,38 @@ def test_the_measuring_path_checks_the_timed_copy_not_the_warm_up(monkeypatch, h
     else:
         experiments.measure_copy(2, 0, "float32", n_elements=512, coarsened=True)
     assert seen == {**seen, "before": False, "after": True}
+
+
+def test_the_work_chart_measures_the_rungs_on_a_gpu(monkeypatch):
+    import pandas as pd
+
+    from gpucourse.lessons.coalescing import experiments, figures
+    from gpucourse.measure import harness, runtime
+
+    frame = pd.DataFrame({"elements_per_thread": [1, 4, 1, 4], "bytes_per_load": [4, 4, 8, 8],
+                          "gbps": [2600.0, 3900.0, 3800.0, 4000.0], "copy_ceiling_gbps": [4200.0] * 4})
+    asked = []
+    monkeypatch.setattr(runtime, "is_gpu", lambda: True)
+    monkeypatch.setattr(runtime, "device", lambda: runtime.DeviceInfo(name="NVIDIA H200", compute_capability=(9, 0)))
+    monkeypatch.setattr(figures, "_measured_rungs", lambda ms: asked.append(ms) or frame)
+    fig = coalescing.work_figure(4, 8)
+    assert asked == [harness.LIVE_MIN_TOTAL_MS]  # a widget redraw: the live contract
+    assert charts.caption_of(fig).startswith("Measured now: NVIDIA H200")
+    measured = next(t for t in fig.data if t.name.startswith("measured now"))
+    assert list(measured.x) == [8, 32, 16, 64] and list(measured.y) == list(frame.gbps)  # KiB per SM in flight
+    monkeypatch.setattr(experiments, "_MEASURED_RUNGS", {"rungs": frame})
+    assert coalescing.measured_rung_text(4, 8).startswith("0.95 of the copy ceiling (4,000 of 4,200 GB/s")
+
+
+def test_the_stride_read_back_quotes_the_measured_ratio(monkeypatch):
+    import pandas as pd
+
+    from gpucourse.lessons.coalescing import figures
+
+    monkeypatch.setattr(figures, "_MEASURED", {})
+    assert coalescing.measured_stride_text("float32", 32) is None  # nothing measured yet: the chart says so
+    # 2,640 ÷ 171.4 = 15.4; 4,285 ÷ 171.4 = 25
+    figures._MEASURED[("coalescing.stride", "float32")] = pd.DataFrame(
+        {"stride": [1, 32], "gbps": [2640.0, 171.4], "copy_ceiling_gbps": [4285.0, 4285.0]})
+    assert coalescing.measured_stride_text("float32", 32).startswith("1/15.4 of stride 1 and 1/25 of the copy ceiling")
+    assert coalescing.measured_stride_text("float32", 8) is None

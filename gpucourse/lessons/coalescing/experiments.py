@@ -353,7 +353,7 @@ def _layout_sweep() -> pd.DataFrame:
 RUNGS = ((1, 4), (4, 4), (1, 8), (4, 8))  # (elements per thread, bytes per load) that a kernel here runs
 BEST_RUNG = (4, 8)
 WORK_USEFUL_BYTES = 1 << 30  # per side: 1 GiB each way, like the copy ceiling itself
-TRACE_THREADS = 2 * WARP_SIZE  # the microscope's grid for the grid-stride rungs: two warps
+TRACE_BYTES = 2048  # per side: what every rung copies under the microscope (the same bytes for each)
 _MEASURED_RUNGS: dict[str, pd.DataFrame] = {}
 
 def resident_blocks(kernel, threads_per_block: int, fallback: int) -> int:
@@ -422,12 +422,14 @@ def run_rung(elements_per_thread=4, bytes_per_load=8, n_elements=1024, blocks_re
 
 
 def trace_rung(elements_per_thread=4, bytes_per_load=4):
-    """Microscope counts of one rung on two warps of threads: requests, sectors, bytes per thread."""
+    """The microscope's report of one rung copying ``TRACE_BYTES`` (warps of 32 threads, each thread one trip:
+    ``elements_per_thread`` loads)."""
     k, width = check_rung(elements_per_thread, bytes_per_load)
-    n = TRACE_THREADS * ILP * width // 4  # float32 elements: four grid-stride trips' worth at ILP 4
+    n = TRACE_BYTES // 4  # float32 elements
+    n_lanes = TRACE_BYTES // width
     src = pattern(n)
     dst = np.full_like(src, np.nan)
-    kernel, blocks, threads, extra = launch(k, width, n * 4 // width, TRACE_THREADS // WARP_SIZE, WARP_SIZE)
+    kernel, blocks, threads, extra = launch(k, width, n_lanes, math.ceil(n_lanes / (ILP * WARP_SIZE)), WARP_SIZE)
     report = _trace(kernel, blocks, threads, lanes(src, width), lanes(dst, width), *extra)
     if not np.array_equal(src, dst):
         raise WrongResult("the traced copy missed elements")
