@@ -203,7 +203,7 @@ EXPECTATIONS: dict[str, Expectation] = {
         "= 1/32 (the folklore's figure); the H200's recording lies between 1/16 and 1/32: 170 GB/s at stride 32 = "
         "1/15.4 of its one-element stride-1 copy and 1/25 of its ceiling (coalescing.stride.csv), as a 64-byte "
         "L2 fetch per miss would give plus partial-sector writes (a hypothesis: dram__sectors_read.sum would "
-        "tell). Below 1/32 something other than fetch granularity (TLB misses over the 8 GiB span) would be "
+        "tell). Below 1/32 something other than fetch granularity (TLB misses over the 4 GiB the test spans) would be "
         "at work. A prediction until a GPU run confirms it", everywhere(1 / 32)),
     "coalescing.stride8_over_stride1": Expectation(
         "float32 stride 8 reaches ≤ 0.35× the bandwidth of stride 1",
