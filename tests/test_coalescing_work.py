@@ -249,3 +249,14 @@ def test_the_stride_read_back_quotes_the_measured_ratio(monkeypatch):
         {"stride": [1, 32], "gbps": [2640.0, 171.4], "copy_ceiling_gbps": [4285.0, 4285.0]})
     assert coalescing.measured_stride_text("float32", 32).startswith("1/15.4 of stride 1 and 1/25 of the copy ceiling")
     assert coalescing.measured_stride_text("float32", 8) is None
+
+
+def test_the_offset_read_back_quotes_the_measured_ratio(monkeypatch):
+    import pandas as pd
+
+    from gpucourse.lessons.coalescing import figures
+
+    monkeypatch.setattr(figures, "_MEASURED", {})
+    assert coalescing.measured_offset_text("float32", 1) is None
+    figures._MEASURED[("coalescing.offset", "float32")] = pd.DataFrame({"offset": [0, 1], "gbps": [2000.0, 1920.0]})
+    assert coalescing.measured_offset_text("float32", 1) == "96% of the aligned bandwidth at offset 1"  # 1920/2000

@@ -57,6 +57,7 @@ from gpucourse.lessons.coalescing.figures import (
     layout_bandwidth_figure,
     layout_figure,
     layout_widget,
+    measured_offset_text,
     measured_rung_text,
     measured_stride_text,
     offset_figure,

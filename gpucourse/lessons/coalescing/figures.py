@@ -419,3 +419,15 @@ def measured_rung_text(elements_per_thread=4, bytes_per_load=8) -> str | None:
         return None
     gbps, ceiling = float(row.gbps.iloc[0]), float(row.copy_ceiling_gbps.iloc[0])
     return f"{gbps / ceiling:.2f} of the copy ceiling ({gbps:,.0f} of {ceiling:,.0f} GB/s, measured now)"
+
+
+def measured_offset_text(dtype="float32", offset=1) -> str | None:
+    """GPU mode, after the offset chart measured: offset ``offset`` as a fraction of the aligned copy; else None."""
+    data = _MEASURED.get(("coalescing.offset", dtype_name(dtype)))
+    if data is None:
+        return None
+    by_offset = data.set_index("offset")
+    if offset not in by_offset.index or 0 not in by_offset.index:
+        return None
+    ratio = float(by_offset.loc[offset, "gbps"]) / float(by_offset.loc[0, "gbps"])
+    return f"{ratio:.0%} of the aligned bandwidth at offset {offset}"
