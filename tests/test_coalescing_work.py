@@ -260,3 +260,12 @@ def test_the_offset_read_back_quotes_the_measured_ratio(monkeypatch):
     assert coalescing.measured_offset_text("float32", 1) is None
     figures._MEASURED[("coalescing.offset", "float32")] = pd.DataFrame({"offset": [0, 1], "gbps": [2000.0, 1920.0]})
     assert coalescing.measured_offset_text("float32", 1) == "96% of the aligned bandwidth at offset 1"  # 1920/2000
+
+
+def test_sixteen_byte_loads_are_drawn_from_the_model_only():
+    fig = coalescing.work_figure(4, 16)
+    assert "the model only" in fig.layout.title.text and "LDG.E.128" in fig.layout.title.text
+    star = [t for t in fig.data if t.name.startswith("your rung")][0]
+    assert "128 KiB/SM" in star.name  # 2,048 threads × 4 × 16 B
+    with pytest.raises(InvalidConfig):
+        coalescing.work_figure(4, 12)

@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 
 # Importing gpucourse.coalescing runs gpucourse/__init__ first, which chooses the mode before numba
 # loads: numba.cuda is the GPU or the simulator.
+from gpucourse import validate
 from gpucourse.hardware import WARP_SIZE
 from gpucourse.lessons.coalescing import inflight
 from gpucourse.lessons.coalescing.experiments import (
@@ -338,12 +339,18 @@ def work_figure(elements_per_thread=4, bytes_per_load=8) -> go.Figure:
     GPU the measured rungs; the chosen rung's microscope counts in the title."""
     from gpucourse.measure import harness
 
-    k, width = check_rung(elements_per_thread, bytes_per_load)
+    if bytes_per_load == 16:  # CUDA C's float4: in the model only, no kernel here can issue it
+        k, width = validate.integer("elements_per_thread", elements_per_thread, minimum=1), 16
+        counts = {"bytes_in_flight_per_sm": inflight.bytes_in_flight_per_sm(inflight.MAX_THREADS_PER_SM, k, width)}
+        title = (f"{k} element(s) × 16 B per thread: the model only (CUDA C's float4, LDG.E.128; numba-cuda "
+                 "cannot issue one from an array)")
+    else:
+        k, width = check_rung(elements_per_thread, bytes_per_load)
+        counts = rung_counts(k, width)
+        title = (f"{k} element(s) × {width} B per thread: {counts['sectors_per_request']:.0f} sectors/request, "
+                 f"{counts['bytes_per_thread']} B per thread, {counts['load_requests']} load requests for "
+                 f"{counts['bytes_copied']} B")
     cal = inflight.h200_calibration()
-    counts = rung_counts(k, width)
-    title = (f"{k} element(s) × {width} B per thread: {counts['sectors_per_request']:.0f} sectors/request, "
-             f"{counts['bytes_per_thread']} B per thread, {counts['load_requests']} load requests for "
-             f"{counts['bytes_copied']} B")
     if runtime.is_gpu():
         data = _measured_rungs(harness.LIVE_MIN_TOTAL_MS)
         caption = charts.source_caption("measured", f"{runtime.device().name}, by the course harness (1 GiB each "
@@ -387,7 +394,7 @@ def work_widget(elements_per_thread=4, bytes_per_load=8, threaded=True):
 
     controls = {"elements_per_thread": w.Dropdown(options=[1, 4], value=elements_per_thread,
                                                   description="elements"),
-                "bytes_per_load": w.Dropdown(options=[4, 8], value=bytes_per_load, description="bytes/load")}
+                "bytes_per_load": w.Dropdown(options=[4, 8, 16], value=bytes_per_load, description="bytes/load")}
     return LiveChart(controls, work_figure, threaded=threaded,
                      description="Elements per thread and bytes per load → bytes in flight, the model, the counts.")
 
