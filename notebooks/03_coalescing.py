@@ -351,7 +351,7 @@ loads
 # warp, all used), bytes per thread, and how many requests the same bytes take. The chart puts
 # each rung on the model's curve: bytes in flight per SM across, effective bandwidth up. Without a
 # GPU it shows the model and the H200's recorded point; on a GPU it measures the four rungs
-# (1 GiB each way; a short contract while you move the menus).
+# (1 GiB each way; a short contract while you move the menus). 16 bytes per load is the model only.
 
 # %%
 coalescing.counts_table()
