@@ -16,7 +16,9 @@
 # **In 55 minutes you will predict the bandwidth of a strided or misaligned copy from one number
 # (sectors per warp request) and check it with the microscope.**
 #
-# *Teaching 27 min · exercises 28 min · prerequisites: lessons 00 (measuring) and 01 (warps).*
+# *Teaching 27 min · exercises 28 min · and 15 optional minutes (the section "Within reach of the
+# ceiling", marked in its heading: skip it in a 55-minute slot, or leave it as reading) ·
+# prerequisites: lessons 00 (measuring) and 01 (warps).*
 #
 # ## Objectives
 # By the end you can:
@@ -25,7 +27,9 @@
 # 3. explain why the sector model charges a float32 stride at most 8×, not the "32×" that older
 #    texts quote — and why that is the model's figure, not a bound on the hardware;
 # 4. spot an array-of-structs layout and a column-wise traversal, and fix each one;
-# 5. read sectors per request from the microscope, and find the same number in a profiler.
+# 5. read sectors per request from the microscope, and find the same number in a profiler;
+# 6. *(optional section)* say from Little's law why a copy with one 4-byte load per thread stops near
+#    60 % of an H200's ceiling, and give each thread more independent and wider loads.
 
 # %%
 from gpucourse.measure import runtime
@@ -115,19 +119,24 @@ prediction_stride_32_fraction = "..."  # e.g. "1/32" or "1/8" or something else
 # ceiling, the grey dotted ones the datasheet figure and the folklore's 1/32. The star marks
 # your stride.
 #
-# Without a GPU you see the course's own recording: a quick one, on an NVIDIA H200, with float32
-# strides 1, 2, 8 and 32 (the caption names the contract and the date; it is not your GPU). It
-# does not agree with the model past stride 8: at stride 32 the H200 kept about **1/25** of its
-# copy ceiling, not the model's 1/8 — closer to the folklore's 1/32. The next section counts the
-# sectors; "Why about 8× and not 32×" below says what the model leaves out. A later version of
-# this experiment will look at that gap more closely.
+# Every point copies the same useful bytes (256 MiB each way); the line under each tick says how
+# far the arrays reach (stride × that).
+#
+# Without a GPU you see the course's own recording: a quick one, on an NVIDIA H200 (the caption
+# names the contract and the date; it is not your GPU). Even stride 1 sits at **0.61** of the
+# ceiling: not coalescing, but too little in flight (optional section "Within reach of the
+# ceiling"). And stride 32 ran at **1/15** of stride 1 (1/25 of the ceiling), where the model says
+# 1/8: "Why about 8× and not 32×" below says what the model leaves out.
 
 # %%
 coalescing.stride_widget(stride=32)
 
 # %%
 predictions.read_back(
-    prediction_stride_32_fraction, stands_in="the sector model and the microscope's counts",
+    prediction_stride_32_fraction,
+    stands_in="the course's H200 recording (in the chart above): 1/15 of stride 1 at stride 32, 1/25 of the "
+              "ceiling — more than the model's 8×, less than the folklore's 32×",
+    measured=lambda: coalescing.measured_stride_text("float32", 32),
     model=f"1/{coalescing.slowdown(32):.0f} of the copy ceiling at stride 32 and at 64 "
           f"({coalescing.sectors_per_request(32)} sectors per request, one per lane): not 1/32")
 
@@ -162,6 +171,7 @@ coalescing.offset_widget(offset=1)
 # %%
 predictions.read_back(
     prediction_offset_1, stands_in="the sector model and the microscope's counts",
+    measured=lambda: coalescing.measured_offset_text("float32", 1),
     model=f"{coalescing.sectors_per_request(1, offset=1)} sectors per request, "
           f"{coalescing.useful_fraction(1, offset=1) / coalescing.useful_fraction(1):.0%} of the aligned bandwidth; "
           f"back to 4 only at offsets that are multiples of 8 (32 bytes)")
@@ -230,7 +240,9 @@ ncu.beside_recorded(coalescing.trace_layout("column traversal").profile(), "copy
 # *time* grows 8× depends on the caches: the six loads touch the same 32 sectors (each particle
 # is one sector), so if those sectors stay in L1 or L2 between the loads, DRAM serves each
 # particle once. The chart below brackets the measurement by two models: no reuse at all, and
-# perfect reuse. Only a GPU can tell where the truth lies.
+# perfect reuse. Only a GPU can tell where the truth lies. The bounds count sectors only: on the
+# H200 even the coalesced row copy stopped at 0.56 of the ceiling (one 4-byte load per thread, see
+# "Within reach of the ceiling").
 #
 # <details><summary>Description of the picture</summary>
 #
@@ -258,10 +270,13 @@ coalescing.layout_bandwidth_figure()
 #   transactions: one 4-byte element per 128 bytes is 1/32. With 32-byte sectors a lane that
 #   is alone in its sector wastes at most 28 of 32 bytes: 1/8 for `float32`. Past stride 8 the
 #   count stays at 32 sectors per request (one per lane), so the model's curve goes flat at 1/8
-#   of the ceiling. That 8× is the **sector model's** figure, not a hardware bound: the L2 may
-#   fetch more than the one 32-byte sector a lane needs from DRAM (up to a 128-byte line per
-#   miss), and DRAM page and TLB misses add cost at large strides, so a GPU can lose more than 8×.
-#   The course's H200 recording does: about 25× at stride 32 (the chart above).
+#   of the ceiling. That 8× is the **sector model's** figure, not a hardware bound. The sector
+#   is what the L1 asks the L2 for; the L2 may fetch more than that one sector from DRAM per miss,
+#   and DRAM page and TLB misses add cost at large strides, so a GPU can lose more than 8×.
+#   The H200 recording does: stride 32 ran at **1/15.4 of stride 1**. Nsight Compute counted the
+#   *same* L1 sectors at strides 8 and 32 (`data/reference/nvidia-h200/ncu/`), yet stride 32 took
+#   2.2× as long: the difference lies below the L1. A 64-byte DRAM fetch per miss would give
+#   4/64 = 1/16 — **a hypothesis**; a DRAM counter (`dram__sectors_read.sum`) would tell.
 #   The model also charges random addresses the same as a large stride (32 sectors per
 #   request); a GPU may do worse there too.
 # * **Caches soften the loss.** The model treats each warp alone. At offset 1 the fifth sector
@@ -271,12 +286,100 @@ coalescing.layout_bandwidth_figure()
 #   share: every sector belongs to a single lane.
 # * **What the GPU tier checks.** We cannot time a GPU in simulator mode, so this lesson does
 #   not give you a number for this machine. The GPU-tier tests measure the course's claims in one
-#   run on a real GPU: the stride-1 copy reaches at least 85 % of the device's copy ceiling
-#   (on Hopper only about 60 %: an H200 measured 2,655 of 4,257 GB/s, 62 %, recorded in
-#   `data/reference/nvidia-h200/` — one 4-byte load per thread keeps too few bytes in flight to cover
-#   HBM3e's latency, which is lesson 05's subject; the model's *ratios* still hold),
-#   stride 8 gets at most 0.35× the bandwidth of stride 1 (the model says 1/8), and the
-#   copy misaligned by one element keeps at least 0.8× (the model's lower bound).
+#   run on a real GPU: the course's best copy (`best_copy`, below) reaches at least 90 % of the
+#   copy ceiling on Hopper and 85 % elsewhere — a *prediction* from Little's law until a GPU run
+#   confirms it; the one-element copy's gain from more work per thread matches what Little's law
+#   predicts for that GPU (an H200 measured the one-element copy at 2,655 of 4,257 GB/s, 62 %,
+#   `data/reference/nvidia-h200/`); stride 8 gets at most 0.35× the bandwidth of stride 1 (the
+#   model says 1/8); stride 32 lies between 1/32 and 0.16 of stride 1; and the copy misaligned
+#   by one element keeps at least 0.8× (the model's lower bound).
+#
+# ## Within reach of the ceiling: work per thread *(optional, 15 min)*
+#
+# The stride-1 copy fetches only bytes it uses, yet the H200 ran it at 0.61 of its copy ceiling.
+# Coalescing is not the problem: the copy does not ask for enough at once.
+#
+# **Little's law.** A memory system that delivers bandwidth *B* with a round trip of latency *L*
+# has *B × L* bytes on their way at every moment. Turned around: a kernel that keeps *F* bytes in
+# flight gets at most *F ÷ L*. `strided_copy` gives each thread one 4-byte load, and an SM holds at
+# most 2,048 threads: **8 KiB per SM** in flight. Here is the arithmetic on the recorded numbers (a
+# model: the one latency it needs is calibrated on the H200's one-element copy):
+
+# %%
+calibration = coalescing.inflight.h200_calibration()
+print(coalescing.inflight.derivation(calibration) if calibration else "no H200 recording here: nothing to calibrate on")
+
+# %% [markdown]
+# ### Predict
+# Four loads per thread keep 32 KiB per SM in flight; four 8-byte loads keep 64 KiB. What
+# fraction of the copy ceiling do you expect for **four 8-byte loads per thread** on the H200?
+
+# %%
+prediction_best_copy_fraction = "..."  # e.g. "0.6", "0.9", "1.0"
+
+# %% [markdown]
+# **Four loads per thread, written before the stores.** `copy_ilp4` walks the array with a
+# grid-stride loop: thread `i` copies elements `i`, `i + G`, `i + 2G` and `i + 3G` (`G` = threads in
+# the grid), then moves on by `4G`. Each of the four loads is one warp request with the same
+# lane-to-element mapping as `strided_copy`'s, so the sectors per request you counted above do not
+# change. The loads are written first, by hand: numba-cuda passes arrays without `noalias` (C's
+# `__restrict__`), so the compiler must assume a store to `dst` may change `src` and will not move a
+# later load above an earlier store.
+
+# %%
+print(coalescing.kernel_source(coalescing.copy_ilp4))
+
+# %% [markdown]
+# **Wider loads.** A `float32` array viewed as `float64` (`a.view(np.float64)`, no copy) gives each
+# lane 8 bytes: one 64-bit load instead of two 32-bit ones. `best_copy` is `copy_ilp4` at stride 1
+# on such lanes: 4 × 8 B = 32 bytes per thread in flight. CUDA C goes one step further with
+# `float4` (one 128-bit load, `LDG.E.128`); numba-cuda cannot ask for one from an array — a
+# `complex128` view compiles to two 64-bit loads — so 16-byte loads appear in the model only. The
+# table is what the compiler made of each rung, on this machine, without a GPU: numba-cuda's PTX,
+# then `ptxas` for sm_90 and `cuobjdump` (`LDG.E` is a 32-bit global load, `LDG.E.64` a 64-bit
+# one; "loads in a row" is the longest run of loads with no store between them).
+
+# %%
+from gpucourse.lessons.coalescing import compiled
+
+loads = compiled.loads_as_compiled()
+print(loads.attrs["source"])
+loads
+
+# %% [markdown]
+# The microscope counts each rung's loads: sectors per request (8 for 8-byte lanes: 256 bytes per
+# warp, all used), bytes per thread, and how many requests the same bytes take. The chart puts
+# each rung on the model's curve: bytes in flight per SM across, effective bandwidth up. Without a
+# GPU it shows the model and the H200's recorded point; on a GPU it measures the four rungs
+# (1 GiB each way; a short contract while you move the menus). 16 bytes per load is the model only.
+
+# %%
+coalescing.counts_table()
+
+# %%
+coalescing.work_widget(elements_per_thread=4, bytes_per_load=8)
+
+# %%
+predictions.read_back(
+    prediction_best_copy_fraction,
+    stands_in="the model calibrated on the H200 recording (the GPU tier checks ≥ 0.90 on an H100 or H200)",
+    measured=lambda: coalescing.measured_rung_text(*coalescing.BEST_RUNG),
+    model=coalescing.inflight.prediction_text(calibration, *coalescing.BEST_RUNG))
+
+# %% [markdown]
+# **Grids in waves, and the tail.** `strided_copy` launches one block per 256 elements: 1,048,576
+# blocks for 1 GiB, run as rounds ("waves") of 132 SMs × 8 resident blocks. A block that finishes
+# hands its SM to the next one, and that turnover is part of what the model's 823 ns stands for. A
+# grid-stride kernel launches exactly one wave (SMs × the blocks that fit on one, which the driver's
+# occupancy calculator reports for the compiled kernel) and lets each thread loop, so no block waits
+# for a slot. A grid of 1.25 waves would leave three quarters of the
+# SMs idle in its second round: `inflight.tail_efficiency` says 1.25 ÷ 2 = 0.63 of the slots busy.
+#
+# **What this model leaves out.** One latency for every load, whatever the load; no limit from
+# registers (four 8-byte loads need 8 registers a thread, far below any cap here); and a hard corner
+# where the real curve bends: measured points near the knee fall below it. Lesson 05 measures the
+# same law with occupancy instead of loads per thread. `best_copy` is the course's best Numba copy:
+# the transposes of lesson 04 compare their bandwidth with it.
 #
 # ## A story from the field
 # An engineer who worked on distributed training infrastructure writes about model-parallel
@@ -297,7 +400,11 @@ coalescing.layout_bandwidth_figure()
 #   neighbouring floats, 5 if misaligned, 32 when each lane is on its own.
 # * Effective bandwidth ≈ useful ÷ fetched bytes × the copy ceiling. For `float32` the sector
 #   model's loss levels off at 8× (16× for fp16, 4× for fp64), not 32×; caches can soften it, and
-#   DRAM fetch granularity, page and TLB misses can make a GPU's loss larger than the model's.
+#   DRAM fetch granularity, page and TLB misses can make a GPU's loss larger than the model's: an
+#   H200 lost 15.4× at stride 32 (a 64-byte fetch per miss would give 16×; a hypothesis).
+# * A coalesced copy still needs enough bytes in flight (Little's law: bandwidth × latency): one
+#   4-byte load per thread kept an H200 at 0.61 of its ceiling; four independent loads per thread,
+#   written before the stores, and 8-byte lanes keep 8× as much *(optional section)*.
 # * Fix the layout, not the arithmetic: struct of arrays, and let `threadIdx.x` walk along the
 #   contiguous dimension. The microscope (and a profiler) tell you sectors per request.
 #

@@ -18,8 +18,8 @@
 # kernels — and predict what pinned memory, streams, CUDA graphs and fusion each buy.**
 #
 # *50 minutes of core — objectives and wrap-up 5, the picture 4, §1 copies 8, §2 streams 12, §4 hidden
-# synchronisations 9, §5 fusion 12 — and 13 optional minutes — §3 launches and CUDA graphs 7, §6 the
-# L2 6 — then the capstone lab 08 "Why is my training step slow?" (50 min; it needs the core only) ·
+# synchronisations 9, §5 fusion 12 — and 16 optional minutes — §3 launches and CUDA graphs 7, §6 the
+# L2 9 — then the capstone lab 08 "Why is my training step slow?" (50 min; it needs the core only) ·
 # prerequisites: lessons 00 (events, asynchronous launches) and 03 (bytes and bandwidth); lesson 07
 # for the lab's bf16 step.* The optional sections say so in their titles: skip them in a 50-minute
 # slot, or leave them as reading.
@@ -353,7 +353,7 @@ feeding.fusion_claim_figure()
 # a high memory throughput (Nsight Compute's "Memory Throughput" near the top, "Compute (SM)" near
 # the bottom), and gaps between them when the launches cannot keep up.
 #
-# ## 6 · The L2: when the working set fits (optional, 6 min)
+# ## 6 · The L2: when the working set fits (optional, 9 min)
 #
 # Between the SMs and HBM sits the **L2** (50 MB on an H100, by NVIDIA's Hopper whitepaper; the
 # banner's device reports its own size). A kernel that sweeps a working set again and again gets it

@@ -267,7 +267,8 @@ def test_stride_figure_without_data_shows_the_model_and_says_so(simulator_withou
     fig = coalescing.stride_figure("float32", stride=8)
     assert charts.caption_of(fig).startswith("No data")
     assert fig.layout.yaxis.title.text == "effective bandwidth (fraction of the copy ceiling)"
-    assert fig.layout.xaxis.title.text == "stride (elements, log scale)"
+    assert fig.layout.xaxis.title.text.startswith("stride (elements, log scale)")
+    assert "the same bytes" in fig.layout.xaxis.title.text  # no data: no sizes to name
     model = next(t for t in fig.data if t.name.startswith("sector model"))
     assert list(model.y) == pytest.approx([coalescing.useful_fraction(s) for s in coalescing.STRIDES])
     assert not any(t.name.startswith("measured") for t in fig.data)
@@ -292,6 +293,18 @@ def test_stride_figure_from_a_recording(monkeypatch):
     assert model.y[0] == pytest.approx(4000.0) and model.y[5] == pytest.approx(500.0)
     lines = [s.y0 for s in fig.layout.shapes]
     assert 4000.0 in lines and 4800.0 in lines and 4000.0 / 32 in lines  # ceiling, datasheet, folklore
+
+
+def test_the_stride_chart_names_both_axes_bytes_copied_and_array_span(monkeypatch):
+    # 2^26 float32 = 256 MiB copied each way at every stride; the arrays reach 8 × 256 MiB = 2 GiB at stride 8.
+    frame = pd.DataFrame({"dtype": ["float32"] * 2, "stride": [1, 8], "gbps": [3900.0, 500.0],
+                          "copy_ceiling_gbps": [4000.0] * 2, "n_elements": [1 << 26] * 2})
+    monkeypatch.setattr(runtime, "is_gpu", lambda: False)
+    monkeypatch.setattr(reference, "load", lambda name, gpu=None: fake_recording(name, frame))
+    fig = coalescing.stride_figure("float32")
+    assert "256 MiB of useful data each way" in fig.layout.xaxis.title.text
+    ticks = dict(zip(fig.layout.xaxis.tickvals, fig.layout.xaxis.ticktext, strict=True))
+    assert ticks[1] == "1<br>256 MiB" and ticks[8] == "8<br>2 GiB" and ticks[32] == "32<br>8 GiB"
 
 
 def test_stride_figure_measures_on_a_gpu(monkeypatch):

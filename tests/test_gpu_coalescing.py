@@ -1,7 +1,9 @@
 """Lesson 03 on a real GPU: the issue's expectations, each a ratio of two measurements made in one run.
 
-* the stride-1 Numba copy reaches ≥ 85 % of the device's copy ceiling, measured in the same run
-  (a large array: 1 GiB each way, like the ceiling itself);
+* the course's best Numba copy (best_copy: four 8-byte loads per thread) reaches ≥ 90 % (Hopper) / 85 % of the
+  device's copy ceiling, measured in the same run (1 GiB each way, like the ceiling itself);
+* bytes in flight: its gain over the one-element copy reaches ≥ 0.8 of what Little's law predicts here;
+* float32 stride 32 keeps between 1/32 and 0.16 of stride 1 (both with four loads per thread);
 * float32 stride 8 reaches ≤ 0.35× the effective bandwidth of stride 1 (the sector model says 1/8);
 * a copy misaligned by one element reaches ≥ 0.8× the aligned one (the model's lower bound is 4/5).
 """
@@ -17,16 +19,49 @@ pytestmark = pytest.mark.gpu
 
 LARGE_ELEMENTS = 1 << 28  # float32: 1 GiB each way
 SWEEP_ELEMENTS = 1 << 26  # float32: 256 MiB each way (2 GiB arrays at stride 8)
+STRIDE32_ELEMENTS = 1 << 25  # float32: 128 MiB each way, beyond every L2; 4 GiB arrays at stride 32 fit a 16-GB part
 
 
-def test_stride_one_copy_reaches_the_copy_ceiling():
+def test_the_best_copy_reaches_the_copy_ceiling():
     from gpucourse.measure import ceilings
 
     ceiling_gbps = ceilings.measure_copy_gbps()
-    m = coalescing.measure_copy(1, 0, "float32", n_elements=LARGE_ELEMENTS, copy_ceiling_gbps=ceiling_gbps)
+    m = coalescing.measure_rung(*coalescing.BEST_RUNG, n_elements=LARGE_ELEMENTS, copy_ceiling_gbps=ceiling_gbps)
     assert m.measured, m.reason
-    bound = expect("coalescing.stride1_over_copy_ceiling")
+    bound = expect("coalescing.best_copy_over_copy_ceiling")
     assert m.gbps >= bound * ceiling_gbps, f"{m.summary()}; copy ceiling {ceiling_gbps:.0f} GB/s"
+
+
+def test_bytes_in_flight_explain_the_one_element_copy():
+    from gpucourse import hardware
+    from gpucourse.lessons.coalescing import inflight
+    from gpucourse.measure import ceilings
+
+    bound = expect("coalescing.best_over_one_element_vs_model")
+    ceiling_gbps = ceilings.measure_copy_gbps()
+    one = coalescing.measure_copy(1, 0, "float32", n_elements=LARGE_ELEMENTS, copy_ceiling_gbps=ceiling_gbps)
+    best = coalescing.measure_rung(*coalescing.BEST_RUNG, n_elements=LARGE_ELEMENTS, copy_ceiling_gbps=ceiling_gbps)
+    assert one.measured and best.measured, (one.reason, best.reason)
+    info = runtime.device()
+    threads = hardware.COMPUTE_CAPABILITIES[info.compute_capability].max_threads_per_sm
+    latency = inflight.h200_calibration().latency_ns
+
+    def model(loads, width):
+        flight = inflight.bytes_in_flight_per_sm(threads, loads, width)
+        return inflight.predicted_gbps(flight, info.sm_count, latency, ceiling_gbps)
+
+    predicted_gain = model(*coalescing.BEST_RUNG) / model(1, 4)
+    assert best.gbps / one.gbps >= bound * predicted_gain, (
+        f"{one.summary()} / {best.summary()}; model gain {predicted_gain:.2f} at {latency:.0f} ns")
+
+
+def test_stride_32_costs_between_the_sector_model_and_a_whole_line():
+    stride_1 = coalescing.measure_copy(1, 0, "float32", n_elements=STRIDE32_ELEMENTS, coarsened=True)
+    stride_32 = coalescing.measure_copy(32, 0, "float32", n_elements=STRIDE32_ELEMENTS, coarsened=True)
+    assert stride_1.measured and stride_32.measured, (stride_1.reason, stride_32.reason)
+    most, least = expect("coalescing.stride32_over_stride1.max"), expect("coalescing.stride32_over_stride1.min")
+    assert stride_32.gbps <= most * stride_1.gbps, f"{stride_1.summary()} / {stride_32.summary()}"
+    assert stride_32.gbps >= least * stride_1.gbps, f"{stride_1.summary()} / {stride_32.summary()}"
 
 
 def test_stride_eight_costs_what_the_sector_model_says():

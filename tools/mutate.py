@@ -45,6 +45,7 @@ HOOK_SCAN = ["tests/test_grading_hooks.py", "-k", "scan"]
 HOSTILE_BATCH = ["tests/test_hostile.py", "-k", "exact_score"]  # one real grading batch: about 2 minutes
 WARP = ["tests/test_microscope_warp.py"]
 OCC_EXPERIMENT = ["tests/test_occupancy_experiment.py"]
+WORK = ["tests/test_coalescing_work.py"]  # lesson 03, work per thread
 
 
 @dataclass(frozen=True)
@@ -340,6 +341,41 @@ MUTATIONS: list[Mutation] = [
              'spill_store_bytes=report["spill_store_bytes"] if report else None,', "spill_store_bytes=None,",
              "on a GPU the spills come from ptxas on the device's PTX (G20)",
              ["tests/test_occupancy_ptxinfo.py", "-k", "gpu_mode"]),
+    # --- lesson 03, work per thread (issue 38): the Little's-law model, the coarsened copy, the SASS reader ---
+    Mutation("inflight-read-only", "gpucourse/lessons/coalescing/inflight.py",
+             "return 2 * bytes_in_flight_sm * sms / latency_ns  # bytes per ns = GB/s",
+             "return bytes_in_flight_sm * sms / latency_ns  # bytes per ns = GB/s",
+             "effective GB/s counts the read and the write: twice the read rate the bytes in flight sustain",
+             WORK + ["-k", "by_hand or calibration or model_rows"]),
+    Mutation("inflight-no-ceiling", "gpucourse/lessons/coalescing/inflight.py",
+             "return min(sustained_gbps(bytes_in_flight_sm, sm_count, latency_ns), float(ceiling_gbps))",
+             "return sustained_gbps(bytes_in_flight_sm, sm_count, latency_ns)",
+             "no amount of bytes in flight copies faster than the copy ceiling", WORK + ["-k", "by_hand or rows"]),
+    Mutation("inflight-needs-the-write-too", "gpucourse/lessons/coalescing/inflight.py",
+             "return ceiling_gbps / 2 * latency_ns / sms", "return ceiling_gbps * latency_ns / sms",
+             "a copy at the ceiling reads at half of it: only the reads are in flight from load to arrival",
+             WORK + ["-k", "calibration"]),
+    Mutation("inflight-calibrated-on-four-loads", "gpucourse/lessons/coalescing/inflight.py",
+             "in_flight = bytes_in_flight_per_sm(threads_per_sm, 1, ELEMENT_BYTES)",
+             "in_flight = bytes_in_flight_per_sm(threads_per_sm, 4, ELEMENT_BYTES)",
+             "the calibration point is the one-element copy: one 4-byte load per thread",
+             WORK + ["-k", "calibration or rows"]),
+    Mutation("tail-rounds-down", "gpucourse/lessons/coalescing/inflight.py",
+             "return w / math.ceil(w)", "return w / max(1, round(w))",
+             "a partial last wave still takes a whole round of the SMs", WORK + ["-k", "waves"]),
+    Mutation("ilp4-wrong-lane-mapping", "gpucourse/lessons/coalescing/kernels.py",
+             "j1 = (i + g) * stride + offset", "j1 = (i + 1) * stride + offset",
+             "copy_ilp4's second load is one grid further on, with strided_copy's lane-to-element mapping",
+             WORK + ["-k", "copies_every or keeps_the_sectors"]),
+    Mutation("sass-run-counts-stores", "gpucourse/lessons/coalescing/compiled.py",
+             'run = run + 1 if op.startswith("LDG") else 0', 'run = run + 1 if op.startswith(("LDG", "STG")) else 0',
+             "a store between two loads ends the run of loads in flight", WORK + ["-k", "sass or 64_bit"]),
+    Mutation("warm-up-copy-not-poisoned-again", "gpucourse/lessons/coalescing/experiments.py",
+             "dst.fill(np.nan)  # poisoned again: the check must see the timed launches' copy, not this one's",
+             "dst.shape  # (mutated: not poisoned again)",
+             "the grid-sizing warm-up launch copies too: dst is poisoned again, or the check cannot see a miss",
+             WORK + ["-k", "measuring_path"]),
+
 ]
 
 

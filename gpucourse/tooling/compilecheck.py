@@ -74,6 +74,9 @@ KERNELS = (
     CheckedKernel("03", "gpucourse.lessons.coalescing.kernels", "drift_soa", f"void({', '.join([F1] * 6)}, float64)"),
     CheckedKernel("03", "gpucourse.lessons.coalescing.kernels", "copy_rows", f"void({F2}, {F2})"),
     CheckedKernel("03", "gpucourse.lessons.coalescing.kernels", "copy_columns", f"void({F2}, {F2})"),
+    # lesson 03, work per thread (issue 38): the coarsened copy, and the best copy on 8-byte lanes
+    CheckedKernel("03", "gpucourse.lessons.coalescing.kernels", "copy_ilp4", f"void({F1}, {F1}, int64, int64, int64)"),
+    CheckedKernel("03", "gpucourse.lessons.coalescing.kernels", "best_copy", "void(float64[::1], float64[::1], int64)"),
     CheckedKernel("04", "gpucourse.lessons.tiling.kernels", "naive_matmul_kernel()", f"void({F2}, {F2}, {F2})"),
     CheckedKernel("04", "gpucourse.lessons.tiling.kernels", "tiled_matmul_kernel(16)", f"void({F2}, {F2}, {F2})"),
     CheckedKernel("04", "gpucourse.lessons.tiling.kernels", "tiled_matmul_kernel(32)", f"void({F2}, {F2}, {F2})"),

@@ -15,24 +15,39 @@
   ``stride_figure``, ``sectors_figure``, ``offset_figure``, ``layout_figure``, ``layout_bandwidth_figure``;
   widget builders return ``LiveChart``s.
 
+* Within reach of the ceiling (work per thread): ``copy_ilp4`` (four independent loads per thread before
+  the stores, grid-stride, same lane-to-element mapping as ``strided_copy``) and ``best_copy`` (the same at
+  stride 1, on 8-byte lanes: the course's best Numba copy, for other lessons' ladders to compare with).
+  ``inflight`` is the Little's-law model (bytes in flight per SM ÷ latency, capped by the ceiling), calibrated
+  on the H200 recording; ``rung_counts`` the microscope's counts per rung; ``compiled.loads_as_compiled`` the
+  load widths ptxas emits (LDG.E / LDG.E.64); ``work_figure`` / ``work_widget`` the chart.
+
 Effective GB/s counts useful bytes only: elements copied × element size × 2 (read + write).
 """
 
 from __future__ import annotations
 
+from gpucourse.lessons.coalescing import inflight
 from gpucourse.lessons.coalescing.experiments import (
+    BEST_RUNG,
     LAUNCHES_PER_SAMPLE,
     LESSON,
     MEMORY_HEADROOM,
     OFFSETS,
+    RUNGS,
     SWEEP_USEFUL_BYTES,
     THREADS_PER_BLOCK,
+    counts_table,
     layout_sweep,
     measure_copy,
+    measure_rung,
     offset_sweep,
+    resident_grid,
     run_copy,
     run_drift,
     run_matrix_copy,
+    run_rung,
+    rung_counts,
     stride_sweep,
     sweep_elements,
 )
@@ -42,6 +57,9 @@ from gpucourse.lessons.coalescing.figures import (
     layout_bandwidth_figure,
     layout_figure,
     layout_widget,
+    measured_offset_text,
+    measured_rung_text,
+    measured_stride_text,
     offset_figure,
     offset_widget,
     picture_widget,
@@ -50,8 +68,18 @@ from gpucourse.lessons.coalescing.figures import (
     stride_figure,
     stride_widget,
     warp_figure,
+    work_figure,
+    work_widget,
 )
-from gpucourse.lessons.coalescing.kernels import copy_columns, copy_rows, drift_aos, drift_soa, strided_copy
+from gpucourse.lessons.coalescing.kernels import (
+    best_copy,
+    copy_columns,
+    copy_ilp4,
+    copy_rows,
+    drift_aos,
+    drift_soa,
+    strided_copy,
+)
 from gpucourse.lessons.coalescing.model import (
     DRIFT_DT,
     DRIFT_FIELDS,

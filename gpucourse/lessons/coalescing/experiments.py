@@ -13,7 +13,18 @@ from numba import cuda
 
 from gpucourse import validate
 from gpucourse.errors import InvalidConfig, WrongResult
-from gpucourse.lessons.coalescing.kernels import copy_columns, copy_rows, drift_aos, drift_soa, strided_copy
+from gpucourse.hardware import WARP_SIZE
+from gpucourse.lessons.coalescing import inflight
+from gpucourse.lessons.coalescing.kernels import (
+    ILP,
+    best_copy,
+    copy_columns,
+    copy_ilp4,
+    copy_rows,
+    drift_aos,
+    drift_soa,
+    strided_copy,
+)
 from gpucourse.lessons.coalescing.model import (
     DRIFT_DT,
     DRIFT_FIELDS,
@@ -26,6 +37,7 @@ from gpucourse.lessons.coalescing.model import (
     _device_pattern,
     _free_pool,
     _row,
+    _trace,
     check_copied,
     check_copy,
     check_layout,
@@ -137,10 +149,12 @@ def sweep_elements(stride=1, offset=0, dtype="float32", useful_bytes_per_side=SW
 
 
 def measure_copy(stride=1, offset=0, dtype="float32", *, n_elements=None, copy_ceiling_gbps=None,
-                 min_total_ms: float = 500.0) -> Measurement:
-    """Time the strided copy with the harness (GPU). Effective GB/s = elements × size × 2 ÷ time."""
+                 min_total_ms: float = 500.0, coarsened: bool = False) -> Measurement:
+    """Time the strided copy with the harness (GPU). Effective GB/s = elements × size × 2 ÷ time.
+    ``coarsened``: copy_ilp4 (four loads per thread, grid-stride over a resident grid) instead of
+    strided_copy (one element per thread): the same sectors per request, four times the bytes in flight."""
     stride, offset, name = check_copy(stride, offset, dtype)
-    label = f"{name} copy, stride {stride}, offset {offset}"
+    label = f"{name} copy{' (4 loads per thread)' if coarsened else ''}, stride {stride}, offset {offset}"
     if n_elements is not None:
         n_elements = validate.integer("n_elements", n_elements, minimum=1)
     if runtime.is_gpu():
@@ -151,19 +165,27 @@ def measure_copy(stride=1, offset=0, dtype="float32", *, n_elements=None, copy_c
         return measure(lambda: None, label=label)  # says "not measured": nothing runs in the simulator
     n = n_elements or sweep_elements(stride, offset, name, free_bytes=runtime.free_memory_bytes())
     try:
-        return _measure_copy_on_device(n, stride, offset, name, label, copy_ceiling_gbps, min_total_ms)
+        return _measure_copy_on_device(n, stride, offset, name, label, copy_ceiling_gbps, min_total_ms, coarsened)
     finally:
         _free_pool()  # the arrays are gone now: hand their memory back for the next size
 
 
-def _measure_copy_on_device(n, stride, offset, name, label, copy_ceiling_gbps, min_total_ms) -> Measurement:
+def _measure_copy_on_device(n, stride, offset, name, label, copy_ceiling_gbps, min_total_ms,
+                            coarsened=False) -> Measurement:
     cupy = _cupy()
     span = span_elements(n, stride, offset)
     src = _device_pattern(span, name)
     dst = cupy.empty_like(src)
     dst.fill(np.nan)  # poisoned: an element the kernel misses stays NaN
     d_src, d_dst = cuda.as_cuda_array(src), cuda.as_cuda_array(dst)
-    launch = strided_copy[math.ceil(n / THREADS_PER_BLOCK), THREADS_PER_BLOCK]
+    if coarsened:
+        full_wave = resident_grid(runtime.device().sm_count)
+        blocks = min(full_wave, math.ceil(n / (ILP * THREADS_PER_BLOCK)))
+        copy_ilp4[blocks, THREADS_PER_BLOCK](d_src, d_dst, n, stride, offset)  # compile, then ask the driver
+        launch = copy_ilp4[min(blocks, resident_blocks(copy_ilp4, THREADS_PER_BLOCK, full_wave)), THREADS_PER_BLOCK]
+        dst.fill(np.nan)  # poisoned again: the check must see the timed launches' copy
+    else:
+        launch = strided_copy[math.ceil(n / THREADS_PER_BLOCK), THREADS_PER_BLOCK]
 
     def run():
         for _ in range(LAUNCHES_PER_SAMPLE):
@@ -317,3 +339,172 @@ def _offset_sweep() -> pd.DataFrame:
 )
 def _layout_sweep() -> pd.DataFrame:
     return layout_sweep()
+
+
+# --- within reach of the ceiling: more work per thread --------------------------------------------------------
+# Rungs of the stride-1 float32 copy, named by (elements per thread, bytes per load):
+# (1, 4) strided_copy, one 4-byte load per thread, one block per 256 elements (the lesson's kernel);
+# (4, 4) copy_ilp4, a grid-stride loop over a resident grid with four independent loads per trip;
+# (1, 8) and (4, 8): the same kernels on 8-byte lanes (the float32 arrays viewed as float64: one LDG.E.64 per
+# load). (4, 8) is best_copy, the course's best Numba copy. 16-byte loads (CUDA C's float4, LDG.E.128):
+# numba-cuda 0.30 cannot issue one from a plain array (a complex128 view compiles to two LDG.E.64), so they
+# appear in the model only.
+
+RUNGS = ((1, 4), (4, 4), (1, 8), (4, 8))  # (elements per thread, bytes per load) that a kernel here runs
+BEST_RUNG = (4, 8)
+WORK_USEFUL_BYTES = 1 << 30  # per side: 1 GiB each way, like the copy ceiling itself
+TRACE_BYTES = 2048  # per side: what every rung copies under the microscope (the same bytes for each)
+_MEASURED_RUNGS: dict[str, pd.DataFrame] = {}
+
+def resident_blocks(kernel, threads_per_block: int, fallback: int) -> int:
+    """GPU, after the kernel's first launch: the blocks that fit on the device at once (the driver's occupancy
+    calculator, which knows the kernel's registers: copy_ilp4 uses 31 and best_copy 32 a thread on sm_90, so
+    2,048 threads fit; more would lower the blocks per SM). ``fallback`` where it cannot say."""
+    try:
+        compiled = next(iter(kernel.overloads.values()))
+        return max(1, int(compiled.max_cooperative_grid_blocks(threads_per_block)))
+    except Exception:  # the simulator, or a numba-cuda without the call: the arithmetic's grid
+        return fallback
+
+
+def check_rung(elements_per_thread, bytes_per_load) -> tuple[int, int]:
+    k = validate.integer("elements_per_thread", elements_per_thread, minimum=1)
+    width = validate.integer("bytes_per_load", bytes_per_load, minimum=1)
+    if (k, width) not in RUNGS:
+        raise InvalidConfig(f"no kernel runs {k} element(s) of {width} bytes per thread; the rungs are {RUNGS} "
+                            "(16-byte loads are in the model only: numba-cuda cannot issue them)")
+    return k, width
+
+
+def lanes(array: np.ndarray, bytes_per_load: int):
+    """A float32 array seen as lanes of ``bytes_per_load`` (4: itself; 8: a float64 view, no copy)."""
+    if bytes_per_load == 4:
+        return array
+    if bytes_per_load == 8:
+        return array.view(np.float64)
+    raise InvalidConfig(f"bytes_per_load is {bytes_per_load}; the kernels here load 4 or 8 bytes")
+
+
+def resident_grid(sm_count: int, threads_per_block: int = THREADS_PER_BLOCK, waves: int = 1,
+                  threads_per_sm: int = inflight.MAX_THREADS_PER_SM) -> int:
+    """Blocks for a grid-stride kernel: ``waves`` full rounds of resident blocks on every SM (no tail)."""
+    sms = validate.integer("sm_count", sm_count, minimum=1)
+    per_sm = threads_per_sm // validate.integer("threads_per_block", threads_per_block, minimum=WARP_SIZE)
+    return sms * max(per_sm, 1) * validate.integer("waves", waves, minimum=1)
+
+
+def launch(elements_per_thread: int, bytes_per_load: int, n_lanes: int, blocks_resident: int,
+           threads_per_block: int = THREADS_PER_BLOCK):
+    """(kernel, blocks, threads per block, arguments after src and dst) for one rung over ``n_lanes`` lanes:
+    one block per 256 lanes for the one-element kernel, at most ``blocks_resident`` for the grid-stride ones."""
+    k, _ = check_rung(elements_per_thread, bytes_per_load)
+    if k == 1:
+        return strided_copy, math.ceil(n_lanes / threads_per_block), threads_per_block, (n_lanes, 1, 0)
+    blocks = min(blocks_resident, math.ceil(n_lanes / (ILP * threads_per_block)))
+    if bytes_per_load == 8:
+        return best_copy, blocks, threads_per_block, (n_lanes,)
+    return copy_ilp4, blocks, threads_per_block, (n_lanes, 1, 0)
+
+
+def run_rung(elements_per_thread=4, bytes_per_load=8, n_elements=1024, blocks_resident=2):
+    """Copy ``n_elements`` float32 with one rung (GPU or simulator), check it, return the copy."""
+    k, width = check_rung(elements_per_thread, bytes_per_load)
+    n = validate.integer("n_elements", n_elements, minimum=1, maximum=1 << 16)
+    if n % (width // 4):
+        raise InvalidConfig(f"{n} float32 do not split into {width}-byte lanes")
+    src = pattern(n)
+    dst = np.full_like(src, np.nan)
+    kernel, blocks, threads, extra = launch(k, width, n * 4 // width, blocks_resident, WARP_SIZE)
+    kernel[blocks, threads](lanes(src, width), lanes(dst, width), *extra)
+    if not np.array_equal(src, dst):
+        raise WrongResult(f"the {k}×{width}-byte copy missed elements")
+    return dst
+
+
+def trace_rung(elements_per_thread=4, bytes_per_load=4):
+    """The microscope's report of one rung copying ``TRACE_BYTES`` (warps of 32 threads, each thread one trip:
+    ``elements_per_thread`` loads)."""
+    k, width = check_rung(elements_per_thread, bytes_per_load)
+    n = TRACE_BYTES // 4  # float32 elements
+    n_lanes = TRACE_BYTES // width
+    src = pattern(n)
+    dst = np.full_like(src, np.nan)
+    kernel, blocks, threads, extra = launch(k, width, n_lanes, math.ceil(n_lanes / (ILP * WARP_SIZE)), WARP_SIZE)
+    report = _trace(kernel, blocks, threads, lanes(src, width), lanes(dst, width), *extra)
+    if not np.array_equal(src, dst):
+        raise WrongResult("the traced copy missed elements")
+    return report
+
+
+def rung_counts(elements_per_thread=4, bytes_per_load=4) -> dict:
+    """What the microscope counts for one rung's loads: sectors per request, bytes per load and per thread."""
+    k, width = check_rung(elements_per_thread, bytes_per_load)
+    report = trace_rung(k, width)
+    loads = report.requests()
+    loads = loads[loads.op == "load"]
+    per_thread = report.per_thread_max("load", array="src")
+    return {"elements_per_thread": k, "bytes_per_load": width,
+            "sectors_per_request": float(report.sectors_per_request(array="src", op="load")),
+            "load_requests": len(loads), "loads_per_thread": per_thread,
+            "bytes_per_thread": per_thread * width, "bytes_copied": int(report.requests().query("op == 'load'")
+                                                                           .bytes_requested.sum()),
+            "bytes_in_flight_per_sm": inflight.bytes_in_flight_per_sm(inflight.MAX_THREADS_PER_SM, k, width)}
+
+
+def counts_table() -> pd.DataFrame:
+    return pd.DataFrame([rung_counts(k, w) for k, w in RUNGS])
+
+
+# --- the GPU -------------------------------------------------------------------------------------------------
+
+
+def measure_rung(elements_per_thread=4, bytes_per_load=8, *, n_elements=None, copy_ceiling_gbps=None,
+                 min_total_ms: float = 500.0) -> Measurement:
+    """Time one rung with the harness (GPU). Effective GB/s = useful bytes × 2 ÷ time."""
+    k, width = check_rung(elements_per_thread, bytes_per_load)
+    label = f"float32 copy, {k} element(s) of {width} B per thread"
+    if not runtime.is_gpu():
+        return measure(lambda: None, label=label)  # "not measured": nothing runs in the simulator
+    n = validate.integer("n_elements", n_elements or WORK_USEFUL_BYTES // 4, minimum=WARP_SIZE)
+    n -= n % 4
+    _free_pool()
+    try:
+        src = _device_pattern(n, "float32")
+        dst = _cupy().empty_like(src)
+        dst.fill(np.nan)
+        d_src, d_dst = cuda.as_cuda_array(lanes(src, width)), cuda.as_cuda_array(lanes(dst, width))
+        full_wave = resident_grid(runtime.device().sm_count)
+        kernel, blocks, threads, extra = launch(k, width, n * 4 // width, full_wave)
+        if k > 1:  # compile, then size the grid to what the driver says is resident (one wave, no tail)
+            kernel[blocks, threads](d_src, d_dst, *extra)
+            blocks = min(blocks, resident_blocks(kernel, threads, full_wave))
+            dst.fill(np.nan)  # poisoned again: the check must see the timed launches' copy, not this one's
+        configured = kernel[blocks, threads]
+
+        def run():
+            for _ in range(LAUNCHES_PER_SAMPLE):
+                configured(d_src, d_dst, *extra)
+
+        def check():
+            return bool((dst == src).all())
+
+        return measure(run, label=label, check=check, bytes_moved=LAUNCHES_PER_SAMPLE * 2 * n * 4,
+                       copy_ceiling_gbps=copy_ceiling_gbps, min_total_ms=min_total_ms)
+    finally:
+        _free_pool()
+
+
+def _measured_rungs(min_total_ms: float) -> pd.DataFrame:
+    from gpucourse.measure import ceilings
+
+    if "rungs" not in _MEASURED_RUNGS:
+        ceiling = ceilings.copy_gbps()
+        rows = []
+        for k, width in RUNGS:
+            m = measure_rung(k, width, copy_ceiling_gbps=ceiling, min_total_ms=min_total_ms)
+            rows.append({"elements_per_thread": k, "bytes_per_load": width, "gbps": m.gbps,
+                         "copy_ceiling_gbps": ceiling})
+        _MEASURED_RUNGS["rungs"] = pd.DataFrame(rows)
+    return _MEASURED_RUNGS["rungs"]
+
+

@@ -8,12 +8,17 @@ import plotly.graph_objects as go
 
 # Importing gpucourse.coalescing runs gpucourse/__init__ first, which chooses the mode before numba
 # loads: numba.cuda is the GPU or the simulator.
+from gpucourse import validate
 from gpucourse.hardware import WARP_SIZE
+from gpucourse.lessons.coalescing import inflight
 from gpucourse.lessons.coalescing.experiments import (
     OFFSETS,
     SWEEP_USEFUL_BYTES,
+    _measured_rungs,
+    check_rung,
     layout_sweep,
     offset_sweep,
+    rung_counts,
     stride_sweep,
 )
 from gpucourse.lessons.coalescing.model import (
@@ -168,8 +173,11 @@ def stride_figure(dtype="float32", stride=None, progress=None) -> go.Figure:
     strides = list(STRIDES)
     scale = ceiling or 1.0
     y_title = _bandwidth_title(ceiling)
-    fig = charts.figure(f"Strided {name} copy: effective bandwidth vs stride", "stride (elements, log scale)",
-                        y_title, caption)
+    per_side = (f"{int(data.n_elements.iloc[0]) * itemsize(name) >> 20} MiB" if data is not None and
+                "n_elements" in data and data.n_elements.nunique() == 1 else "the same bytes")
+    fig = charts.figure(f"Strided {name} copy: effective bandwidth vs stride",
+                        f"stride (elements, log scale) · every point copies {per_side} of useful data each way; "
+                        f"the arrays span stride × that", y_title, caption)
     model = [useful_fraction(s, 0, name) * scale for s in strides]
     charts.line(fig, strides, model, "sector model: useful ÷ fetched bytes × copy ceiling", 1)
     if data is not None:
@@ -185,8 +193,15 @@ def stride_figure(dtype="float32", stride=None, progress=None) -> go.Figure:
                         name=f"your stride ({chosen}): model", marker={"symbol": "star", "size": 16,
                                                                         "color": charts.PALETTE[3]})
     _log_strides(fig, strides)
+    if per_side.endswith("MiB"):  # the second axis: how far the arrays reach (TLB and DRAM pages see this)
+        mib = int(per_side.split()[0])
+        fig.update_xaxes(ticktext=[f"{st}<br>{_span_text(mib * st)}" for st in strides])
     fig.update_yaxes(rangemode="tozero")
     return fig
+
+
+def _span_text(mib: int) -> str:
+    return f"{mib / 1024:g} GiB" if mib >= 1024 else f"{mib} MiB"
 
 
 def sectors_figure(dtype="float32", offset=0) -> go.Figure:
@@ -314,3 +329,112 @@ def layout_widget(layout="array of structs", threaded=True):
 
     return LiveChart(_controls(layout=layout), layout_figure, threaded=threaded,
                      description="Each memory access of the chosen kernel, as the microscope counts it.")
+
+
+# --- within reach of the ceiling: more work per thread ------------------------------------------------------
+
+
+def work_figure(elements_per_thread=4, bytes_per_load=8) -> go.Figure:
+    """Effective bandwidth vs bytes in flight per SM: the model (calibrated on the H200 recording), and on a
+    GPU the measured rungs; the chosen rung's microscope counts in the title."""
+    from gpucourse.measure import harness
+
+    if bytes_per_load == 16:  # CUDA C's float4: in the model only, no kernel here can issue it
+        k, width = validate.integer("elements_per_thread", elements_per_thread, minimum=1), 16
+        counts = {"bytes_in_flight_per_sm": inflight.bytes_in_flight_per_sm(inflight.MAX_THREADS_PER_SM, k, width)}
+        title = (f"{k} element(s) × 16 B per thread: the model only (CUDA C's float4, LDG.E.128; numba-cuda "
+                 "cannot issue one from an array)")
+    else:
+        k, width = check_rung(elements_per_thread, bytes_per_load)
+        counts = rung_counts(k, width)
+        title = (f"{k} element(s) × {width} B per thread: {counts['sectors_per_request']:.0f} sectors/request, "
+                 f"{counts['bytes_per_thread']} B per thread, {counts['load_requests']} load requests for "
+                 f"{counts['bytes_copied']} B")
+    cal = inflight.h200_calibration()
+    if runtime.is_gpu():
+        data = _measured_rungs(harness.LIVE_MIN_TOTAL_MS)
+        caption = charts.source_caption("measured", f"{runtime.device().name}, by the course harness (1 GiB each "
+                                        "way); the model line: Little's law calibrated on the course's H200 "
+                                        "recording (a model, not this GPU)")
+    else:
+        data = None
+        caption = charts.source_caption("model", "Little's law, calibrated on one recorded point: "
+                                        + (cal.source if cal else "no recording here"))
+    fig = charts.figure(title, "bytes of reads in flight per SM (KiB, log scale)",
+                        "effective GB/s (useful bytes, read + write)", caption)
+    if cal is None:
+        charts.no_data(fig, "no H200 recording here: the model has nothing to be calibrated on")
+        return fig
+    flights = [2 ** e for e in range(12, 19)]
+    model = [inflight.predicted_gbps(f, cal.sm_count, cal.latency_ns, cal.ceiling_gbps) for f in flights]
+    charts.line(fig, [f / 1024 for f in flights], model,
+                f"model: min(2 × bytes in flight × {cal.sm_count} SMs ÷ {cal.latency_ns:.0f} ns, ceiling)", 1,
+                dash="dash")
+    charts.hline(fig, cal.ceiling_gbps, f"{cal.device} copy ceiling {cal.ceiling_gbps:.0f} GB/s (recorded)")
+    fig.add_scatter(x=[8], y=[cal.one_element_gbps], mode="markers", name=f"{cal.device}, 1 × 4 B (recorded)",
+                    marker={"symbol": "circle", "size": 11, "color": charts.PALETTE[0]})
+    if data is not None:
+        flight = [inflight.bytes_in_flight_per_sm(inflight.MAX_THREADS_PER_SM, r.elements_per_thread,
+                                                  r.bytes_per_load) / 1024 for r in data.itertuples()]
+        charts.line(fig, flight, data.gbps, "measured now: the rungs (1×4, 4×4, 1×8, 4×8 B)", 0, mode="markers")
+    chosen = counts["bytes_in_flight_per_sm"]
+    fig.add_scatter(x=[chosen / 1024], y=[inflight.predicted_gbps(chosen, cal.sm_count, cal.latency_ns,
+                                                                  cal.ceiling_gbps)],
+                    mode="markers", name=f"your rung: model ({chosen // 1024} KiB/SM)",
+                    marker={"symbol": "star", "size": 16, "color": charts.PALETTE[3]})
+    fig.update_xaxes(type="log")
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def work_widget(elements_per_thread=4, bytes_per_load=8, threaded=True):
+    import ipywidgets as w
+
+    from gpucourse.viz.widgets import LiveChart
+
+    controls = {"elements_per_thread": w.Dropdown(options=[1, 4], value=elements_per_thread,
+                                                  description="elements"),
+                "bytes_per_load": w.Dropdown(options=[4, 8, 16], value=bytes_per_load, description="bytes/load")}
+    return LiveChart(controls, work_figure, threaded=threaded,
+                     description="Elements per thread and bytes per load → bytes in flight, the model, the counts.")
+
+
+def measured_stride_text(dtype="float32", stride=32) -> str | None:
+    """GPU mode, after the stride chart measured: stride ``stride`` as a fraction of stride 1 and of the
+    copy ceiling ("1/15.4 of stride 1, 1/25 of the copy ceiling"); None if the chart has not measured it."""
+    data = _MEASURED.get(("coalescing.stride", dtype_name(dtype)))
+    if data is None:
+        return None
+    by_stride = data.set_index("stride")
+    if stride not in by_stride.index or 1 not in by_stride.index:
+        return None
+    gbps, base = float(by_stride.loc[stride, "gbps"]), float(by_stride.loc[1, "gbps"])
+    ceiling = float(by_stride.loc[stride, "copy_ceiling_gbps"])
+    return (f"1/{base / gbps:.1f} of stride 1 and 1/{ceiling / gbps:.0f} of the copy ceiling at stride {stride} "
+            f"({gbps:,.0f} GB/s)")
+
+
+def measured_rung_text(elements_per_thread=4, bytes_per_load=8) -> str | None:
+    """GPU mode, after the work chart measured: that rung's GB/s and fraction of the copy ceiling, or None."""
+    from gpucourse.lessons.coalescing import experiments
+
+    data = experiments._MEASURED_RUNGS.get("rungs")
+    if data is None:
+        return None
+    row = data[(data.elements_per_thread == elements_per_thread) & (data.bytes_per_load == bytes_per_load)]
+    if not len(row):
+        return None
+    gbps, ceiling = float(row.gbps.iloc[0]), float(row.copy_ceiling_gbps.iloc[0])
+    return f"{gbps / ceiling:.2f} of the copy ceiling ({gbps:,.0f} of {ceiling:,.0f} GB/s, measured now)"
+
+
+def measured_offset_text(dtype="float32", offset=1) -> str | None:
+    """GPU mode, after the offset chart measured: offset ``offset`` as a fraction of the aligned copy; else None."""
+    data = _MEASURED.get(("coalescing.offset", dtype_name(dtype)))
+    if data is None:
+        return None
+    by_offset = data.set_index("offset")
+    if offset not in by_offset.index or 0 not in by_offset.index:
+        return None
+    ratio = float(by_offset.loc[offset, "gbps"]) / float(by_offset.loc[0, "gbps"])
+    return f"{ratio:.0%} of the aligned bandwidth at offset {offset}"

@@ -53,3 +53,63 @@ def copy_columns(a, out):
     row, col = cuda.grid(2)  # x → row: a warp's lanes walk down one column
     if row < a.shape[0] and col < a.shape[1]:
         out[row, col] = a[row, col]
+
+
+# --- work per thread: the copy within reach of the ceiling ------------------------------------------------
+# numba-cuda passes arrays without `noalias` (C's __restrict__): the compiler must assume that a store to dst
+# may change src, so it will not move a later load above an earlier store. The four loads are written first,
+# by hand, so four are in flight per thread before the first store.
+
+ILP = 4  # independent loads per thread per trip of the grid-stride loop
+
+
+@cuda.jit
+def copy_ilp4(src, dst, n, stride, offset):
+    # Grid-stride: thread i copies elements i, i + G, i + 2G, i + 3G (G = threads in the grid), then moves
+    # on by 4G. Each of the four loads is a warp request with the same lane-to-element mapping as
+    # strided_copy's (lane l → (base + l)·stride + offset): the same sectors per request.
+    g = cuda.gridsize(1)
+    i = cuda.grid(1)
+    while i < n:
+        if i + 3 * g < n:
+            j0 = i * stride + offset
+            j1 = (i + g) * stride + offset
+            j2 = (i + 2 * g) * stride + offset
+            j3 = (i + 3 * g) * stride + offset
+            a0 = src[j0]  # four loads in flight ...
+            a1 = src[j1]
+            a2 = src[j2]
+            a3 = src[j3]
+            dst[j0] = a0  # ... before the first store
+            dst[j1] = a1
+            dst[j2] = a2
+            dst[j3] = a3
+        else:  # the last trip: fewer than four elements left for this thread
+            for k in range(ILP):
+                if i + k * g < n:
+                    j = (i + k * g) * stride + offset
+                    dst[j] = src[j]
+        i += ILP * g
+
+
+@cuda.jit
+def best_copy(src, dst, n):
+    # The course's best Numba copy: copy_ilp4 at stride 1. Pass 8-byte lanes (a float32 array viewed as
+    # float64: `a.view(np.float64)`) and each load is one 64-bit LDG.E.64: 4 × 8 B = 32 B in flight per thread.
+    g = cuda.gridsize(1)
+    i = cuda.grid(1)
+    while i < n:
+        if i + 3 * g < n:
+            a0 = src[i]
+            a1 = src[i + g]
+            a2 = src[i + 2 * g]
+            a3 = src[i + 3 * g]
+            dst[i] = a0
+            dst[i + g] = a1
+            dst[i + 2 * g] = a2
+            dst[i + 3 * g] = a3
+        else:
+            for k in range(ILP):
+                if i + k * g < n:
+                    dst[i + k * g] = src[i + k * g]
+        i += ILP * g
