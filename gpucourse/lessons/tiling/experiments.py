@@ -300,9 +300,9 @@ def _transpose_sweep() -> pd.DataFrame:
     return pd.concat([measure_transposes(n) for n in TRANSPOSE_SIZES], ignore_index=True)
 
 
-# The transposes' yardstick: the best copy the course has. Today that is this lesson's own tile copy (loads
-# hoisted, T/R in flight per thread); when lesson 03's coarsened "best copy" lands, point BEST_COPY at it (one
-# name: the GPU tier's `tiling.padded_transpose_over_best_copy` and the chart read it through best_copy_gbps).
+# The transposes' yardstick on the chart: this lesson's own tile copy (loads hoisted, T/R in flight per thread).
+# The GPU tier's `tiling.padded_transpose_over_best_copy` holds the padded transpose against the faster of this
+# and lesson 03's coarsened best_copy on the same bytes (tests/test_gpu_tiling.py: lessons import no lesson).
 BEST_COPY = "copy"
 # The kernels hoist their loads (T/R global loads before any store) since this date; a recording made
 # before it timed the earlier kernels (one load in flight per thread), and its caption says so.
