@@ -116,13 +116,13 @@ print(inspect.getsource(dataparallel.BucketedReducer))
 # ## 2 · Overlap and bucket size: the timeline (15 min)
 #
 # The lesson's model of a bigger step: a 24-block GPT-style transformer (1.3 B parameters, bf16 gradients:
-# 2.7 GB), 2,048 tokens per rank, 8 ranks on NVLink 4 (lesson 09's α-β model: α, β and their sources are in
-# `collectives.LINKS`). Compute = the layer's FLOPs ÷ (the H200's bf16 datasheet TFLOP/s × 0.5, an assumed
-# efficiency). The parameter tensors are its layers: 146 of them.
+# 2.7 GB), 2,048 tokens per rank, 64 ranks in one NVLink 4 domain (lesson 09's α-β model: α, β and their
+# sources are in `collectives.LINKS`; NVLink Switch systems join that many GPUs). Compute = the layer's FLOPs
+# ÷ (the H200's bf16 datasheet TFLOP/s × 0.5, an assumed efficiency). DDP sees 146 parameter tensors.
 #
 # ### Predict
 # (a) With **one** bucket of everything, how much of the all-reduce is exposed? (b) With one bucket **per
-# tensor** (146 all-reduces), what does each call pay that one big call pays once? (c) Sketch the step time
+# tensor** (about a hundred all-reduces), what does each call pay that one big call pays once? (c) Sketch the step time
 # against the bucket size, from 1 KiB to 4 GiB.
 
 # %%
@@ -170,13 +170,15 @@ dataparallel.bucket_curve_figure()
 
 # %% [markdown]
 # **Explain.** A collective costs α-terms plus bytes ÷ β (lesson 09): a ring all-reduce on p ranks pays
-# 2(p−1)α whatever its size. 146 tiny buckets pay that 146 times; on 64 ranks, or a link with a larger α,
-# the α-terms alone outlast backward and the communication stream falls behind. One huge bucket pays α once,
-# but it cannot start until the *first* layer's gradient exists — the end of backward — so nothing overlaps.
-# Between them lies the U's floor: buckets large enough that α is small against n/β (n ≫ α·β, lesson 09's
-# crossover), small enough that the last one, which is always exposed, is short. PyTorch's default (25 MiB)
-# sits on the floor here; the bucket the curve likes depends on the link, the ranks and the compute, which
-# is why `bucket_cap_mb` is an argument (pytorch/pytorch#118421 argues 25 MB is too small for big models).
+# 2(p−1)α whatever its size — 126 α on 64 ranks. Below about 1 MiB every tensor is its own bucket (a bucket
+# never splits a tensor), so the curve is flat there: about a hundred calls, each paying its α-terms, and
+# together they outlast backward. One huge bucket pays α once, but it cannot start until the *first*
+# layer's gradient exists — the end of backward — so nothing overlaps (only PyTorch's small first bucket,
+# here the output layer, starts early). Between them lies the U's floor: buckets large enough that α is
+# small against n/β (n ≫ α·β, lesson 09's crossover), small enough that the last one, which is always
+# exposed, is short. Where the floor lies depends on the link, the ranks and the compute (try 8 ranks, or
+# 512 tokens) — which is why `bucket_cap_mb` is an argument, and why its default of 25 MiB is argued over
+# (pytorch/pytorch#118421). The curve is jagged because buckets close at tensor boundaries.
 # The evidence from real links: "1x 4GB reduction is much faster than 1000x 4MB reduction"
 # (stas00/ml-engineering, network benchmarks).
 #
@@ -224,7 +226,9 @@ dataparallel.traffic_table()
 # reduce-scatter — `reduce_scatter` here all-reduces and keeps one chunk (pytorch/pytorch#118911), so timing
 # it would show no saving: the byte count is the lesson, not the stopwatch.
 #
-# FSDP's all-gathers can hide too: **prefetch** issues the next layer's all-gather while this layer computes.
+# FSDP's all-gathers can hide too: **prefetch** issues the next unit's all-gather while this one computes
+# (the model wraps one unit per transformer block, as FSDP is usually applied; one communication stream).
+# Predict before you move the slider: with prefetch 0, how many times per step does compute wait?
 #
 # <details><summary>Description of the picture</summary>
 #

@@ -21,7 +21,7 @@ KIND_STYLE = {"forward": (charts.PALETTE[2], ""), "backward": (charts.PALETTE[0]
               "all-reduce": (charts.PALETTE[1], "x"), "all-gather": (charts.PALETTE[4], "."),
               "reduce-scatter": (charts.PALETTE[5], "\\")}
 CAPS_MIB = tuple(float(c) for c in np.logspace(-3, 12, 31, base=2))  # 1/8 KiB … 4 GiB
-SCENARIO = {"blocks": 24, "d_model": 2048, "tokens": 2048, "ranks": 8, "link": "nvlink4", "gpu": "NVIDIA H200"}
+SCENARIO = {"blocks": 24, "d_model": 2048, "tokens": 2048, "ranks": 64, "link": "nvlink4", "gpu": "NVIDIA H200"}
 
 
 def _layers(blocks: int, d_model: int, tokens: int) -> list[model.Layer]:
@@ -159,9 +159,9 @@ def traffic_table(grad_bytes: int = 2 * 7_000_000_000, ranks: int = 8) -> pd.Dat
 def fsdp_figure(prefetch: int = 1, tokens: int = SCENARIO["tokens"], link: str = SCENARIO["link"],
                 ranks: int = SCENARIO["ranks"], gpu: str = SCENARIO["gpu"],
                 efficiency: float = model.EFFICIENCY) -> go.Figure:
-    """An FSDP step of the lesson's transformer (one unit per block's tensor): all-gathers prefetched
-    ``prefetch`` layers ahead, reduce-scatters after each layer's backward, one communication stream."""
-    layers = _layers(SCENARIO["blocks"], SCENARIO["d_model"], tokens)
+    """An FSDP step of the lesson's transformer (one unit per block, ``model.fsdp_units``): all-gathers
+    prefetched ``prefetch`` units ahead, reduce-scatters after each unit's backward, one communication stream."""
+    layers = model.fsdp_units(_layers(SCENARIO["blocks"], SCENARIO["d_model"], tokens))
     tl = model.fsdp_schedule(layers, model.collective_cost("all_gather", link, ranks),
                              model.collective_cost("reduce_scatter", link, ranks), prefetch=prefetch,
                              layer_s=lambda f: model.compute_s(f, gpu, "bf16", efficiency))

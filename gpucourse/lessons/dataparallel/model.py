@@ -151,6 +151,18 @@ def bucket_sweep(layers: list[Layer], comm_s: CommCost, caps_bytes: list[int], *
     return pd.DataFrame(rows)
 
 
+def fsdp_units(layers: list[Layer]) -> list[Layer]:
+    """FSDP's units as it is usually wrapped: one per transformer block (its tensors together), the rest alone."""
+    units: list[Layer] = []
+    for layer in layers:
+        unit = " ".join(layer.name.split()[:2]) if layer.name.startswith("block ") else layer.name
+        if units and units[-1].name == unit:
+            last = units.pop()
+            layer = Layer(unit, last.params + layer.params, last.forward_flops + layer.forward_flops)
+        units.append(Layer(unit, layer.params, layer.forward_flops))
+    return units
+
+
 # --- FSDP with prefetch ------------------------------------------------------------------------------------
 
 
