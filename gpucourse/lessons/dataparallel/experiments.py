@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from gpucourse import validate
-from gpucourse.errors import CourseError, NoGPU
+from gpucourse.errors import CourseError, InvalidConfig, NoGPU
 from gpucourse.lessons.dataparallel import kernels, model
 from gpucourse.measure import runtime
 
@@ -49,26 +49,37 @@ def rank_env(port: int, world: int, rank: int) -> dict[str, str]:
 
 
 def rank_args(rank: int, world: int, backend: str, variants, cap_bytes: int, first_bucket_bytes: int,
-              time_steps: int, timeout_s: float, out: str = "") -> list[str]:
+              time_steps: int, timeout_s: float, out: str = "", reducer_file: str = "") -> list[str]:
     args = ["--rank", str(rank), "--world", str(world), "--backend", backend, "--variants", ",".join(variants),
             "--cap-bytes", str(cap_bytes), "--first-bucket-bytes", str(first_bucket_bytes),
             "--time-steps", str(time_steps), "--timeout-s", str(timeout_s)]
-    return args + (["--out", out] if out else [])
+    return args + (["--out", out] if out else []) + (["--reducer-file", reducer_file] if reducer_file else [])
 
 
 def run_ranks(variants=None, *, world: int = 2, backend: str = "gloo", cap_bytes: int = 24 * 1024,
-              first_bucket_bytes: int = 1024, time_steps: int = 0, timeout_s: float = TIMEOUT_S) -> dict:
+              first_bucket_bytes: int = 1024, time_steps: int = 0, timeout_s: float = TIMEOUT_S,
+              reducer_source: str = "") -> dict:
     """Start ``world`` rank processes, wait at most ``timeout_s``, and return rank 0's results (and every
-    rank's under "ranks"). A rank that fails or a run past the limit is one ``CourseError`` line."""
+    rank's under "ranks"). A rank that fails or a run past the limit is one ``CourseError`` line.
+    ``reducer_source``: the source of a class ``Reducer`` (lab 10), run as the variant "learner"."""
     from gpucourse.lessons.dataparallel import ranks  # the rank's own checks, before any process starts
 
     variants = list(ranks.VARIANTS if variants is None else ([variants] if isinstance(variants, str) else variants))
     timeout_s = validate.number("timeout_s", timeout_s, minimum=1.0, maximum=3600.0)
-    ranks.parse(rank_args(0, world, backend, variants, cap_bytes, first_bucket_bytes, time_steps, timeout_s))
+    if reducer_source and not isinstance(reducer_source, str):
+        raise InvalidConfig("reducer_source: the source text of a class Reducer (inspect.getsource(Reducer))")
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="ddp-ranks-") as out:
+        reducer_file = ""
+        if reducer_source:
+            reducer_file = str(Path(out, "reducer.py"))
+            Path(reducer_file).write_text(reducer_source, encoding="utf-8")
+            variants = [*variants, "learner"] if "learner" not in variants else variants
+        ranks.parse(rank_args(0, world, backend, variants, cap_bytes, first_bucket_bytes, time_steps, timeout_s,
+                              reducer_file=reducer_file))
         procs = [subprocess.Popen([sys.executable, "-c", START, *rank_args(
-                    r, world, backend, variants, cap_bytes, first_bucket_bytes, time_steps, timeout_s, out)],
+                    r, world, backend, variants, cap_bytes, first_bucket_bytes, time_steps, timeout_s, out,
+                    reducer_file)],
                     env=rank_env(port, world, r), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for r in range(world)]
         deadline = time.monotonic() + timeout_s
@@ -91,6 +102,17 @@ def run_ranks(variants=None, *, world: int = 2, backend: str = "gloo", cap_bytes
             p.communicate()
         found = [json.loads(Path(out, f"rank{r}.json").read_text(encoding="utf-8")) for r in range(world)]
     return {**found[0], "ranks": found}
+
+
+def ranks_reference(world: int = 2) -> tuple[list[float], list[float]]:
+    """What the ranks compare with, computed here: one process on the whole batch, its gradients (flat) and
+    its parameters after one SGD step."""
+    import torch
+
+    from gpucourse.lessons.dataparallel import ranks
+
+    grads, params = ranks.reference(torch.device("cpu"), world)
+    return [g for t in grads for g in t.reshape(-1).tolist()], params.tolist()
 
 
 def counts_table(result: dict) -> pd.DataFrame:

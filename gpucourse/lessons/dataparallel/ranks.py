@@ -48,6 +48,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--time-steps", type=int, default=0)
     p.add_argument("--timeout-s", type=float, default=120.0)
     p.add_argument("--out", default="")
+    p.add_argument("--reducer-file", default="", help="a file defining class Reducer (lab 10): variant 'learner'")
     return p
 
 
@@ -61,7 +62,7 @@ def parse(argv: list[str], cuda_devices: int | None = None) -> argparse.Namespac
     if not 0 <= args.rank < args.world:
         raise InvalidConfig(f"--rank: from 0 to {args.world - 1}, not {args.rank}")
     variants = [v for v in args.variants.split(",") if v]
-    unknown = [v for v in variants if v not in VARIANTS]
+    unknown = [v for v in variants if v not in VARIANTS and not (v == "learner" and args.reducer_file)]
     if unknown or not variants:
         raise InvalidConfig(f"--variants: a comma-separated choice of {', '.join(VARIANTS)}, not {args.variants!r}")
     args.variants = variants
@@ -99,6 +100,18 @@ def _differs(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
     return max(float((x - y).abs().max()) for x, y in zip(a, b))
 
 
+def learner_reducer(path: str):
+    """The class ``Reducer`` a lab's learner wrote (its source in ``path``), with the names it may use."""
+    namespace = {"torch": torch, "nn": torch.nn, "__name__": "learner"}
+    try:
+        exec(compile(Path(path).read_text(encoding="utf-8"), "learner's Reducer", "exec"), namespace)  # noqa: S102
+    except Exception as exc:  # the learner's code, said in one line
+        raise CourseError(f"your Reducer's code failed: {type(exc).__name__}: {exc}") from None
+    if not isinstance(namespace.get("Reducer"), type):
+        raise CourseError("your code defines no class named Reducer")
+    return namespace["Reducer"]
+
+
 def run_variant(name: str, args, device: torch.device) -> dict:
     comm = kernels.Comm(args.world, args.rank)
     model = kernels.small_model().to(device)
@@ -106,13 +119,19 @@ def run_variant(name: str, args, device: torch.device) -> dict:
     rows = slice(args.rank * ROWS_PER_RANK, (args.rank + 1) * ROWS_PER_RANK)
     x, y = x[rows], y[rows]
     result: dict = {}
-    if name in ("overlap", "bucketed"):
-        reducer = kernels.BucketedReducer(model, comm, 0 if name == "overlap" else args.cap_bytes,
-                                          None if name == "overlap" else args.first_bucket_bytes)
+    if name in ("overlap", "bucketed", "learner"):
+        if name == "learner":
+            reducer = learner_reducer(args.reducer_file)(model, comm, args.cap_bytes, args.first_bucket_bytes)
+        else:
+            reducer = kernels.BucketedReducer(model, comm, 0 if name == "overlap" else args.cap_bytes,
+                                              None if name == "overlap" else args.first_bucket_bytes)
         kernels.loss_on(model, x, y).backward()
+        result["calls_during_backward"] = sum(comm.calls.values())  # launched from hooks, before finish()
         reducer.finish()
-        reducer.remove()
-        result.update(buckets=reducer.buckets, launch_order=reducer.launch_order, ready_order=reducer.ready_order)
+        result.update(buckets=getattr(reducer, "buckets", None), launch_order=getattr(reducer, "launch_order", None),
+                      ready_order=getattr(reducer, "ready_order", None))
+        if name == "learner":
+            result["grads"] = [g for p in model.parameters() for g in p.grad.reshape(-1).tolist()]
     elif name in ("per_parameter", "flat"):
         kernels.loss_on(model, x, y).backward()
         (kernels.reduce_per_parameter if name == "per_parameter" else kernels.reduce_flat)(model, comm)
@@ -175,7 +194,16 @@ def run(args) -> dict:
     dist.init_process_group(args.backend, rank=args.rank, world_size=args.world,
                             timeout=datetime.timedelta(seconds=args.timeout_s))
     try:
-        results = {name: run_variant(name, args, device) for name in args.variants}
+        results = {}
+        for name in args.variants:
+            try:
+                results[name] = run_variant(name, args, device)
+            except CourseError:
+                raise
+            except Exception as exc:  # the learner's Reducer failing inside backward, in one line
+                if name != "learner":
+                    raise
+                raise CourseError(f"your Reducer failed: {type(exc).__name__}: {exc}") from None
     finally:
         dist.destroy_process_group()
     return {"rank": args.rank, "world": args.world, "backend": args.backend, "torch": torch.__version__,
