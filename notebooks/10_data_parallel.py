@@ -18,9 +18,9 @@
 # much of its communication hides behind backward and which bucket size is best, and count what ZeRO and FSDP
 # save in memory and pay in traffic.**
 #
-# *50 minutes — objectives 4, §1 DDP from scratch 13, §2 overlap and buckets 15, §3 sharding 13, §4 on real
-# GPUs 2, wrap-up 3 — then lab 10 "Buckets that overlap" · prerequisites: lesson 09 (collectives and their
-# α-β cost), lesson 08 (streams and timelines).*
+# *45 minutes — objectives 3, the picture 2, §1 DDP from scratch 10, §2 overlap and buckets 14, §3 sharding
+# 13, §4 on real GPUs 2, key points 1 — then lab 10 "Buckets that overlap" (65 min) · prerequisites:
+# lesson 09 (collectives and their α-β cost), lesson 08 (streams and timelines).*
 #
 # ## Objectives
 # By the end you can:
@@ -65,7 +65,7 @@ from gpucourse.lessons import dataparallel
 dataparallel.ddp_figure()
 
 # %% [markdown]
-# ## 1 · DDP from scratch, on two processes (13 min)
+# ## 1 · DDP from scratch, on two processes (10 min)
 #
 # The lesson's small model has four linear layers: eight parameter tensors (a weight and a bias each). Each
 # rank runs forward and backward on its 8 rows of a 16-row batch; averaging the gradients over the two ranks
@@ -113,7 +113,7 @@ print(inspect.getsource(dataparallel.BucketedReducer))
 # The hooks fired in reverse parameter order: that is why DDP's buckets are filled from the end. On gloo these
 # are CPU threads over loopback: the count is exact, a stopwatch here would time this CPU, not a GPU's link.
 #
-# ## 2 · Overlap and bucket size: the timeline (15 min)
+# ## 2 · Overlap and bucket size: the timeline (14 min)
 #
 # The lesson's model of a bigger step: a 24-block GPT-style transformer (1.3 B parameters, bf16 gradients:
 # 2.7 GB), 2,048 tokens per rank, 64 ranks in one NVLink 4 domain (lesson 09's α-β model: α, β and their

@@ -14,7 +14,7 @@
 # %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # # Lab 10 · Buckets that overlap
 #
-# *About 50 minutes. Goes after lesson 10 "Data-parallel training: overlap and sharding".*
+# *About 65 minutes. Goes after lesson 10 "Data-parallel training: overlap and sharding".*
 #
 # You build the heart of PyTorch's DistributedDataParallel: (1) put the parameters into buckets the way DDP
 # does, (2) compute from a timeline how much of the buckets' communication is exposed, and (3) write the
