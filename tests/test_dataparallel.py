@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+import torch
 
 from gpucourse.errors import CourseError, InvalidConfig, NoGPU
 from gpucourse.lessons.dataparallel import experiments, kernels, model, ranks
@@ -187,3 +188,23 @@ def test_two_gloo_ranks_equal_one_process():
     sizes = experiments.bucket_table(result).bytes.tolist()
     assert sizes[0] < sizes[1] and sum(sizes) == grad_bytes  # a small first bucket
     assert isinstance(table, pd.DataFrame) and all(r["results"]["flat"]["equal"] for r in result["ranks"])
+
+
+def _double(x, k=2):
+    return k * torch.tensor(x).item()
+
+
+class _Uses:
+    def run(self, x):
+        return _double(x) + 1
+
+
+def test_a_notebooks_code_travels_as_code_and_is_rebuilt_with_torch_only():
+    namespace = ranks.rebuild(experiments.code_payload(_double, _Uses))
+    assert namespace["_Uses"]().run(3) == 7 and namespace["_double"](2, k=5) == 10
+    assert "open" not in namespace and {"_double", "torch", "item"} <= experiments.code_names(_double, _Uses)
+    outer = 3
+    with pytest.raises(InvalidConfig, match="no closure"):
+        experiments.code_payload(lambda: outer)
+    with pytest.raises(InvalidConfig, match="functions and classes"):
+        experiments.code_payload("class Reducer: pass")

@@ -32,9 +32,6 @@
 # and Run All Cells** before you submit, then use **Validate**.
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
-import ast
-import inspect
-
 import torch
 
 from gpucourse.measure import runtime  # first: it decides GPU or simulator
@@ -203,8 +200,8 @@ for _cap in (0.125, 25, 4096):
 # * in `finish()`: `work.wait()` for each bucket, divide by `comm.world`, copy back into each `p.grad`.
 #
 # `comm` is the lesson's counting communicator (`dataparallel.Comm`): use **only** `comm.all_reduce`, so that
-# the processes can count your calls. Your class runs in the two processes from its source text: it may use
-# `torch` and your `assign_buckets` (both are given to it), nothing else of this notebook.
+# the processes can count your calls. Your class and your `assign_buckets` are sent to the two processes as
+# code: there they may use `torch` and each other, nothing else of this notebook (no closures either).
 #
 # **Evidence to reach**: the processes' gradients equal one process's (exercise 3a, 4 points); one all-reduce
 # per bucket, every one started **during** backward (3b, 2 points).
@@ -261,13 +258,9 @@ class Reducer:
 # largest difference from one process's gradients.
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_show", "locked": true, "schema_version": 3, "solution": false, "task": false}
-def reducer_source():
-    """What the processes run: your assign_buckets and your Reducer, as source text."""
-    return inspect.getsource(assign_buckets) + "\n\n" + inspect.getsource(Reducer)
-
-
 def run_reducer():
-    return dataparallel.run_ranks(["flat"], reducer_source=reducer_source(), timeout_s=90)["results"]["learner"]
+    """Your assign_buckets and Reducer, on two gloo processes (they get your code, torch, and nothing else)."""
+    return dataparallel.run_ranks(["flat"], reducer=(assign_buckets, Reducer), timeout_s=90)["results"]["learner"]
 
 
 try:
@@ -279,8 +272,7 @@ except NotImplementedError:
 # %% nbgrader={"grade": true, "grade_id": "ex3a_test", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
 """Check that two gloo processes with your Reducer end with one process's gradients, using only
 comm.all_reduce."""
-_names = {n.id for n in ast.walk(ast.parse(reducer_source())) if isinstance(n, ast.Name)} | {
-    n.attr for n in ast.walk(ast.parse(reducer_source())) if isinstance(n, ast.Attribute)}
+_names = dataparallel.experiments.code_names(assign_buckets, Reducer)
 _banned = _names & {"dist", "distributed", "gpucourse", "dataparallel", "open", "exec", "eval", "__import__",
                     "importlib", "sys", "os", "subprocess", "globals", "ranks", "reference", "batch",
                     "all_gather", "broadcast", "BucketedReducer", "reduce_flat"}
@@ -297,8 +289,7 @@ check(_result["nbytes"]["all_reduce"] == sum(p.numel() * 4 for p in dataparallel
 
 # %% nbgrader={"grade": true, "grade_id": "ex3b_test", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 """Check one all-reduce per bucket, every one started during backward (the overlap), and the gradients."""
-_names = {n.id for n in ast.walk(ast.parse(reducer_source())) if isinstance(n, ast.Name)} | {
-    n.attr for n in ast.walk(ast.parse(reducer_source())) if isinstance(n, ast.Attribute)}
+_names = dataparallel.experiments.code_names(assign_buckets, Reducer)
 _banned = _names & {"dist", "distributed", "gpucourse", "dataparallel", "open", "exec", "eval", "__import__",
                     "importlib", "sys", "os", "subprocess", "globals", "ranks", "reference", "batch",
                     "all_gather", "broadcast", "BucketedReducer", "reduce_flat"}

@@ -13,12 +13,14 @@ Windows (pytorch/pytorch#139990), and a hard time limit.
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 
 import pandas as pd
@@ -58,22 +60,21 @@ def rank_args(rank: int, world: int, backend: str, variants, cap_bytes: int, fir
 
 def run_ranks(variants=None, *, world: int = 2, backend: str = "gloo", cap_bytes: int = 24 * 1024,
               first_bucket_bytes: int = 1024, time_steps: int = 0, timeout_s: float = TIMEOUT_S,
-              reducer_source: str = "") -> dict:
+              reducer: tuple = ()) -> dict:
     """Start ``world`` rank processes, wait at most ``timeout_s``, and return rank 0's results (and every
     rank's under "ranks"). A rank that fails or a run past the limit is one ``CourseError`` line.
-    ``reducer_source``: the source of a class ``Reducer`` (lab 10), run as the variant "learner"."""
+    ``reducer``: a notebook's functions and its class ``Reducer`` (lab 10), run as the variant "learner"."""
     from gpucourse.lessons.dataparallel import ranks  # the rank's own checks, before any process starts
 
     variants = list(ranks.VARIANTS if variants is None else ([variants] if isinstance(variants, str) else variants))
     timeout_s = validate.number("timeout_s", timeout_s, minimum=1.0, maximum=3600.0)
-    if reducer_source and not isinstance(reducer_source, str):
-        raise InvalidConfig("reducer_source: the source text of a class Reducer (inspect.getsource(Reducer))")
+    payload = code_payload(*reducer) if reducer else b""
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="ddp-ranks-") as out:
         reducer_file = ""
-        if reducer_source:
-            reducer_file = str(Path(out, "reducer.py"))
-            Path(reducer_file).write_text(reducer_source, encoding="utf-8")
+        if payload:
+            reducer_file = str(Path(out, "reducer.marshal"))
+            Path(reducer_file).write_bytes(payload)
             variants = [*variants, "learner"] if "learner" not in variants else variants
         ranks.parse(rank_args(0, world, backend, variants, cap_bytes, first_bucket_bytes, time_steps, timeout_s,
                               reducer_file=reducer_file))
@@ -102,6 +103,44 @@ def run_ranks(variants=None, *, world: int = 2, backend: str = "gloo", cap_bytes
             p.communicate()
         found = [json.loads(Path(out, f"rank{r}.json").read_text(encoding="utf-8")) for r in range(world)]
     return {**found[0], "ranks": found}
+
+
+def _code(fn) -> tuple:
+    if not isinstance(fn, types.FunctionType) or fn.__closure__:
+        raise InvalidConfig(f"{getattr(fn, '__name__', fn)!r}: a plain function or method of the notebook, "
+                            "no closure")
+    return fn.__code__, fn.__defaults__, fn.__kwdefaults__
+
+
+def code_payload(*objects) -> bytes:
+    """A notebook's functions and classes (their methods), as marshalled code for the rank processes: they
+    rebuild them (``ranks.rebuild``) with only ``torch`` and each other in scope. Code, not source: a grader's
+    kernel need not keep a cell's text for ``inspect.getsource``."""
+    items = []
+    for obj in objects:
+        if isinstance(obj, type):
+            items.append(("class", obj.__name__, {k: _code(v) for k, v in vars(obj).items()
+                                                  if isinstance(v, types.FunctionType)}))
+        elif isinstance(obj, types.FunctionType):
+            items.append(("function", obj.__name__, _code(obj)))
+        else:
+            raise InvalidConfig(f"{obj!r}: pass the notebook's functions and classes themselves")
+    try:
+        return marshal.dumps(items)
+    except ValueError as exc:
+        raise InvalidConfig(f"a default value that cannot travel to the processes: {exc}") from None
+
+
+def code_names(*objects) -> set[str]:
+    """Every global and attribute name the code of these functions and classes reads (nested code included)."""
+    names: set[str] = set()
+    for kind, _, code in marshal.loads(code_payload(*objects)):
+        codes = [c[0] for c in (code.values() if kind == "class" else [code])]
+        while codes:
+            one = codes.pop()
+            names |= set(one.co_names)
+            codes += [c for c in one.co_consts if isinstance(c, types.CodeType)]
+    return names
 
 
 def ranks_reference(world: int = 2) -> tuple[list[float], list[float]]:

@@ -12,11 +12,14 @@ with MASTER_ADDR/MASTER_PORT in the environment. ``--backend nccl`` needs one GP
 from __future__ import annotations
 
 import argparse
+import builtins
 import datetime
 import json
+import marshal
 import statistics
 import sys
 import time
+import types
 from pathlib import Path
 
 import torch
@@ -100,13 +103,27 @@ def _differs(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
     return max(float((x - y).abs().max()) for x, y in zip(a, b))
 
 
+def rebuild(payload: bytes) -> dict:
+    """The functions and classes of ``experiments.code_payload``, with ``torch`` and each other in scope."""
+    namespace = {"torch": torch, "nn": torch.nn, "__builtins__": builtins, "__name__": "learner"}
+    for kind, name, code in marshal.loads(payload):
+        def function(parts, label):
+            fn = types.FunctionType(parts[0], namespace, label, parts[1])
+            fn.__kwdefaults__ = parts[2]
+            return fn
+        if kind == "class":
+            namespace[name] = type(name, (), {k: function(v, k) for k, v in code.items()})
+        else:
+            namespace[name] = function(code, name)
+    return namespace
+
+
 def learner_reducer(path: str):
-    """The class ``Reducer`` a lab's learner wrote (its source in ``path``), with the names it may use."""
-    namespace = {"torch": torch, "nn": torch.nn, "__name__": "learner"}
+    """The class ``Reducer`` a lab's learner wrote, rebuilt from its code in ``path``."""
     try:
-        exec(compile(Path(path).read_text(encoding="utf-8"), "learner's Reducer", "exec"), namespace)  # noqa: S102
+        namespace = rebuild(Path(path).read_bytes())
     except Exception as exc:  # the learner's code, said in one line
-        raise CourseError(f"your Reducer's code failed: {type(exc).__name__}: {exc}") from None
+        raise CourseError(f"your Reducer's code could not be rebuilt: {type(exc).__name__}: {exc}") from None
     if not isinstance(namespace.get("Reducer"), type):
         raise CourseError("your code defines no class named Reducer")
     return namespace["Reducer"]
