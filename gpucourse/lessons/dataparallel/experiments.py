@@ -202,7 +202,7 @@ ONE_GPU = ("needs a GPU: without one, the overlap is the timeline model's (datap
            "drawn above; on a GPU this measures a backward pass with bucket copies on a side stream")
 
 
-def stream_overlap(widths: tuple[int, ...] = (4096,) * 9, rows: int = 8192, samples: int = 10) -> pd.DataFrame:
+def stream_overlap(widths: tuple[int, ...] = (4096,) * 9, rows: int = 1024, samples: int = 10) -> pd.DataFrame:
     """On one GPU: backward of an MLP, each layer's gradient copied to pinned host memory (the stand-in for a
     link, ~50 GB/s) either after backward on the compute stream, or from a hook on a second stream while
     backward goes on. Median ms over ``samples`` steps (CUDA events), and backward alone."""
@@ -253,7 +253,7 @@ def stream_overlap(widths: tuple[int, ...] = (4096,) * 9, rows: int = 8192, samp
     return pd.DataFrame(rows_out)
 
 
-def predicted_overlap(widths: tuple[int, ...] = (4096,) * 9, rows: int = 8192, gpu: str = "NVIDIA H200",
+def predicted_overlap(widths: tuple[int, ...] = (4096,) * 9, rows: int = 1024, gpu: str = "NVIDIA H200",
                       link_bytes_per_s: float = 50e9) -> dict:
     """The timeline model's prediction for ``stream_overlap``'s setup (fp32, one bucket per layer, no latency)."""
     layers = model.mlp_layers(widths, rows)
