@@ -170,9 +170,10 @@ dataparallel.bucket_curve_figure()
 
 # %% [markdown]
 # **Explain.** A collective costs α-terms plus bytes ÷ β (lesson 09): a ring all-reduce on p ranks pays
-# 2(p−1)α whatever its size — 126 α on 64 ranks. Below about 1 MiB every tensor is its own bucket (a bucket
-# never splits a tensor), so the curve is flat there: about a hundred calls, each paying its α-terms, and
-# together they outlast backward. One huge bucket pays α once, but it cannot start until the *first*
+# 2(p−1)α whatever its size — 126 α on 64 ranks. Below 8 MiB (the smallest matrix, the attention's output
+# projection, in bf16) every matrix is its own bucket — a bucket never splits a tensor — and only the small
+# norms share, so the curve is flat there: about a hundred calls, each paying its α-terms, and together they
+# outlast backward. One huge bucket pays α once, but it cannot start until the *first*
 # layer's gradient exists — the end of backward — so nothing overlaps (only PyTorch's small first bucket,
 # here the output layer, starts early). Between them lies the U's floor: buckets large enough that α is
 # small against n/β (n ≫ α·β, lesson 09's crossover), small enough that the last one, which is always
