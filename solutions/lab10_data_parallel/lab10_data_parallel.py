@@ -275,7 +275,8 @@ comm.all_reduce."""
 _names = dataparallel.experiments.code_names(assign_buckets, Reducer)
 _banned = _names & {"dist", "distributed", "gpucourse", "dataparallel", "open", "exec", "eval", "__import__",
                     "importlib", "sys", "os", "subprocess", "globals", "ranks", "reference", "batch",
-                    "all_gather", "broadcast", "BucketedReducer", "reduce_flat"}
+                    "all_gather", "broadcast", "BucketedReducer", "reduce_flat", "calls", "nbytes", "sizes",
+                    "_count", "setattr", "__dict__", "__class__", "vars", "getattr"}
 assert not _banned, f"use only torch, your assign_buckets and comm.all_reduce; not {sorted(_banned)}"
 _result = run_reducer()
 assert _result["equal"], f"the gradients differ from one process's by up to {_result['max_abs_diff']:.3g}"
@@ -292,7 +293,8 @@ check(_result["nbytes"]["all_reduce"] == sum(p.numel() * 4 for p in dataparallel
 _names = dataparallel.experiments.code_names(assign_buckets, Reducer)
 _banned = _names & {"dist", "distributed", "gpucourse", "dataparallel", "open", "exec", "eval", "__import__",
                     "importlib", "sys", "os", "subprocess", "globals", "ranks", "reference", "batch",
-                    "all_gather", "broadcast", "BucketedReducer", "reduce_flat"}
+                    "all_gather", "broadcast", "BucketedReducer", "reduce_flat", "calls", "nbytes", "sizes",
+                    "_count", "setattr", "__dict__", "__class__", "vars", "getattr"}
 assert not _banned, f"use only torch, your assign_buckets and comm.all_reduce; not {sorted(_banned)}"
 _result = run_reducer()
 assert _result["equal"], "the gradients must be right first (exercise 3a)"
