@@ -452,12 +452,21 @@ EXPECTATIONS: dict[str, Expectation] = {
         "per SM: 4.3 MB in flight on an H200, over twice what the ceiling needs; the earlier tile copy, one "
         "load in flight, measured 0.70 (H200, expectations.json). Prediction", everywhere(0.85)),
     "tiling.padded_transpose_over_best_copy": Expectation(
-        "the padded transpose ÷ the course's best copy (tiling.BEST_COPY: today lesson 04's tile copy), 8192²",
+        "the padded transpose ÷ the course's best copy (the faster of lesson 04's tile copy and lesson 03's "
+        "best_copy on the same bytes), 8192²",
         "the same four loads in flight per thread as the copy, coalesced both ways, conflict-free; what it adds "
         "is a 4 KB shared round trip and one barrier per tile, a few hundred ns of a block's life in which its "
         "loads are not in flight while the SM's other 7 blocks keep theirs. The earlier kernels (one load in "
-        "flight) measured 0.81 of their tile copy on an H200. Prediction; point BEST_COPY at lesson 03's best "
-        "copy when it lands", everywhere(0.85)),
+        "flight) measured 0.81 of their tile copy on an H200. Prediction", everywhere(0.85)),
+    # --- lesson 10: data-parallel training (one GPU: overlap with a side stream) ------------------------------
+    "dataparallel.overlapped_over_after": Expectation(
+        "step ms with each gradient copied to pinned host memory from a hook on a side stream ÷ with the copies "
+        "after backward (8 fp32 4096² layers, 1,024 rows: 537 MB of gradients)",
+        "the lesson's timeline model (dataparallel.predicted_overlap: H200 fp32 datasheet × 0.5, a 50 GB/s "
+        "link) predicts ≈ 0.73 (26 against 35 ms); at twice the modelled compute speed ≈ 0.69; copies and "
+        "kernels run on different engines (Programming Guide, 'Overlap of Data Transfer and Kernel "
+        "Execution'), so 0.9 is a ceiling any family with a copy engine per direction meets",
+        everywhere(0.9), "at most"),
 }
 
 
