@@ -156,3 +156,30 @@ def closed_form_counts(op: str, algorithm: str, ranks: int, nbytes: int) -> dict
     }
     steps, max_sent = forms[(op, algorithm)]
     return {"steps": steps, "max_bytes_sent_per_rank": max_sent}
+
+
+# --- real collectives between processes on this computer (gloo) ---------------------------------------------
+
+def gloo_check(ranks: int = 2, sizes=(4096, 40_000), *, ring_file: str | None = None,
+               timeout_s: float = 90.0) -> pd.DataFrame:
+    """The ring all-reduce over isend/recv (``distworker.ring_all_reduce``, or ``ring_all_reduce`` in your file)
+    against ``dist.all_reduce`` on ``ranks`` gloo processes: one row per size, ``equal`` True or False."""
+    from gpucourse.lessons.collectives import distworker
+
+    ranks = validate.integer("ranks", ranks, minimum=2, maximum=8)
+    result = distworker.launch("check", ranks, sizes, timeout_s=timeout_s, ring_file=ring_file)
+    return pd.DataFrame(result["results"])
+
+
+def gloo_pingpong(sizes=(1 << 10, 1 << 14, 1 << 17, 1 << 20, 1 << 22), *, iters: int = 10,
+                  timeout_s: float = 90.0) -> tuple[pd.DataFrame, model.Link]:
+    """One message between two gloo processes at each size (half a round trip), and α, β fitted to them by
+    least squares: (the timings, a Link named 'fitted' — your computer's loopback)."""
+    from gpucourse.lessons.collectives import distworker
+
+    iters = validate.integer("iters", iters, minimum=1, maximum=1000)
+    result = distworker.launch("pingpong", 2, sizes, timeout_s=timeout_s, iters=iters)
+    table = pd.DataFrame(result["results"])
+    fitted = model.fit_alpha_beta(table.size_bytes, table.time_s)
+    table["model_time_s"] = fitted.alpha_s + table.size_bytes / fitted.bandwidth_bytes_per_s
+    return table, fitted
