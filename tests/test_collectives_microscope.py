@@ -121,3 +121,29 @@ def test_nccl_tests_vocabulary():
     sweep = experiments.model_sweep("all_reduce", "ring", 8, LINK, experiments.sizes_bytes(8, 1 << 30))
     assert sweep.busbw_gbps.iloc[-1] == pytest.approx(1.0, rel=0.01)  # large sizes approach β = 1 GB/s
     assert sweep.busbw_gbps.iloc[0] < 0.01
+
+
+def test_step_view_shows_the_ring_filling_up():
+    from gpucourse.lessons.collectives import figures
+    states, history = figures.step_states("reduce_scatter", "ring", 4)
+    assert len(states) == 4 and len(history) == 3
+    assert all(states[-1][r, r] == 4 for r in range(4))  # rank r holds all of chunk r
+    assert states[0].max() == 1
+    fig = figures.ring_steps_figure("all_reduce", "ring", 4)
+    assert len(fig.frames) == 2 * 3 + 1
+    with pytest.raises(ValueError):
+        figures.ring_steps_figure("all_reduce", "ring", 17)
+
+
+def test_charts_say_where_their_numbers_come_from():
+    from gpucourse.lessons.collectives import figures
+    busbw = figures.busbw_figure(8)
+    names = [t.name for t in busbw.data]
+    assert any(n.startswith("published: NVIDIA H100") for n in names) and any("model: ring" in n for n in names)
+    text = " ".join(a.text for a in busbw.layout.annotations)
+    assert "Azure" in text and "not your GPU" in text and "model parameters" in text
+    w = figures.explorer_widget()
+    assert w.errors == 0
+    w.controls["ranks"].value = 6
+    w.controls["algorithm"].value = "recursive"
+    assert w.errors == 1 and "power-of-two" in w.status.value
