@@ -18,8 +18,8 @@
 # with the α-β model, run real collectives between processes on your own computer, and read an
 # 8-GPU nccl-tests curve like an engineer.**
 #
-# *50 minutes — objectives and wrap-up 5, §1 collectives by hand 14, §2 the cost model and busbw 14,
-# §3 real collectives on your computer 12, §4 reading published curves 5 — then lab 09 (45 min) ·
+# *41 minutes — objectives and wrap-up 5, §1 collectives by hand 13, §2 the cost model and busbw 11,
+# §3 real collectives on your computer 10, §4 reading published curves 2 — then lab 09 (35 min) ·
 # prerequisites: lesson 00 (bandwidth, latency, medians); no GPU needed.*
 #
 # ## Objectives
@@ -44,7 +44,7 @@ from gpucourse.measure import runtime
 runtime.banner()
 
 # %% [markdown]
-# ## 1 · Collectives by hand: the microscope (14 min)
+# ## 1 · Collectives by hand: the microscope (13 min)
 #
 # `p` ranks each hold a buffer of `S` bytes. **All-reduce** leaves every rank with the sum of all buffers.
 # **Reduce-scatter** leaves rank r with the sum of chunk r only (S/p bytes); **all-gather** is the
@@ -108,7 +108,7 @@ naive = collectives.run("all_reduce", "naive", 8, 1 << 20)
 collectives.explorer_widget()
 
 # %% [markdown]
-# ## 2 · The α-β-γ model and the busbw identity (14 min)
+# ## 2 · The α-β-γ model and the busbw identity (11 min)
 #
 # One message of n bytes costs **T(n) = α + n/β**: a latency α, then the bytes at bandwidth β. Below
 # **n* = α·β** the latency dominates; above it, the bandwidth. A collective is a sequence of steps, each a
@@ -169,7 +169,7 @@ for quote in collectives.NVLS_QUOTES:
     print(quote)
 
 # %% [markdown]
-# ## 3 · Real collectives on your computer (12 min)
+# ## 3 · Real collectives on your computer (10 min)
 #
 # `torch.distributed` with the **gloo** backend runs the same collectives between CPU processes. The course
 # starts them as separate processes (`collectives.distworker`, an importable module) with
@@ -226,7 +226,7 @@ collectives.pingpong_figure(pingpong, fitted)
 {op: int(collectives.run(op, "ring", 4, 1 << 20).bytes_sent.max()) for op in ("reduce_scatter", "all_reduce")}
 
 # %% [markdown]
-# ## 4 · Reading a published 8-GPU curve (5 min)
+# ## 4 · Reading a published 8-GPU curve (2 min)
 #
 # Azure published nccl-tests all-reduce sweeps on 8×H100 and 8×H200 (NVLS, in-place, NCCL 2.18.5 and 2.20.5).
 # The model's ring on NVLink at the ≈ 370 GB/s that rings reach ("protocol overhead (~20%)", sjeaugey,

@@ -14,7 +14,7 @@
 # %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # # Lab 09 · Rings on the microscope
 #
-# *About 45 minutes. Goes after lesson 09 "Collectives". No GPU needed.*
+# *About 35 minutes. Goes after lesson 09 "Collectives". No GPU needed.*
 #
 # NCCL does not build its rings in rank order: it follows the wires (NVLink, PCIe, the network), so a ring on
 # 8 GPUs may visit them as 0 → 2 → 4 → 6 → 7 → 5 → 3 → 1 → 0. You will write the **ring reduce-scatter** and the
@@ -43,8 +43,6 @@ from gpucourse.tooling.grading import check
 from gpucourse.lessons import collectives
 from gpucourse.lessons.collectives import World
 
-runtime.banner()
-
 
 def run_ring(fn, op, ranks, nbytes, order=None, seed=0):
     """Run your ``fn(world, order)`` for ``op`` ("reduce_scatter" or "all_gather") on the microscope."""
@@ -55,6 +53,9 @@ def run_ring(fn, op, ranks, nbytes, order=None, seed=0):
 
     on_the_ring.__name__ = f"{fn.__name__}, order {order}"
     return collectives.execute(op, on_the_ring, ranks, nbytes, seed=seed)
+
+
+runtime.banner()
 
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "world", "locked": true, "schema_version": 3, "solution": false, "task": false}
