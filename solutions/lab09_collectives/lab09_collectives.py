@@ -157,6 +157,15 @@ check(_rs_ok(8, [0, 2, 4, 6, 7, 5, 3, 1], seed=1))
 # sends only to `order[(i + 1) % p]`.
 #
 # **Evidence to reach**: values equal NumPy's; p − 1 steps; (p − 1)/p · S bytes sent per rank; ring order kept.
+#
+# *Hints: in the collapsed cell below. Try without them first.*
+
+# %% [markdown] jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "ex2_hints", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# **Hints for exercise 2**
+#
+# * Position i starts with the finished chunk `order[i]`; at step s it passes on the chunk it received last,
+#   `order[(i - s) % p]`, without `reduce`.
+# * After p − 1 steps every position has received the p − 1 chunks it did not have.
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def ring_all_gather(world, order):
