@@ -183,9 +183,12 @@ def pingpong_figure(table, fitted: model.Link) -> go.Figure:
 
 def _explorer_compute(op: str, algorithm: str, ranks: int, size_kib: float, link_name: str) -> go.Figure:
     nbytes = max(int(size_kib * 1024) // (4 * ranks), 1) * 4 * ranks
-    if algorithm == "recursive" and not model.is_power_of_two(ranks):
-        raise InvalidConfig(f"recursive halving/doubling needs a power-of-two number of ranks, got {ranks}")
-    run = experiments.run(op, algorithm, ranks, nbytes, model.LINKS[link_name])
+    try:
+        run = experiments.run(op, algorithm, ranks, nbytes, model.LINKS[link_name])
+    except InvalidConfig as err:  # a pair that does not apply: said on the chart, not as an error
+        fig = charts.figure(f"{op} · {algorithm} · {ranks} ranks: not available", "rank (index)", "bytes",
+                            charts.source_caption("none", "nothing to count for this choice"))
+        return charts.no_data(fig, str(err))
     s = run.summary()
     fig = charts.figure(
         f"{op} · {algorithm} · {ranks} ranks · {nbytes:,} B: {s['time_us']:.1f} µs (model), {run.steps} steps, "
@@ -205,10 +208,10 @@ def explorer_widget() -> LiveChart:
         "op": w.Dropdown(options=list(model.OPS), value="all_reduce", description="collective"),
         "algorithm": w.Dropdown(options=list(model.ALGORITHMS), value="ring", description="algorithm"),
         "ranks": w.IntSlider(value=8, min=2, max=64, description="ranks"),
-        "size_kib": w.FloatLogSlider(value=64.0, base=2, min=0, max=12, description="size KiB"),
+        "size_kib": w.FloatLogSlider(value=64.0, base=2, min=0, max=8, description="size KiB"),
         "link_name": w.Dropdown(options=list(model.LINKS), value="nvlink4", description="link"),
     }
     return LiveChart(controls, compute=_explorer_compute, threaded=False,
                      description="The microscope runs the collective on simulated ranks and counts bytes; the "
-                                 "time is the α-β model's (not a measurement). Algorithms that do not apply "
-                                 "to a collective say so.")
+                                 "time is the α-β model's (not a measurement). A choice that does not apply "
+                                 "(recursive on 6 ranks, a tree all-gather) says so on the chart.")
