@@ -200,26 +200,30 @@ def _launch_once(task, ranks, sizes, backend, timeout_s, iters, ring_file) -> di
         if ring_file:
             cmd += ["--ring-file", str(ring_file)]
         kwargs = {"start_new_session": True} if sys.platform != "win32" else {}
-        procs = [subprocess.Popen([*cmd, "--rank", str(r)], env=rank_env(port), stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True, **kwargs) for r in range(ranks)]
+        logs = [open(Path(tmp) / f"rank{r}.err", "w+") for r in range(ranks)]  # files, not pipes: never full
+        procs = [subprocess.Popen([*cmd, "--rank", str(r)], env=rank_env(port), stdout=subprocess.DEVNULL,
+                                  stderr=logs[r], text=True, **kwargs) for r in range(ranks)]
         deadline = time.monotonic() + timeout_s
-        try:
-            for proc in procs:
-                proc.wait(timeout=max(deadline - time.monotonic(), 0.01))
-        except subprocess.TimeoutExpired:
-            _kill(procs)
-            raise LaunchError(f"{task} on {ranks} {backend} ranks did not finish within {timeout_s:g} s: "
-                              "every rank was stopped (a rank waiting for a message that never comes waits "
-                              "forever)") from None
-        failed = [(r, p) for r, p in enumerate(procs) if p.returncode != 0]
+        while any(p.poll() is None for p in procs):  # stop at the first rank that fails: the others would wait
+            if any(p.returncode not in (None, 0) for p in procs):
+                break
+            if time.monotonic() > deadline:
+                _kill(procs)
+                for log in logs:
+                    log.close()
+                raise LaunchError(f"{task} on {ranks} {backend} ranks did not finish within {timeout_s:g} s: "
+                                  "every rank was stopped (a rank waiting for a message that never comes waits "
+                                  "forever)")
+            time.sleep(0.05)
+        failed = [(r, p) for r, p in enumerate(procs) if p.returncode not in (None, 0)]
+        _kill(procs)
+        for log in logs:
+            log.close()
         if failed:
             rank, proc = failed[0]
-            lines = [line for line in proc.stderr.read().strip().splitlines() if line.strip()]
-            _kill(procs)
+            text = (Path(tmp) / f"rank{rank}.err").read_text(errors="replace")
+            lines = [line for line in text.strip().splitlines() if line.strip()]
             raise LaunchError(f"rank {rank} of {task} failed: {lines[-1] if lines else f'exit {proc.returncode}'}")
-        for proc in procs:
-            proc.stdout.close()
-            proc.stderr.close()
         return json.loads(out.read_text())
 
 
@@ -228,9 +232,6 @@ def _kill(procs) -> None:
         if proc.poll() is None:
             proc.kill()
         proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream and not stream.closed:
-                stream.close()
 
 
 def provenance(backend: str, ranks: int, command: str) -> dict:
