@@ -92,7 +92,21 @@ def _marked():
 
 # Builders that need arguments, called the way the lessons call them (every other builder is found
 # and called with its defaults by `figure_builders`).
+def _collectives_pingpong():
+    import pandas as pd
+
+    from gpucourse.lessons import collectives
+
+    link = collectives.LINKS["loopback"]
+    table = pd.DataFrame({"size_bytes": [1024, 65536, 1 << 20]})
+    table["time_s"] = link.alpha_s + table.size_bytes / link.bandwidth_bytes_per_s
+    table["model_time_s"] = table.time_s
+    return collectives.pingpong_figure(table, link)
+
+
 WITH_ARGUMENTS = {
+    # lesson 09: the chart of a gloo ping-pong, here drawn from the loopback model's points (a test fixture)
+    "lessons.collectives.figures.pingpong_figure": lambda: _collectives_pingpong(),
     "lessons.warps.figures.coverage_figure": lambda: warps.coverage_figure(40, 40),
     "lessons.measuring.figures.roofline_figure(fp32)": lambda: measuring.roofline_figure("fp32"),
     "lessons.coalescing.figures.warp_figure(stride 8, offset 1)": lambda: coalescing.warp_figure(stride=8, offset=1),

@@ -5,7 +5,7 @@ commit named in the source's provenance.json) and writes small CSVs. Nothing is 
 number comes from the file and line named in the provenance. Run it again after updating a
 commit to refresh the CSVs; `git diff data/published` shows what changed.
 
-    python tools/extract_published.py --gpu-benches PATH --sgemm PATH --ml-engineering PATH
+    python tools/extract_published.py --gpu-benches PATH --sgemm PATH --ml-engineering PATH --azure PATH
 """
 
 from __future__ import annotations
@@ -100,12 +100,42 @@ def extract_mamf(repo: Path) -> None:
                "notes"], rows)
 
 
+# Azure/AI-benchmarking-guide's results files, the GPU and the column header of each (lesson 09)
+AZURE_FILES = {
+    "Azure_Results/ND_H100_v5_results.md": ("NVIDIA H100 80GB HBM3", "ND H100 V5 (GB/s)"),
+    "Azure_Results/ND_H200_v5_results.md": ("NVIDIA H200 141GB", "ND H200 V5 (GB/s)"),
+}
+
+
+def extract_azure_nccl(repo: Path) -> None:
+    """The 'NCCL Bandwidth' table of each file: busbw of an 8-GPU NVLS all-reduce, 1 KiB … 8 GiB doubling."""
+    prov = provenance("azure-nccl-allreduce")
+    rows = []
+    for path, (gpu, header) in AZURE_FILES.items():
+        text = git_show(repo, prov["commit"], path)
+        nccl = re.search(r"\|\s*NCCL\s*\|\s*([0-9.]+)\s*\|", text).group(1)
+        section = text.split("## NCCL Bandwidth")[1].split("\n## ")[0]
+        assert header in section, (path, header)
+        sizes = [line for line in section.splitlines() if re.match(r"\|\s*[0-9]+[KMG]\s*\|", line)]
+        for i, line in enumerate(sizes):
+            label, busbw = [c.strip() for c in line.strip().strip("|").split("|")][:2]
+            # the sweep doubles from 1 KiB (nccl-tests -b 1K -f 2): row i is 1024 · 2^i bytes; the file's
+            # labels round these (65K = 65,536; 132K = 131,072)
+            rows.append([gpu, 8, "all_reduce", "NVLS", "in-place", nccl, label, 1024 * 2**i, float(busbw), path])
+    write_csv(OUT / "azure-nccl-allreduce" / "allreduce_busbw.csv",
+              ["gpu", "ranks", "op", "algorithm", "placement", "nccl_version", "size_label", "size_bytes",
+               "busbw_gbps", "source_file"], rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu-benches", type=Path, help="a clone of github.com/te42kyfo/gpu-benches")
     parser.add_argument("--sgemm", type=Path, help="a clone of github.com/siboehm/SGEMM_CUDA")
     parser.add_argument("--ml-engineering", type=Path, help="a clone of github.com/stas00/ml-engineering")
+    parser.add_argument("--azure", type=Path, help="a clone of github.com/Azure/AI-benchmarking-guide")
     args = parser.parse_args()
+    if args.azure:
+        extract_azure_nccl(args.azure)
     if args.gpu_benches:
         extract_stream(args.gpu_benches)
     if args.sgemm:
