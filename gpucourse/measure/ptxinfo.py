@@ -488,3 +488,31 @@ def _gpu_usage(kernel, signature: str, cap: int | None) -> ResourceUsage:
         seconds=time.perf_counter() - started,
     )
 
+
+# --- SASS on the CPU: the toolkit's ptxas, then cuobjdump (lessons 03, 04, 04a show load widths and orders) ---
+
+def find_cuobjdump() -> Path | None:
+    """A cuobjdump: on PATH (the CUDA toolkit), else the one in Triton's wheel; None if neither."""
+    found = shutil.which("cuobjdump")
+    if found:
+        return Path(found)
+    import importlib.util
+
+    spec = importlib.util.find_spec("triton")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(spec.submodule_search_locations[0]) / "backends" / "nvidia" / "bin" / "cuobjdump"
+    return path if path.exists() else None
+
+
+def sass_of(ptx: str, arch: int = 90) -> str:
+    """ptxas -arch=sm_XY on ``ptx``, then cuobjdump -sass: the SASS text (needs both tools)."""
+    ptxas, cuobjdump = find_ptxas(), find_cuobjdump()
+    if ptxas is None or cuobjdump is None:
+        raise FileNotFoundError("needs ptxas (the CUDA toolkit wheel) and cuobjdump (the toolkit's or Triton's)")
+    with tempfile.TemporaryDirectory(prefix="gpucourse-sass-") as tmp:
+        (Path(tmp) / "k.ptx").write_text(ptx)
+        subprocess.run([str(ptxas), f"-arch=sm_{arch}", str(Path(tmp) / "k.ptx"), "-o", str(Path(tmp) / "k.cubin")],
+                       check=True, capture_output=True, timeout=120)
+        return subprocess.run([str(cuobjdump), "-sass", str(Path(tmp) / "k.cubin")], check=True,
+                              capture_output=True, text=True, timeout=120).stdout

@@ -12,16 +12,13 @@ cases"). Counts here are static: instructions in the code, not executions.
 from __future__ import annotations
 
 import functools
-import importlib.util
-import shutil
 import subprocess
-import tempfile
-from pathlib import Path
 
 import pandas as pd
 
 from gpucourse.lessons.reductions import kernels
 from gpucourse.measure import ptxinfo, runtime
+from gpucourse.measure.ptxinfo import find_cuobjdump, sass_of
 
 DEFAULT_ARCH = 90  # without a GPU: Hopper, the course's recorded GPU
 
@@ -37,16 +34,6 @@ SASS_OPCODES = {"global atomics (REDG, ATOMG)": ("REDG", "ATOMG"), "votes (VOTE,
                 "leader (UFLO, FLO)": ("UFLO", "FLO"), "popcounts (POPC)": ("POPC",), "shuffles (SHFL)": ("SHFL",)}
 
 
-def find_cuobjdump() -> Path | None:
-    """A cuobjdump: on PATH (the CUDA toolkit), else the one in Triton's wheel; None if neither."""
-    found = shutil.which("cuobjdump")
-    if found:
-        return Path(found)
-    spec = importlib.util.find_spec("triton")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(spec.submodule_search_locations[0]) / "backends" / "nvidia" / "bin" / "cuobjdump"
-    return path if path.exists() else None
 
 
 def _tool_version(path) -> str:
@@ -65,17 +52,6 @@ def _opcode(line: str) -> str | None:
     return words[0].split(".")[0] if words else None
 
 
-def sass_of(ptx: str, arch: int = 90) -> str:
-    """ptxas -arch=sm_XY on ``ptx``, then cuobjdump -sass: the SASS text (needs both tools)."""
-    ptxas, cuobjdump = ptxinfo.find_ptxas(), find_cuobjdump()
-    if ptxas is None or cuobjdump is None:
-        raise FileNotFoundError("needs ptxas (the CUDA toolkit wheel) and cuobjdump (the toolkit's or Triton's)")
-    with tempfile.TemporaryDirectory(prefix="gpucourse-sass-") as tmp:
-        (Path(tmp) / "k.ptx").write_text(ptx)
-        subprocess.run([str(ptxas), f"-arch=sm_{arch}", str(Path(tmp) / "k.ptx"), "-o", str(Path(tmp) / "k.cubin")],
-                       check=True, capture_output=True, timeout=120)
-        return subprocess.run([str(cuobjdump), "-sass", str(Path(tmp) / "k.cubin")], check=True,
-                              capture_output=True, text=True, timeout=120).stdout
 
 
 def _ptx_atomics(ptx: str) -> int:

@@ -16,11 +16,9 @@ import functools
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
-from importlib import util
 from pathlib import Path
 
 import pandas as pd
@@ -30,6 +28,7 @@ from gpucourse.lessons.tiling.kernels import SGEMM_CUDA_SOURCE
 from gpucourse.lessons.tiling.model import Rung, numba_rungs, rung
 from gpucourse.measure import ptxinfo
 from gpucourse.measure.compat import CHILD_PRELUDE
+from gpucourse.measure.ptxinfo import find_cuobjdump
 
 SIGNATURE = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])"  # C-contiguous, as CuPy allocates
 TIMEOUT_S = 300
@@ -51,16 +50,6 @@ print("@@PTX@@" + json.dumps(out))
 """
 
 
-def find_cuobjdump() -> str | None:
-    """The toolkit's cuobjdump, else the one Triton's wheel carries, else None."""
-    found = shutil.which("cuobjdump")
-    if found:
-        return found
-    spec = util.find_spec("triton")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(spec.submodule_search_locations[0]) / "backends" / "nvidia" / "bin" / "cuobjdump"
-    return str(path) if path.exists() else None
 
 
 def tools_missing() -> str | None:
