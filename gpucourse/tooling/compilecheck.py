@@ -106,6 +106,8 @@ KERNELS = (
     CheckedKernel("04a", "gpucourse.lessons.reductions.kernels", "blelloch_kernel(256)", f"void({F1}, {F1})"),
     CheckedKernel("05", "gpucourse.lessons.occupancy.kernels", "copy_kernel", f"void({F1}, {F1})"),
     CheckedKernel("05", "gpucourse.lessons.occupancy.kernels", "copy_ilp4_kernel", f"void({F1}, {F1})"),
+    CheckedKernel("05", "gpucourse.lessons.occupancy.kernels", "copy_resident_kernel", f"void({F1}, {F1})"),
+    CheckedKernel("05", "gpucourse.lessons.occupancy.kernels", "copy_resident_ilp4_kernel", f"void({F1}, {F1})"),
     CheckedKernel("05", "gpucourse.lessons.occupancy.kernels", "fma_kernel", f"void({F1}, int32)"),
     CheckedKernel("05", "gpucourse.lessons.occupancy.kernels", "fma_ilp4_kernel", f"void({F1}, int32)"),
     CheckedKernel("05", "gpucourse.lessons.occupancy.kernels", "accumulators_kernel", f"void({F1}, {F1}, int32)"),

@@ -173,8 +173,8 @@ def gloo_check(ranks: int = 2, sizes=(4096, 40_000), *, ring_file: str | None = 
 
 def gloo_pingpong(sizes=(1 << 10, 1 << 14, 1 << 17, 1 << 20, 1 << 22), *, iters: int = 10,
                   timeout_s: float = 90.0) -> tuple[pd.DataFrame, model.Link]:
-    """One message between two gloo processes at each size (half a round trip), and α, β fitted to them by
-    least squares: (the timings, a Link named 'fitted' — your computer's loopback)."""
+    """One message between two gloo processes at each size (half the fastest of ``iters`` round trips), and
+    α, β fitted to them by least squares: (the timings, a Link named 'fitted' — your computer's loopback)."""
     from gpucourse.lessons.collectives import distworker
 
     iters = validate.integer("iters", iters, minimum=1, maximum=1000)
