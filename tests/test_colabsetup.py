@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -90,3 +91,15 @@ def test_the_script_on_colab_runs_both_commands(monkeypatch, capsys):
     assert colabsetup.main([str(build.ROOT)]) == 0
     assert ran == [["install", "-q", "--no-deps", str(build.ROOT)], ["install", "-q", "anywidget>=0.9,<1"]]
     assert "kept Colab's own: ipywidgets 7.7.1" in capsys.readouterr().out
+
+
+def test_the_cell_s_relative_folder_reaches_pip_as_a_path(monkeypatch, tmp_path):
+    # the install cell passes "gpucourse-src"; `pip install gpucourse-src` looks for a package of that name
+    # (test-platforms' Colab-like profile failed so: "No matching distribution found for gpucourse-src")
+    ran = []
+    (tmp_path / "gpucourse-src").mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(colabsetup, "on_colab", lambda: False)
+    monkeypatch.setattr(colabsetup.subprocess, "run", lambda command, check: ran.append(command))
+    assert colabsetup.main(["gpucourse-src"]) == 0
+    assert ran[0][-1] == str(tmp_path / "gpucourse-src") and Path(ran[0][-1]).is_absolute()

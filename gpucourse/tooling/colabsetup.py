@@ -87,7 +87,8 @@ def commands(source: str, colab: bool, missing: list[str], python: str = sys.exe
 
 
 def main(argv: list[str]) -> int:
-    source = argv[0] if argv else "gpucourse-src"
+    # a path pip reads as a folder: a bare "gpucourse-src" would be looked up on the index as a package name
+    source = str(Path(argv[0] if argv else "gpucourse-src").resolve())
     colab = on_colab()
     missing, kept = missing_and_kept(requirements(Path(source))) if colab else ([], [])
     for command in commands(source, colab, missing):
