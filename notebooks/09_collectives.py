@@ -200,9 +200,9 @@ predict_alpha_us = ...
 predict_beta_gbps = ...
 
 # %% [markdown]
-# One message between two processes at five sizes, half the fastest of ten round trips each (a busy
-# laptop pauses a process now and then: the fastest is the link), and α, β fitted by least squares
-# (`model.fit_alpha_beta`):
+# One message between two processes at five sizes (1 KiB to 32 MiB), half the fastest of ten round trips
+# each, taken in rounds over all sizes (a busy laptop pauses a process now and then: the fastest is the link,
+# and a busy spell slows every size alike), and α, β fitted by least squares (`model.fit_alpha_beta`):
 #
 # <details><summary>Description of the picture</summary>
 #

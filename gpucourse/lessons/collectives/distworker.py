@@ -9,7 +9,8 @@ Tasks (what rank 0 writes as JSON):
 
 * ``check``: ``ring_all_reduce`` (below: the code learners read, over ``isend``/``recv``) against
   ``dist.all_reduce`` on the same random tensors;
-* ``pingpong``: rank 0 ↔ rank 1 send/recv round trips at each size (half a round trip = one message), to fit α, β;
+* ``pingpong``: rank 0 ↔ rank 1 send/recv round trips, ``iters`` rounds over all sizes (half the fastest round
+  trip = one message), to fit α, β;
 * ``sweep``: ``all_reduce`` and ``all_gather`` (and ``reduce_scatter`` on NCCL) timed at each size, in nccl-tests'
   columns. On gloo, reduce-scatter is **not timed**: gloo emulates it with an all-reduce ("This is still 2x
   communication than a real reduce-scatter", pytorch/pytorch#118911), so its time would teach the wrong thing.
@@ -86,20 +87,6 @@ def _timed(fn, sync, iters: int) -> float:
     return (time.perf_counter() - start) / iters
 
 
-def _fastest(fn, sync, iters: int) -> float:
-    """The fastest of ``iters`` timed calls (after one warm-up): a latency, robust to a process descheduled
-    for milliseconds by a busy laptop (a mean of a few calls is not: one such pause can outweigh 1 MiB)."""
-    fn()
-    sync()
-    best = float("inf")
-    for _ in range(iters):
-        start = time.perf_counter()
-        fn()
-        sync()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 def _rank_main(args) -> None:
     import torch
     import torch.distributed as dist
@@ -127,19 +114,25 @@ def _rank_main(args) -> None:
             ring(x, dist)
             out["results"].append({"size_bytes": size, "equal": bool(torch.equal(x, want))})
     elif args.task == "pingpong":
-        for size in sizes:
-            buf = torch.zeros(max(size // 4, 1), device=device)
-            dist.barrier()
-
-            def round_trip(buf=buf):
+        # Rounds over all sizes, not all rounds of one size then the next: a busy spell of the computer
+        # (another process, a notebook kernel) then slows every size alike instead of only the sizes it hit,
+        # which once made 4 MiB faster than 1 KiB and the fitted line's slope negative.
+        bufs = [torch.zeros(max(size // 4, 1), device=device) for size in sizes]
+        best = [float("inf")] * len(sizes)
+        dist.barrier()
+        for round_ in range(args.iters + 1):  # round 0 warms up
+            for i, buf in enumerate(bufs):
+                start = time.perf_counter()
                 if args.rank == 0:
                     dist.send(buf, 1)
                     dist.recv(buf, 1)
                 elif args.rank == 1:
                     dist.recv(buf, 0)
                     dist.send(buf, 0)
-            t = _fastest(round_trip, sync, args.iters) / 2
-            out["results"].append({"size_bytes": size, "time_s": t})
+                sync()
+                if round_:
+                    best[i] = min(best[i], time.perf_counter() - start)
+        out["results"] = [{"size_bytes": size, "time_s": t / 2} for size, t in zip(sizes, best)]
     else:
         for op in ("all_reduce", "all_gather", "reduce_scatter"):
             for size in sizes:
@@ -238,20 +231,23 @@ def _launch_once(task, ranks, sizes, backend, timeout_s, iters, ring_file) -> di
         for log in logs:
             log.close()
         if failed:
+            # a Python exception says why; "terminate called …" is a rank torn down after its peer left. The
+            # rank that raised may still be tearing down (and killed just now): its log is read all the same
             reasons = [(r, _reason((Path(tmp) / f"rank{r}.err").read_text(errors="replace"), p.returncode))
-                       for r, p in failed]
-            # a Python exception says why; "terminate called …" is a rank torn down after its peer left
+                       for r, p in [*failed, *((r, p) for r, p in enumerate(procs) if (r, p) not in failed)]]
             rank, reason = next(((r, why) for r, why in reasons if _PYTHON_ERROR.match(why)), reasons[0])
             raise LaunchError(f"rank {rank} of {task} failed: {reason}")
         return json.loads(out.read_text())
 
 
+_RANK_PREFIX = re.compile(r"^\[rank\d+\]:\s*")
 _PYTHON_ERROR = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b[^:]*:")
 
 
 def _reason(text: str, returncode) -> str:
     """The line of a rank's stderr that says why it failed: its last Python exception line, else its last line."""
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    # torch prefixes a rank's uncaught exception with "[rank0]: "
+    lines = [_RANK_PREFIX.sub("", line).strip() for line in text.strip().splitlines() if line.strip()]
     errors = [line for line in lines if _PYTHON_ERROR.match(line)]
     return (errors or lines or [f"exit {returncode}"])[-1]
 

@@ -166,14 +166,19 @@ def busbw_figure(ranks: int = 8, link_name: str = "nvlink4_achieved") -> go.Figu
     return fig
 
 
-def pingpong_figure(table, fitted: model.Link) -> go.Figure:
-    """Your computer's one-message times (gloo, measured now) and the fitted line α + n/β."""
+def pingpong_figure(table, fitted: model.Link | None) -> go.Figure:
+    """Your computer's one-message times (gloo, measured now) and the fitted line α + n/β (none when the times
+    did not grow with size: the chart says so)."""
+    if fitted is None:
+        fit_text = "no α, β fitted: the times did not grow with size (a busy computer?); run the cell again"
+    else:
+        fit_text = (f"fitted α = {fitted.alpha_s * 1e6:.1f} µs, β = {fitted.bandwidth_bytes_per_s / 1e9:.2f} GB/s")
     fig = charts.figure("One message between two gloo processes", "message (bytes)", "time (µs)",
                         charts.source_caption("measured", f"now, on this computer's CPU (gloo over loopback), not a "
-                                              f"GPU; fitted α = {fitted.alpha_s * 1e6:.1f} µs, β = "
-                                              f"{fitted.bandwidth_bytes_per_s / 1e9:.2f} GB/s"))
+                                              f"GPU; {fit_text}"))
     charts.line(fig, table.size_bytes, table.time_s * 1e6, "measured (half a round trip)", 0, mode="markers")
-    charts.line(fig, table.size_bytes, table.model_time_s * 1e6, "least-squares fit α + n/β", 1, mode="lines")
+    if fitted is not None:
+        charts.line(fig, table.size_bytes, table.model_time_s * 1e6, "least-squares fit α + n/β", 1, mode="lines")
     fig.update_xaxes(type="log")
     fig.update_yaxes(type="log")
     return fig
