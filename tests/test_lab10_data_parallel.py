@@ -8,7 +8,8 @@ the known-wrong submissions lose exactly the points of what they get wrong:
 * a Reducer that all-reduces everything in ``finish()`` (right gradients, no overlap): exercise 3b;
 * a Reducer that forgets to divide by the world size: 3a and 3b;
 * a Reducer with one bucket per parameter (right gradients, overlap, but 8 calls for 3 buckets): 3b's hidden;
-* a Reducer that reaches for torch.distributed itself: 3a and 3b;
+* a Reducer that reaches for torch.distributed itself, and assign_buckets that calls PyTorch's own bucketing
+  (``dist._compute_bucket_assignment_by_size``, what the lesson's library calls): 1, 3a and 3b;
 * the course patched (labtools.COURSE_PATCH), and the untouched lab behind IPython hooks: 0.
 
 Graded on what the two gloo processes count and the gradients they end with, never on time."""
@@ -65,6 +66,13 @@ def test_lab10_round_trip(tmp_path):
         "first_bucket_bytes)\n        self.bucket_of", "None)\n        self.bucket_of")
     own_dist = _changed("ex3_solution", "self.comm.all_reduce(flat, async_op=True)",
                         "torch.distributed.all_reduce(flat, async_op=True)")
+    torch_buckets = ("def assign_buckets(param_bytes, cap_bytes, first_bucket_bytes=None):\n"
+                     "    import torch.distributed as d\n"
+                     "    order = list(reversed(range(len(param_bytes))))\n"
+                     "    ts = [torch.empty(param_bytes[i], dtype=torch.uint8, device='meta') for i in order]\n"
+                     "    limits = [cap_bytes] if first_bucket_bytes is None else [first_bucket_bytes, cap_bytes]\n"
+                     "    return [list(b) for b in d._compute_bucket_assignment_by_size(ts, limits, [False] * "
+                     "len(ts), order)[0]] if ts else []\n")
     # independent mistakes share a submission (each notebook runs the two processes three times)
     scores = grade_lab(LAB, {
         "solution": solution,
@@ -73,7 +81,7 @@ def test_lab10_round_trip(tmp_path):
                                                              "ex3_solution": in_finish}),
         "closes_above_per_parameter": with_cells(solution, {"ex1_solution": above, "ex3_solution": per_parameter}),
         "borrowed_no_divide": with_cells(solution, {"ex1_solution": borrowed, "ex3_solution": no_divide}),
-        "own_dist": with_cells(solution, {"ex3_solution": own_dist}),
+        "torch_buckets_own_dist": with_cells(solution, {"ex1_solution": torch_buckets, "ex3_solution": own_dist}),
         # forward-order buckets behind a patch of the course's checks: 0 (GraderIntegrity)
         "patched_course": with_course_patched(with_cells(solution, {"ex1_solution": forward})),
         **with_ipython_hooks(untouched),  # no answers, behind IPython hooks (labtools.IPYTHON_HOOKS): 0
@@ -88,5 +96,6 @@ def test_lab10_round_trip(tmp_path):
     assert scores["closes_above_per_parameter"].cells == {**everything, "ex1_test": 0, "ex3b_test": 0}
     assert scores["borrowed_no_divide"].cells == {**everything, "ex1_test": 0, "ex3a_test": 0, "ex3b_test": 0}
     assert any("must not call the course" in e for e in errors(scores["borrowed_no_divide"].notebook))
-    assert scores["own_dist"].cells == {**everything, "ex3a_test": 0, "ex3b_test": 0}
-    assert any("use only torch" in e for e in errors(scores["own_dist"].notebook))
+    assert scores["torch_buckets_own_dist"].cells == {**everything, "ex1_test": 0, "ex3a_test": 0, "ex3b_test": 0}
+    assert any("use only torch" in e for e in errors(scores["torch_buckets_own_dist"].notebook))
+    assert any("PyTorch's own bucketing" in e for e in errors(scores["torch_buckets_own_dist"].notebook))

@@ -27,9 +27,9 @@
 #
 # How to work: fill in every cell that says `YOUR CODE HERE` (delete the `raise NotImplementedError()`
 # line). Don't edit the test cells: they are locked and are graded again, with more hidden cases, after you
-# submit. Write the code yourself: the tests check that it does not call the lesson's own solutions
-# (`dataparallel.assign_buckets`, `BucketedReducer`, the timeline). In JupyterLab, **Kernel → Restart Kernel
-# and Run All Cells** before you submit, then use **Validate**.
+# submit. Write the code yourself: the tests check that it does not call the lesson's code
+# (`dataparallel.assign_buckets`, which is PyTorch's own bucketing, `BucketedReducer`, the timeline). In
+# JupyterLab, **Kernel → Restart Kernel and Run All Cells** before you submit, then use **Validate**.
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
 import torch
@@ -91,6 +91,8 @@ except NotImplementedError:
 # %% nbgrader={"grade": true, "grade_id": "ex1_test", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
 """Check assign_buckets: reverse order, a bucket closes at its limit, the small first bucket."""
 assert not _reaches_the_course(assign_buckets), "write assign_buckets yourself: it must not call the course's code"
+assert not _reaches_the_course(assign_buckets, "_compute_bucket_assignment"), \
+    "write assign_buckets yourself: not with PyTorch's own bucketing (dist._compute_bucket_assignment_by_size)"
 assert assign_buckets([10, 10, 10, 10], 20) == [[3, 2], [1, 0]], assign_buckets([10, 10, 10, 10], 20)
 assert assign_buckets([10, 10, 10, 10], 20, first_bucket_bytes=5) == [[3], [2, 1], [0]]
 assert assign_buckets([10, 10, 10], 0) == [[2], [1], [0]], "cap 0: every parameter its own bucket"

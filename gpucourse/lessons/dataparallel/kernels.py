@@ -35,21 +35,19 @@ def small_model(widths: tuple[int, ...] = WIDTHS, seed: int = 0) -> nn.Sequentia
 
 def assign_buckets(param_bytes: list[int], cap_bytes: int,
                    first_bucket_bytes: int | None = None) -> list[list[int]]:
-    """Parameter indices per bucket: walk the parameters in reverse, close a bucket once it holds at least
-    ``cap_bytes`` (the first one at ``first_bucket_bytes``, when given). Bucket 0 is reduced first."""
-    buckets: list[list[int]] = []
-    current: list[int] = []
-    size = 0
-    limit = cap_bytes if first_bucket_bytes is None else first_bucket_bytes
-    for index in reversed(range(len(param_bytes))):
-        current.append(index)
-        size += param_bytes[index]
-        if size >= limit:
-            buckets.append(current)
-            current, size, limit = [], 0, cap_bytes
-    if current:
-        buckets.append(current)
-    return buckets
+    """Parameter indices per bucket, as PyTorch's DistributedDataParallel assigns them: its own C++ routine
+    (``dist._compute_bucket_assignment_by_size``, which DDP's Reducer calls when it rebuilds the buckets after
+    the first step, in the order backward produced the gradients: here the reverse of the parameters), a
+    bucket closed once it holds at least ``cap_bytes`` (the first one at ``first_bucket_bytes``, when given).
+    Bucket 0 is reduced first. Lab 10 has learners write the rule; this is PyTorch's, not a copy of an answer."""
+    if not param_bytes:
+        return []
+    order = list(reversed(range(len(param_bytes))))
+    # tensors with no storage ("meta"), only a size: a byte each, so numel is the parameter's bytes
+    tensors = [torch.empty(int(param_bytes[i]), dtype=torch.uint8, device="meta") for i in order]
+    limits = [int(cap_bytes)] if first_bucket_bytes is None else [int(first_bucket_bytes), int(cap_bytes)]
+    buckets, _ = dist._compute_bucket_assignment_by_size(tensors, limits, [False] * len(order), order)
+    return [list(bucket) for bucket in buckets]
 
 
 @dataclass
