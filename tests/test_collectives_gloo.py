@@ -100,25 +100,3 @@ def test_bad_arguments_are_refused_before_any_process_starts(tmp_path, capsys):
         with pytest.raises(ValueError):
             call()
     assert not (tmp_path / "x.json").exists()
-
-
-def test_windows_and_address_settings(monkeypatch):
-    monkeypatch.setattr(distworker.sys, "platform", "win32")
-    env = distworker.rank_env(12345)
-    assert env["USE_LIBUV"] == "0" and env["MASTER_ADDR"] == "127.0.0.1" and env["MASTER_PORT"] == "12345"
-    monkeypatch.setattr(distworker.sys, "platform", "linux")
-    assert "USE_LIBUV" not in distworker.rank_env(1) or distworker.os.environ.get("USE_LIBUV")
-
-
-def test_a_failed_rank_is_explained_by_its_python_exception_not_its_teardown():
-    # CI once saw "terminate called without an active exception" (a rank torn down after its peer left)
-    # in place of the learner's own error, which stood two lines above it
-    text = ("Traceback (most recent call last):\n  File \"ring.py\", line 2\n"
-            "RuntimeError: my ring is broken\nterminate called without an active exception\n")
-    assert distworker._reason(text, -6) == "RuntimeError: my ring is broken"
-    assert distworker._reason("terminate called without an active exception\n", -6).startswith("terminate")
-    assert distworker._reason("", 3) == "exit 3"
-    # torch writes a rank's uncaught exception as "[rank1]: RuntimeError: …" (seen: 1 run in 8 failed before)
-    prefixed = "[rank1]: Traceback (most recent call last):\n[rank1]: RuntimeError: my ring is broken\n" \
-               "terminate called without an active exception\n"
-    assert distworker._reason(prefixed, -6) == "RuntimeError: my ring is broken"

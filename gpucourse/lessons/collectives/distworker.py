@@ -1,9 +1,7 @@
 """Real collectives between processes: gloo on this computer (lesson 09 part 3), NCCL on ≥ 2 GPUs (recording).
 
-Started as separate processes (``python -m gpucourse.lessons.collectives.distworker``), never with
-``mp.spawn`` from a notebook (which re-imports ``__main__``: pytorch/pytorch#20375). ``launch`` starts one
-process per rank with ``MASTER_ADDR=127.0.0.1``, a free port and, on Windows, ``USE_LIBUV=0``
-(pytorch/pytorch#139990), waits at most ``timeout_s`` and otherwise kills every rank and raises one line.
+Started as separate processes (``python -m gpucourse.lessons.collectives.distworker``) by ``launch`` through
+``gpucourse.measure.ranklaunch`` (a free port on 127.0.0.1, at most ``timeout_s``, a failure said in one line).
 
 Tasks (what rank 0 writes as JSON):
 
@@ -17,7 +15,7 @@ Tasks (what rank 0 writes as JSON):
 
 The instructor's recording (≥ 2 GPUs): ``python -m gpucourse.lessons.collectives.distworker record --backend nccl
 --ranks 8 --out data/reference/<gpu>/collectives.json``: the sweep with its provenance (torch, NCCL, GPUs, date,
-command). Standard library only at import; torch is imported in the rank processes.
+command). Standard library (and ``measure.ranklaunch``) only at import; torch is imported in the rank processes.
 """
 
 from __future__ import annotations
@@ -25,28 +23,20 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
-import os
 import platform
-import re
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from gpucourse.measure import ranklaunch
+
 SCHEMA = "gpucourse-collectives/1"
 TASKS = ("check", "pingpong", "sweep")
 BACKENDS = ("gloo", "nccl")
+LaunchError = ranklaunch.LaunchError  # what ``launch`` raises, in one line
 GLOO_REDUCE_SCATTER_NOTE = ("not timed on gloo: gloo's reduce-scatter is an all-reduce plus a slice, 2× the traffic of "
                             "a real one (pytorch/pytorch#118911); count its bytes on the microscope instead")
-
-
-class LaunchError(RuntimeError):
-    """The ranks did not finish: said in one line (IPython shows no traceback)."""
-
-    def _render_traceback_(self) -> list[str]:
-        return [f"LaunchError: {self}"]
 
 
 def ring_all_reduce(tensor, dist):
@@ -162,19 +152,6 @@ def _rank_main(args) -> None:
 
 # --- the launcher ----------------------------------------------------------------------------------------
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def rank_env(port: int) -> dict:
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1"}
-    if sys.platform == "win32":
-        env["USE_LIBUV"] = "0"  # pytorch/pytorch#139990: the Windows wheels' TCPStore has no libuv
-    return env
-
-
 def launch(task: str, ranks: int = 2, sizes=(4096,), *, backend: str = "gloo", timeout_s: float = 60.0,
            iters: int = 5, ring_file: str | None = None) -> dict:
     """Run ``task`` on ``ranks`` processes and return rank 0's JSON; a rank that fails or a run longer than
@@ -190,16 +167,6 @@ def launch(task: str, ranks: int = 2, sizes=(4096,), *, backend: str = "gloo", t
         raise ValueError("sizes must be a non-empty list of byte counts ≥ 4")
     if task == "pingpong" and ranks != 2:
         raise ValueError("pingpong times messages between two ranks: ranks must be 2")
-    try:
-        return _launch_once(task, ranks, sizes, backend, timeout_s, iters, ring_file)
-    except LaunchError as err:
-        if "address already in use" not in str(err).lower() and "EADDRINUSE" not in str(err):
-            raise
-        return _launch_once(task, ranks, sizes, backend, timeout_s, iters, ring_file)  # another port, once
-
-
-def _launch_once(task, ranks, sizes, backend, timeout_s, iters, ring_file) -> dict:
-    port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "rank0.json"
         cmd = [sys.executable, "-m", "gpucourse.lessons.collectives.distworker", "rank", "--world", str(ranks),
@@ -207,56 +174,9 @@ def _launch_once(task, ranks, sizes, backend, timeout_s, iters, ring_file) -> di
                "--iters", str(iters), "--timeout", str(max(int(timeout_s), 5))]
         if ring_file:
             cmd += ["--ring-file", str(ring_file)]
-        kwargs = {"start_new_session": True} if sys.platform != "win32" else {}
-        logs = [open(Path(tmp) / f"rank{r}.err", "w+") for r in range(ranks)]  # files, not pipes: never full
-        procs = [subprocess.Popen([*cmd, "--rank", str(r)], env=rank_env(port), stdout=subprocess.DEVNULL,
-                                  stderr=logs[r], text=True, **kwargs) for r in range(ranks)]
-        deadline = time.monotonic() + timeout_s
-        while any(p.poll() is None for p in procs):  # stop at the first rank that fails: the others would wait
-            if any(p.returncode not in (None, 0) for p in procs):
-                break
-            if time.monotonic() > deadline:
-                _kill(procs)
-                for log in logs:
-                    log.close()
-                raise LaunchError(f"{task} on {ranks} {backend} ranks did not finish within {timeout_s:g} s: "
-                                  "every rank was stopped (a rank waiting for a message that never comes waits "
-                                  "forever)")
-            time.sleep(0.05)
-        grace = time.monotonic() + 2.0  # the others fail too, a moment later: let them write why
-        while any(p.poll() is None for p in procs) and time.monotonic() < grace:
-            time.sleep(0.05)
-        failed = [(r, p) for r, p in enumerate(procs) if p.returncode not in (None, 0)]
-        _kill(procs)
-        for log in logs:
-            log.close()
-        if failed:
-            # a Python exception says why; "terminate called …" is a rank torn down after its peer left. The
-            # rank that raised may still be tearing down (and killed just now): its log is read all the same
-            reasons = [(r, _reason((Path(tmp) / f"rank{r}.err").read_text(errors="replace"), p.returncode))
-                       for r, p in [*failed, *((r, p) for r, p in enumerate(procs) if (r, p) not in failed)]]
-            rank, reason = next(((r, why) for r, why in reasons if _PYTHON_ERROR.match(why)), reasons[0])
-            raise LaunchError(f"rank {rank} of {task} failed: {reason}")
+        ranklaunch.run([[*cmd, "--rank", str(r)] for r in range(ranks)], timeout_s=timeout_s,
+                       what=f"{task} on {ranks} {backend} ranks")
         return json.loads(out.read_text())
-
-
-_RANK_PREFIX = re.compile(r"^\[rank\d+\]:\s*")
-_PYTHON_ERROR = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b[^:]*:")
-
-
-def _reason(text: str, returncode) -> str:
-    """The line of a rank's stderr that says why it failed: its last Python exception line, else its last line."""
-    # torch prefixes a rank's uncaught exception with "[rank0]: "
-    lines = [_RANK_PREFIX.sub("", line).strip() for line in text.strip().splitlines() if line.strip()]
-    errors = [line for line in lines if _PYTHON_ERROR.match(line)]
-    return (errors or lines or [f"exit {returncode}"])[-1]
-
-
-def _kill(procs) -> None:
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
 
 
 def provenance(backend: str, ranks: int, command: str) -> dict:

@@ -5,21 +5,17 @@ per rank), and, on one GPU, the overlap of a backward pass with bucket copies on
     experiments.run_ranks(backend="nccl", world=8, time_steps=20)   # an instructor's node (tools/ddp_ranks.py)
     experiments.stream_overlap()                 # one GPU: measured; without one, a one-line CourseError
 
-Ranks are started as subprocesses of an importable module (``ranks``), not ``mp.spawn`` (from a notebook it
-re-imports ``__main__``: pytorch/pytorch#20375), with MASTER_ADDR=127.0.0.1, a free port, USE_LIBUV=0 on
-Windows (pytorch/pytorch#139990), and a hard time limit.
+Ranks are started as subprocesses of an importable module (``ranks``) by ``measure.ranklaunch`` (not
+``mp.spawn``, which from a notebook re-imports ``__main__``: pytorch/pytorch#20375): a free port on
+127.0.0.1, a hard time limit, and a failure said in one line.
 """
 
 from __future__ import annotations
 
 import json
 import marshal
-import os
-import socket
-import subprocess
 import sys
 import tempfile
-import time
 import types
 from pathlib import Path
 
@@ -28,26 +24,11 @@ import pandas as pd
 from gpucourse import validate
 from gpucourse.errors import CourseError, InvalidConfig, NoGPU
 from gpucourse.lessons.dataparallel import kernels, model
-from gpucourse.measure import runtime
+from gpucourse.measure import ranklaunch, runtime
 
 RANK_MODULE = "gpucourse.lessons.dataparallel.ranks"
 START = f"import sys; from {RANK_MODULE.rsplit('.', 1)[0]} import ranks; sys.exit(ranks.main(sys.argv[1:]))"
 TIMEOUT_S = 120.0
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def rank_env(port: int, world: int, rank: int) -> dict[str, str]:
-    """The environment of one rank's process: the parent's, plus the rendezvous on this machine."""
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": str(world),
-           "RANK": str(rank), "OMP_NUM_THREADS": "1"}
-    if sys.platform == "win32":
-        env["USE_LIBUV"] = "0"  # Windows' PyTorch has no libuv TCPStore (pytorch/pytorch#139990)
-    return env
 
 
 def rank_args(rank: int, world: int, backend: str, variants, cap_bytes: int, first_bucket_bytes: int,
@@ -69,7 +50,6 @@ def run_ranks(variants=None, *, world: int = 2, backend: str = "gloo", cap_bytes
     variants = list(ranks.VARIANTS if variants is None else ([variants] if isinstance(variants, str) else variants))
     timeout_s = validate.number("timeout_s", timeout_s, minimum=1.0, maximum=3600.0)
     payload = code_payload(*reducer) if reducer else b""
-    port = free_port()
     with tempfile.TemporaryDirectory(prefix="ddp-ranks-") as out:
         reducer_file = ""
         if payload:
@@ -78,29 +58,11 @@ def run_ranks(variants=None, *, world: int = 2, backend: str = "gloo", cap_bytes
             variants = [*variants, "learner"] if "learner" not in variants else variants
         ranks.parse(rank_args(0, world, backend, variants, cap_bytes, first_bucket_bytes, time_steps, timeout_s,
                               reducer_file=reducer_file))
-        procs = [subprocess.Popen([sys.executable, "-c", START, *rank_args(
-                    r, world, backend, variants, cap_bytes, first_bucket_bytes, time_steps, timeout_s, out,
-                    reducer_file)],
-                    env=rank_env(port, world, r), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for r in range(world)]
-        deadline = time.monotonic() + timeout_s
-        try:
-            for p in procs:
-                p.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            for p in procs:
-                p.kill()
-            for p in procs:
-                p.communicate()
-            raise CourseError(f"the {world} {backend} ranks did not finish within {timeout_s:g} s "
-                              f"(a rank waiting for another that never came?); they were stopped") from None
-        failed = [(r, p) for r, p in enumerate(procs) if p.returncode != 0]
-        if failed:
-            rank, p = failed[0]
-            lines = [line for line in p.communicate()[1].splitlines() if line.strip()]
-            raise CourseError(f"rank {rank} of {world} ({backend}) failed: {lines[-1] if lines else p.returncode}")
-        for p in procs:
-            p.communicate()
+        ranklaunch.run([[sys.executable, "-c", START, *rank_args(r, world, backend, variants, cap_bytes,
+                                                                 first_bucket_bytes, time_steps, timeout_s, out,
+                                                                 reducer_file)] for r in range(world)],
+                       timeout_s=timeout_s, what=f"{world} {backend} ranks",
+                       rank_envs=[{"WORLD_SIZE": str(world), "RANK": str(r)} for r in range(world)])
         found = [json.loads(Path(out, f"rank{r}.json").read_text(encoding="utf-8")) for r in range(world)]
     return {**found[0], "ranks": found}
 
