@@ -30,7 +30,9 @@ def test_pingpong_fits_alpha_and_beta():
     # every size alike (the notebook once failed with 10 round trips of one size, then of the next)
     table, fitted = experiments.gloo_pingpong([1 << 10, 1 << 16, 1 << 25], iters=5)
     assert list(table.size_bytes) == [1 << 10, 1 << 16, 1 << 25] and (table.time_s > 0).all()
-    assert fitted.alpha_s >= 0 and fitted.bandwidth_bytes_per_s > 0
+    assert table.time_s.iloc[-1] > table.time_s.iloc[0]  # 32 MiB copied twice through the kernel: never as fast
+    # the fit itself is tested on given timings below; a machine busy enough to flatten the line gets None
+    assert fitted is None or (fitted.alpha_s >= 0 and fitted.bandwidth_bytes_per_s > 0)
 
 
 def test_times_that_do_not_grow_are_measured_again_then_drawn_without_a_fit(monkeypatch):
