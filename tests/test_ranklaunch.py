@@ -39,12 +39,17 @@ def test_a_failed_rank_is_explained_by_its_python_exception_not_its_teardown():
         "error: your Reducer failed: KeyError: 3"
 
 
-def test_the_rank_that_raised_is_named_even_when_a_peer_aborts_first():
-    # rank 0 aborts at once ("terminate called …", like gloo after its peer left); rank 1 raises a moment later
-    abort = "import sys; sys.stderr.write('terminate called without an active exception\\n'); sys.exit(134)"
-    raises = "import time; time.sleep(0.3); raise ValueError('the learner\\'s own mistake')"
+def test_the_rank_that_raised_is_named_even_when_a_peer_aborts_first(tmp_path):
+    # rank 1 writes its exception and is still tearing down (it never exits: killed after the grace); only
+    # then does rank 0 abort with "terminate called …", like gloo after its peer left. Ordered by a file,
+    # not by sleeps, so a busy machine cannot swap them
+    flag = tmp_path / "raised"
+    raises = ("import sys, time, pathlib; sys.stderr.write(\"ValueError: the learner's own mistake\\n\"); "
+              f"sys.stderr.flush(); pathlib.Path({str(flag)!r}).touch(); time.sleep(600)")
+    abort = (f"import sys, time, pathlib\nwhile not pathlib.Path({str(flag)!r}).exists(): time.sleep(0.01)\n"
+             "sys.stderr.write('terminate called without an active exception\\n'); sys.exit(134)")
     with pytest.raises(ranklaunch.LaunchError, match=r"^rank 1 of two ranks failed: ValueError: the learner's") as info:
-        ranklaunch.run([[PY, "-c", abort], [PY, "-c", raises]], timeout_s=60, what="two ranks")
+        ranklaunch.run([[PY, "-c", abort], [PY, "-c", raises]], timeout_s=120, what="two ranks")
     assert isinstance(info.value, CourseError) and "\n" not in str(info.value)
 
 

@@ -375,7 +375,18 @@ MUTATIONS: list[Mutation] = [
              "dst.shape  # (mutated: not poisoned again)",
              "the grid-sizing warm-up launch copies too: dst is poisoned again, or the check cannot see a miss",
              WORK + ["-k", "measuring_path"]),
-
+    Mutation("rank-reason-only-failed-logs", "gpucourse/measure/ranklaunch.py",
+             "order = failed + [r for r in range(len(procs)) if r not in failed]", "order = failed",
+             "a rank that raised and was killed while tearing down is still read: its exception, not a peer's "
+             "'terminate called', says why", ["tests/test_ranklaunch.py"]),
+    Mutation("rank-reason-keeps-torch-prefix", "gpucourse/measure/ranklaunch.py",
+             '_RANK_PREFIX.sub("", line).strip()', "line.strip()",
+             "torch's '[rank1]: ' prefix is read past, so the rank's Python exception is found",
+             ["tests/test_ranklaunch.py"]),
+    Mutation("pingpong-no-second-try", "gpucourse/lessons/collectives/experiments.py",
+             "for rounds in (iters, 2 * iters):", "for rounds in (iters,):",
+             "timings that do not grow with size are measured once more, with twice the rounds",
+             ["tests/test_collectives_gloo.py", "-k", "grow"]),
 ]
 
 
