@@ -13,7 +13,6 @@ import json
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import psutil
 
+from gpucourse.measure.ranklaunch import free_port
 from gpucourse.tooling.build import ROOT
 from gpucourse.tooling.launch import lab_command, lab_env
 
@@ -52,12 +52,6 @@ def chromium_missing_reason() -> str | None:
     except ImportError:
         return "the playwright package is missing (make setup installs it)"
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _stop(process: subprocess.Popen) -> None:

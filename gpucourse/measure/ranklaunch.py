@@ -29,6 +29,7 @@ class LaunchError(CourseError, RuntimeError):
 
 
 def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (the hub rig and the browser tests use it too)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -59,8 +60,9 @@ def _run_once(commands, timeout_s, what, rank_envs) -> None:
     kwargs = {"start_new_session": True} if sys.platform != "win32" else {}
     with tempfile.TemporaryDirectory(prefix="ranks-") as tmp:
         logs = [open(Path(tmp, f"rank{r}.err"), "w+", encoding="utf-8") for r in range(len(commands))]
-        procs = [subprocess.Popen(cmd, env={**rank_env(port), **((rank_envs or [{}] * len(commands))[r])},
-                                  stdout=subprocess.DEVNULL, stderr=logs[r], text=True, **kwargs)  # files: never full
+        extra_envs = rank_envs or [{}] * len(commands)
+        procs = [subprocess.Popen(cmd, env={**rank_env(port), **extra_envs[r]}, stdout=subprocess.DEVNULL,
+                                  stderr=logs[r], text=True, **kwargs)  # stderr to files: never a full pipe
                  for r, cmd in enumerate(commands)]
         try:
             deadline = time.monotonic() + timeout_s

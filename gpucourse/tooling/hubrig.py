@@ -20,13 +20,14 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import sysconfig
 import tempfile
 import time
 from pathlib import Path
+
+from gpucourse.measure.ranklaunch import free_port
 
 PROXY = shutil.which("configurable-http-proxy")
 # Every wait polls the hub's own API until it says ready; these ceilings are reached only when
@@ -50,12 +51,6 @@ def skip_reason() -> str | None:
     if not shutil.which("useradd"):
         return "useradd is not available"
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _system_python() -> str | None:
