@@ -13,11 +13,11 @@
 # %% [markdown]
 # # 05 · Occupancy
 #
-# **In 45 minutes you will work out how many blocks of any kernel fit on an SM, name what stops
+# **In 48 minutes you will work out how many blocks of any kernel fit on an SM, name what stops
 # the next one, and say when that number matters for speed and when it does not; in 3 optional minutes,
-# why a first version of the speed experiment fooled us.**
+# why a first version of the speed experiment fooled us and what changes on other GPUs.**
 #
-# *Teaching 28 min · exercises 17 min · optional sections (marked in their headings) 3 min ·
+# *Teaching 30 min · exercises 18 min · two optional sections (marked in their headings) 3 min in all ·
 # prerequisites: lessons 01 (warps) and 04 (shared memory).*
 #
 # ## Objectives
@@ -213,37 +213,41 @@ prediction_latency_hiding = {"copy_resident at 25 %": "...", "copy_resident_ilp4
                              "FMA ILP 1 at 12.5 %": "...", "FMA ILP 4 at 12.5 %": "..."}
 
 # %% [markdown]
-# **The model's prediction, stated before anything is measured.** For an H200 the course's own
-# recordings give the inputs: a loaded DRAM latency of about 876 ns (Little's law on a recorded
-# latency-bound point: 16 KiB per SM in flight × 132 SMs ÷ 2,470 GB/s) and a measured copy ceiling
-# of 4,271 GB/s. Then an SM needs 4,271 ÷ 132 × 876 ÷ 256 ≈ 111 warp loads in flight.
-# * ILP 1: 16 warps at 25 % and 64 at 100 % are both below 111, so the bandwidth is proportional
-#   to the warps: **16 ÷ 64 = 0.25**. (If the latency is shorter at light load, a little more:
-#   up to ≈ 0.3.)
-# * ILP 4: 16 warps × 4 = 64 loads at 25 % (≈ 0.58 of the ceiling); 64 × 4 = 256 ≥ 111 at 100 %
-#   (the ceiling): **≈ 0.58** (0.6–0.75 if the latency at light load is nearer the L2 sweep's).
-#   ILP 4 at 25 % keeps as many bytes in flight as ILP 1 at 100 %, so the two should match.
+# **The model's prediction, stated before anything is measured.** Lessons 03, 04a and 05 take Little's
+# law's two inputs for a GPU from one place (`gpucourse.measure.calibration`): the **copy ceiling**
+# measured in lesson 00, and a **loaded latency calibrated on lesson 03's one-element copy** (its
+# 8 KiB of reads in flight per SM ÷ its read rate). That latency is a model constant, not a
+# pointer-chase measurement: it holds DRAM latency under load *and* block turnover, so an unloaded
+# round trip is shorter. Nothing measured in this lesson went into it. The cell prints both for the
+# H200 of the course's recordings, and the warp loads an SM needs: ceiling ÷ SMs × latency ÷ 256 B
+# (a 128-byte warp load and its store).
+# * ILP 1: 16 warps at 25 % and 64 at 100 % are both below the need, so the bandwidth is
+#   proportional to the warps: **16 ÷ 64 = 0.25**.
+# * ILP 4: 16 warps × 4 = 64 loads at 25 %; 256 at 100 % is above the need (the ceiling), so the
+#   ratio is 64 ÷ the need. ILP 4 at 25 % keeps as many bytes in flight as ILP 1 at 100 %, so the
+#   two should match.
 # * FMAs: four sub-partitions × 4-cycle latency = 16 FMAs in flight per SM keep the fp32 units
-#   busy. At 12.5 % (8 warps) one chain per warp gives **0.5**, four chains **1.0**; from 25 % up both
-#   are at full speed.
+#   busy. At 12.5 % (8 warps) one chain per warp gives **0.5**, four chains **1.0**.
 #
-# The cell prints the same model for the GPU this notebook shows (your GPU, else the recording's):
-# on a GPU with less bandwidth per SM (an L4, an RTX 4090) fewer warps are needed and the knee moves
-# to lower occupancy.
+# One check is already on record: the first attempt (optional section below) ran the ILP-4 copy at
+# 25 % with lesson 03's 8 KiB of reads in flight per SM. The cell prints the model's prediction for
+# that point beside the recording; Little's law on it gives a latency about 6 % longer (another
+# kernel, its own block turnover). A GPU the course has not recorded takes the H200's latency, and
+# the line says so; with less bandwidth per SM (an L4) the knee moves to lower occupancy.
 
 # %%
 print(lesson.lesson_speed_model("memory").assumptions)
+print(lesson.first_attempt_text())
 lesson.predictions()
 
 # %% [markdown]
 # On a GPU the chart is measured now (the first view of each kind takes at least 7 s: 14 points
 # × 0.5 s, plus compilation); without one it shows a recording made on a real GPU, labelled with
-# its GPU and date. Where none exists, the memory-bound view draws sweeps published by Dominik Ernst
-# (gpu-benches' gpu-stream: a float64 scale kernel on an H200, H100 PCIe, A100 and L40, occupancy set
-# by a shared-memory spoiler; not your GPU), each divided by its own bandwidth at its highest
-# occupancy so that it sits on the model's axis; the resident-grid copy has no recording yet.
-# Nothing comparable is published for the FMA chains. In every mode the dashed lines are the model
-# above, each curve normalised to 1 at full occupancy, with its inputs printed under the chart.
+# its GPU and date. **No GPU has recorded the resident-grid copies or the FMA chains yet**: without a
+# GPU those views draw the model only and say so. The published occupancy sweeps (gpu-benches'
+# gpu-stream) copy one float64 element per thread over hundreds of thousands of blocks, the first
+# attempt's launch, so they are not drawn in its place. The dashed lines are the model above, each
+# curve 1 at full occupancy, with its inputs printed under the chart.
 
 # %%
 speed = lesson.speed_explorer()
@@ -255,7 +259,7 @@ predictions.read_back(
     measured=lambda: lesson.measured_ratios())
 
 # %% [markdown]
-# ## Why the first version of this experiment fooled us *(optional, 3 min)*
+# ## Why the first version of this experiment fooled us *(optional, 2 min)*
 #
 # The first version of this lesson launched the obvious copy: one element per thread, one 64-thread
 # block per 64 elements — about a million blocks. On an H200 it measured **842 GB/s at 25 % and
@@ -274,8 +278,10 @@ predictions.read_back(
 #
 # The driver has its own answer: `cudaOccupancyMaxActiveBlocksPerMultiprocessor` (in Numba,
 # the context's `get_active_blocks_per_multiprocessor`; in CuPy, the driver API). On a GPU this
-# asks it for every lesson kernel at 5 block sizes × 3 dynamic shared sizes × 3 register caps and
-# puts the answers side by side with the calculator's. Points on the diagonal agree.
+# asks it for every lesson kernel at 5 block sizes × 3 dynamic shared sizes × 3 register caps (360
+# configurations) and puts the answers side by side with the calculator's. Points on the diagonal
+# agree. Without a GPU the chart shows the course's quick recording, which asked for fewer: 72
+# configurations of six kernels (3 block sizes × 2 shared sizes × 2 register caps; the title counts them).
 #
 # <details><summary>Description of the picture</summary>
 #
@@ -323,13 +329,13 @@ lesson.driver_comparison_figure()
 # Numba: `max_registers=32`) and the theoretical occupancy climbs to 100 %. Often the kernel gets
 # no faster, and sometimes it gets slower. The same profile tells why: *spill stores* and
 # local-memory traffic appear where there were none. Our `accumulators` kernel shows the start
-# of that story without a GPU: capped at 32 registers, ptxas 13.5 for sm_90 reports 2,228 bytes
+# of that story without a GPU: capped at 32 registers, ptxas 13.0 (the CUDA 13 wheel's) for sm_90 reports 2,228 bytes
 # of spill stores and 1,644 bytes of spill loads, where the uncapped kernel has none. Before
 # capping registers, check whether the kernel is latency-bound at all (memory throughput far
 # below the copy ceiling while warps sit waiting), and compare spills before and after.
 
 # %% [markdown]
-# ## On other GPUs *(optional, 3 min)*
+# ## On other GPUs *(optional, 1 min)*
 # The calculator knows every compute capability from 7.0 (V100) to 12.0 (RTX 50xx): Volta,
 # Turing, Ampere (8.0, 8.6, 8.7), Ada (8.9), Hopper (9.0) and Blackwell (10.0 B200, 10.3 B300,
 # 12.0), with NVIDIA's own limits (`cuda_occupancy.h`; pass `cc=(7, 5)`, `"8.9"` or `"sm_120"`).

@@ -12,7 +12,7 @@ from gpucourse.errors import InvalidConfig
 from gpucourse.lessons import occupancy as ol
 from gpucourse.lessons.occupancy import experiments
 from gpucourse.lessons.occupancy.calculator import occupancy
-from gpucourse.measure import ptxinfo, reference, runtime
+from gpucourse.measure import calibration, ptxinfo, reference, runtime
 
 sim_only = pytest.mark.skipif(runtime.is_gpu(), reason="checks the simulator-mode behaviour")
 
@@ -161,20 +161,24 @@ def test_recorded_latency_is_littles_law_on_the_ilp4_low_occupancy_point():
     assert ol.recorded_copy_gbps(_recording("x", FIRST)) is None
 
 
-def test_memory_model_from_recordings_predicts_the_ratios():
+def test_memory_model_from_a_calibration_predicts_the_ratios():
     rec = _recording("occupancy.memory_resident", FIRST)
-    model = ol.speed_model("memory", rec, first_attempt=_recording("occupancy.memory_bound", FIRST),
-                           ceilings=_recording("measuring.ceilings", CEILINGS))
-    latency = 16384 * 132 / 2000
+    cal = calibration.calibration_from("NVIDIA H200", 132, 2000.0, 4000.0, "by hand")
+    model = ol.speed_model("memory", rec, calibration=cal)
+    latency = 2 * 8192 * 132 / 2000  # reads in flight ÷ read rate (half the effective GB/s)
+    assert cal.latency_ns == pytest.approx(latency)
     assert model.warps_needed == pytest.approx(4000 / 132 * latency / 256)  # = 128 warp copies per SM
-    assert "recorded copy ceiling" in model.assumptions and "Little's law on the recorded" in model.assumptions
+    assert "recorded copy ceiling" in model.assumptions and "calibrated on lesson 03" in model.assumptions
     assert model.ratio(0.25, 1) == pytest.approx(0.25)  # both below the need: linear in warps
     assert model.ratio(0.25, 4) == pytest.approx(64 / 128)  # 100 %: capped at the ceiling
     assert model.ratio(0.125, 4) == pytest.approx(32 / 128)
-    # a recording of another GPU is not used as this GPU's latency: the assumption is, and said so
-    other = _recording("occupancy.memory_bound", FIRST, device="NVIDIA H100 80GB HBM3")
-    fallback = ol.speed_model("memory", rec, first_attempt=other)
-    assert "600 ns DRAM latency (assumed)" in fallback.assumptions and "datasheet" in fallback.assumptions
+    # a GPU the course never recorded: the H200's calibrated latency, said to be an assumption, and its datasheet
+    other = _recording("occupancy.memory_resident", FIRST, device="NVIDIA H100 80GB HBM3")
+    fallback = ol.speed_model("memory", other)
+    h200 = calibration.recorded()
+    assert (f"{h200.latency_ns:.0f} ns loaded latency (the NVIDIA H200's calibrated latency, assumed for the "
+            "NVIDIA H100 80GB HBM3)") in fallback.assumptions and "(datasheet)" in fallback.assumptions
+    assert "600 ns" not in fallback.assumptions  # the unsourced "typical unloaded" constant is gone (F13)
     with pytest.raises(InvalidConfig):
         model.ratio(0, 1)
     with pytest.raises(InvalidConfig):
@@ -183,13 +187,21 @@ def test_memory_model_from_recordings_predicts_the_ratios():
 
 @sim_only
 def test_the_lessons_predictions_from_the_course_recordings():
-    """The stated predictions come from the H200 recordings (latency ≈ 876 ns, ceiling ≈ 4,271 GB/s)."""
-    if reference.load(ol.FIRST_ATTEMPT_SWEEP) is None:
-        pytest.skip("no first-attempt recording in data/reference")
+    """The stated predictions come from the one calibration (lesson 03's copy: ≈ 823 ns, 4,271 GB/s), not from
+    a point of this lesson's own data (W3: the ILP-4 prediction used to return the point it was calibrated on)."""
+    h200 = calibration.recorded()
+    if h200 is None:
+        pytest.skip("no calibration recording in data/reference")
+    model = ol.lesson_speed_model("memory")
+    assert model.warps_needed == pytest.approx(h200.ceiling_gbps / h200.sm_count * h200.latency_ns / 256)
     said = ol.predictions()
     assert said["copy_resident at 25 %"] == 0.25
-    assert 0.5 <= said["copy_resident_ilp4 at 25 %"] <= 0.75
+    assert said["copy_resident_ilp4 at 25 %"] == round(64 / model.warps_needed, 2)
     assert said["FMA ILP 1 at 12.5 %"] == 0.5 and said["FMA ILP 4 at 12.5 %"] == 1.0
+    check = ol.first_attempt_check(model)
+    if check is not None:  # the first attempt is a check of the model, not its input
+        assert 0.85 < check["recorded GB/s"] / check["predicted GB/s"] < 1.0
+        assert said["copy_resident_ilp4 at 25 %"] != round(check["recorded GB/s"] / h200.ceiling_gbps, 2)
 
 
 def test_first_attempt_recording_contradicts_the_model_as_the_lesson_says():

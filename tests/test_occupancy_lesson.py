@@ -1,5 +1,7 @@
 """Lesson 05's library: kernels (in the simulator), charts, the SM picture, widgets, sweeps' CPU side."""
 
+import html
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -7,7 +9,7 @@ import pytest
 from gpucourse.errors import InvalidConfig, NoGPU
 from gpucourse.lessons import occupancy as ol
 from gpucourse.lessons.occupancy.calculator import LIMITERS, occupancy
-from gpucourse.measure import ptxinfo, reference, runtime
+from gpucourse.measure import calibration, ptxinfo, reference, runtime
 from gpucourse.viz import charts
 
 KB = 1024
@@ -204,7 +206,9 @@ def test_gpu_only_functions_refuse_in_the_simulator():
 
 @sim_only
 def test_speed_and_driver_figures_without_a_recording_say_so(monkeypatch):
-    monkeypatch.setattr(reference, "load", lambda name, *a, **k: None)
+    real = reference.load
+    swept = {*ol.figures.SPEED_SWEEPS.values(), "occupancy.driver"}
+    monkeypatch.setattr(reference, "load", lambda name, *a, **k: None if name in swept else real(name, *a, **k))
     for fig in (ol.speed_figure("compute"), ol.speed_figure("first_attempt"), ol.driver_comparison_figure()):
         assert charts.caption_of(fig).startswith("No data")
         assert "Model and counts only, because" in charts.caption_of(fig)
@@ -212,16 +216,42 @@ def test_speed_and_driver_figures_without_a_recording_say_so(monkeypatch):
         # only the model is drawn: nothing measured is invented
         assert all(t.name.startswith("model: ") for t in fig.data)
     assert len(ol.driver_comparison_figure().data) == 0
-    # the memory-bound sweep: the model, and gpu-stream's published sweeps beside it, cited (never "measured")
+    # the memory-bound sweep: the model only, and why gpu-stream's published sweeps are not its stand-in (W2)
     memory = ol.speed_figure("memory")
     names = [t.name for t in memory.data]
-    assert [n for n in names if n.startswith("model: ")] == ["model: copy_resident (ILP 1)",
-                                                             "model: copy_resident_ilp4 (ILP 4)"]
-    assert len([n for n in names if n.startswith("published: ")]) == 4 and len(names) == 6
-    assert "Published by Dominik Ernst (te42kyfo)" in charts.caption_of(memory)
-    assert "not your GPU" in charts.caption_of(memory) and "Measured" not in charts.caption_of(memory)
+    assert names == ["model: copy_resident (ILP 1)", "model: copy_resident_ilp4 (ILP 4)"]
+    caption = charts.caption_of(memory)
+    assert caption.startswith("No data") and "Measured" not in caption
+    for difference in ("one float64 element per thread", "131,073 to 4.2 M blocks", "256 B per warp load",
+                       "block turnover"):
+        assert difference in caption, difference
     with pytest.raises(InvalidConfig):
         ol.speed_figure("io")
+
+
+@sim_only
+@pytest.mark.parametrize("kind", ["memory", "first_attempt"])
+def test_the_chart_draws_the_model_the_text_states(kind):
+    """W1: without a GPU the dashed lines are ``lesson_speed_model`` (what the prediction cell prints), with or
+    without a recording of the sweep; before, the chart fell back to an assumed 600 ns and the datasheet."""
+    stated = ol.lesson_speed_model("memory")
+    fig = ol.speed_figure(kind)
+    notes = html.unescape(" ".join(a.text for a in fig.layout.annotations if a.name == "model").replace("<br>", " "))
+    assert stated.assumptions in notes
+    shown = [t for t in fig.data if t.name.startswith("model: ")]
+    warps = np.arange(2, stated.max_warps + 1, 2)
+    for trace, ilp in zip(shown, (1, 4), strict=True):
+        assert np.allclose(trace.y, stated.relative_speed(warps, ilp))
+
+
+@sim_only
+def test_without_anything_to_calibrate_on_the_chart_draws_no_model_and_says_why(monkeypatch):
+    monkeypatch.setattr(reference, "load", lambda name, *a, **k: None)
+    fig = ol.speed_figure("memory")
+    assert fig.data == () or all(not t.name.startswith("model: ") for t in fig.data)
+    notes = " ".join(a.text for a in fig.layout.annotations if a.name == "model")
+    assert "No model drawn" in notes and "coalescing.stride" in notes
+    assert [t.name for t in ol.speed_figure("compute").data][0].startswith("model: ")  # FMAs need no latency
 
 
 def _fake_recording(name, frame):
@@ -247,7 +277,9 @@ def test_speed_figure_draws_a_recording(monkeypatch):
             "gbps": [1, 2, 3, 4],
         }
     )
-    monkeypatch.setattr(reference, "load", lambda name, *a, **k: _fake_recording(name, frame))
+    real = reference.load  # the fake stands in for the sweep; the calibration stays the course's recording
+    monkeypatch.setattr(reference, "load", lambda name, *a, **k: (
+        _fake_recording(name, frame) if name.startswith("occupancy.") else real(name, *a, **k)))
     fig = ol.speed_figure("first_attempt")  # the one-element recording, drawn as what it is
     assert charts.caption_of(fig).startswith("Recorded") and "NVIDIA H200" in charts.caption_of(fig)
     assert "first attempt" in fig.layout.title.text
@@ -260,12 +292,13 @@ def test_speed_figure_draws_a_recording(monkeypatch):
 
 @sim_only
 def test_speed_model_is_littles_law_normalised_to_full_occupancy():
-    memory = ol.speed_model("memory")  # no GPU, no recording: an assumed H200, said so
-    assert "assumed" in memory.assumptions and "H200" in memory.assumptions
-    # 600 ns × 4,800 GB/s ÷ 132 SMs ÷ 256 B per warp copy ≈ 85 warps' loads in flight per SM
-    assert memory.warps_needed == pytest.approx(600 * 4800 / 132 / 256)
+    memory = ol.speed_model("memory")  # no GPU, no recording of the sweep: the course's calibration GPU
+    h200 = calibration.recorded()
+    assert "calibrated on lesson 03's one-element copy" in memory.assumptions and "H200" in memory.assumptions
+    # calibrated latency × recorded copy ceiling ÷ 132 SMs ÷ 256 B per warp copy ≈ 104 warps' loads per SM
+    assert memory.warps_needed == pytest.approx(h200.latency_ns * h200.ceiling_gbps / 132 / 256)
     warps = np.array([8, 16, 32, 64])
-    assert memory.relative_speed(warps, 1) == pytest.approx([0.125, 0.25, 0.5, 1.0])  # 64 < 85: linear
+    assert memory.relative_speed(warps, 1) == pytest.approx([0.125, 0.25, 0.5, 1.0])  # 64 < 104: linear
     assert memory.relative_speed(warps, 4) == pytest.approx([32 / memory.warps_needed, 64 / memory.warps_needed,
                                                              1.0, 1.0])
     compute = ol.speed_model("compute")  # 4-cycle FMA × 4 sub-partitions = 16 FMAs in flight per SM
@@ -286,7 +319,9 @@ def test_speed_model_uses_the_recordings_device(monkeypatch):
     rec.provenance["device"] = {"device": "NVIDIA H100 80GB HBM3", "sm_count": 132, "compute_capability": "9.0"}
     model = ol.speed_model("memory", rec)
     assert model.device == "NVIDIA H100 80GB HBM3" and "(NVIDIA H100 80GB HBM3)" in model.assumptions
-    assert model.warps_needed == pytest.approx(59.48, abs=0.005)  # 600 ns × 3,350 B/ns ÷ 132 SMs ÷ 256 B
+    # no recording of an H100's copy: the H200's calibrated latency × its 3,350 GB/s datasheet ÷ 132 SMs ÷ 256 B
+    assert model.warps_needed == pytest.approx(calibration.recorded().latency_ns * 3350 / 132 / 256)
+    assert "assumed for the NVIDIA H100 80GB HBM3" in model.assumptions and "(datasheet)" in model.assumptions
 
 
 @sim_only

@@ -32,6 +32,10 @@ FIGURES = {
 }
 
 
+# charts whose model needs the loaded latency calibrated on a recording (gpucourse.measure.calibration)
+NEEDS_CALIBRATION = {"05 occupancy.memory_bound"}
+
+
 def _sweep(key: str) -> str:
     return key.split(" ", 1)[1]
 
@@ -71,8 +75,12 @@ def test_without_a_recording_the_model_stays_with_a_plain_sentence(key, simulato
     monkeypatch.setattr(reference, "REFERENCE_ROOT", tmp_path)  # an empty data/reference/
     fig = FIGURES[key]()
     caption = charts.caption_of(fig)
-    assert fig.data and "measured by this course" not in caption
     texts = caption + " ".join(str(a.text) for a in fig.layout.annotations)
+    if key in NEEDS_CALIBRATION:  # no typed latency stands in for a missing calibration (facts.md F13)
+        assert "No model drawn" in texts and "coalescing.stride" in texts, texts
+    else:
+        assert fig.data, key
+    assert "measured by this course" not in caption
     assert "no recording" in texts.lower() or "Published by" in texts or "Model" in texts, texts
 
 

@@ -44,6 +44,12 @@ NOTHING_PUBLISHED = {
     "launch timing": "gpu-benches' launch-overhead results (gpu-small-kernels) are not extracted yet",
     "occupancy driver": "the driver's answer needs a GPU; it is a count, not a timing, and none is published",
     "compute occupancy": "gpu-benches publishes memory-bound sweeps; no FMA-chain sweep vs occupancy is published",
+    "resident copy occupancy": "the published occupancy sweeps (gpu-benches' gpu-stream: H200, H100 PCIe, A100, "
+                               "L40) copy one float64 element per thread over 131,073 to 4.2 M blocks, two per "
+                               "SM, the block size setting the occupancy: this lesson's first-attempt launch "
+                               "shape, where block turnover as well as occupancy sets the pace, with 256 B per "
+                               "warp load where the model has 128 B; they answer another question than the "
+                               "resident-grid copy, and none of this sweep is recorded yet",
     "first-attempt copy": "it is the course's own launch shape (one element per thread, ~1 M blocks), which "
                           "no published occupancy sweep uses",
     "fp32 roofline": "ml-engineering's table publishes bf16 and fp8 matmul maxima, no fp32 one (choose bf16)",

@@ -12,18 +12,19 @@ and the model's bandwidth is the smaller of what those bytes sustain and the cop
     effective  = min(2 × read rate, copy ceiling)        (effective GB/s counts read + write)
 
 It is a *model*: one latency stands for DRAM latency under load plus block turnover, and it is
-calibrated on one recorded point (``calibrated_latency_ns``): the H200's one-element copy. Everything
-here is pure arithmetic on numbers the caller passes; ``h200_calibration`` reads them from the course's
-recording (``data/reference/``), never from this file.
+calibrated on one recorded point: the H200's one-element copy. The calibration (latency and copy ceiling
+per GPU) is computed in one place, ``gpucourse.measure.calibration``, which lessons 04a and 05 use too;
+``h200_calibration`` returns it. Everything else here is pure arithmetic on numbers the caller passes.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from gpucourse import validate
 from gpucourse.errors import InvalidConfig
+from gpucourse.measure import calibration as calibrations
+from gpucourse.measure.calibration import Calibration, calibration_from  # noqa: F401  (the lesson's names)
 
 MAX_THREADS_PER_SM = 2048  # sm_80, sm_90, sm_100 (Programming Guide, "Compute Capabilities" table)
 ELEMENT_BYTES = 4  # the lesson's float32 element
@@ -59,10 +60,8 @@ def predicted_gbps(bytes_in_flight_sm: float, sm_count: int, latency_ns: float, 
 
 def calibrated_latency_ns(measured_gbps: float, bytes_in_flight_sm: float, sm_count: int) -> float:
     """The one latency that makes the model reproduce a latency-bound measurement (effective GB/s)."""
-    if measured_gbps <= 0 or bytes_in_flight_sm <= 0:
-        raise InvalidConfig("a calibration needs a positive measurement and positive bytes in flight")
     sms = validate.integer("sm_count", sm_count, minimum=1)
-    return 2 * bytes_in_flight_sm * sms / measured_gbps
+    return calibrations.latency_from_copy_ns(measured_gbps, bytes_in_flight_sm, sms)
 
 
 def needed_bytes_in_flight_per_sm(ceiling_gbps: float, sm_count: int, latency_ns: float) -> float:
@@ -87,40 +86,9 @@ def tail_efficiency(blocks: int, sm_count: int, blocks_per_sm: int) -> float:
     return w / math.ceil(w)
 
 
-@dataclass(frozen=True)
-class Calibration:
-    """The recorded point the model is calibrated on, and where it comes from."""
-
-    device: str
-    sm_count: int
-    one_element_gbps: float
-    ceiling_gbps: float
-    latency_ns: float
-    source: str
-
-
-def calibration_from(device: str, sm_count: int, one_element_gbps: float, ceiling_gbps: float,
-                     source: str, threads_per_sm: int = MAX_THREADS_PER_SM) -> Calibration:
-    """Calibrate on a one-element float32 copy at full occupancy (one 4-byte load per thread)."""
-    in_flight = bytes_in_flight_per_sm(threads_per_sm, 1, ELEMENT_BYTES)
-    latency = calibrated_latency_ns(one_element_gbps, in_flight, sm_count)
-    return Calibration(device, int(sm_count), float(one_element_gbps), float(ceiling_gbps), latency, source)
-
-
 def h200_calibration() -> Calibration | None:
-    """The calibration from the course's H200 recording (stride-1 float32 copy), or None without it."""
-    from gpucourse.measure import reference
-
-    rec = reference.load("coalescing.stride", gpu="nvidia-h200")
-    if rec is None:
-        return None
-    rows = rec.data[(rec.data.dtype == "float32") & (rec.data.stride == 1)]
-    sm_count = rec.provenance.get("device", {}).get("sm_count")
-    if not len(rows) or not sm_count:
-        return None
-    row = rows.iloc[0]
-    return calibration_from(rec.device, int(sm_count), float(row.gbps), float(row.copy_ceiling_gbps),
-                            rec.caption())
+    """The calibration from the course's H200 recording (``measure.calibration.recorded``), or None without it."""
+    return calibrations.recorded(calibrations.CALIBRATION_GPU)
 
 
 def model_rows(calibration: Calibration, elements_per_thread=ELEMENTS_PER_THREAD, vector_bytes=VECTOR_BYTES,

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from gpucourse.errors import InvalidConfig
+from gpucourse.errors import CourseError, InvalidConfig
 from gpucourse.lessons.occupancy.calculator import (
     KB,
     LIMITERS,
@@ -20,13 +20,13 @@ from gpucourse.lessons.occupancy.calculator import (
 from gpucourse.lessons.occupancy.experiments import AXES, KINDS, driver_comparison, measure_speed, sweep_axis
 from gpucourse.lessons.occupancy.model import (
     CANNOT_LAUNCH,
-    CEILINGS_SWEEP,
     FIRST_ATTEMPT_SWEEP,
     KERNELS,
     SWEEP_THREADS,
     SpeedModel,
     _sm_summary,
     lesson_cc,
+    lesson_speed_model,
     limiter_style,
     speed_model,
     usage,
@@ -547,16 +547,12 @@ _TITLES = {
 
 
 def _model_for(kind: str, rec) -> SpeedModel:
-    """The chart's model, with the shown GPU's recordings (first attempt, copy ceiling) as its inputs."""
+    """The chart's model: the one the lesson's text and ``predictions()`` state (``lesson_speed_model``) for this
+    GPU or, without one, for the course's calibration GPU; a recording of another GPU gets that GPU's model."""
     model_kind = "compute" if kind == "compute" else "memory"
-    if model_kind == "compute":
-        return speed_model("compute", rec)
-    device = runtime.device().name if runtime.is_gpu() else (rec.device if rec else None)
-    first = ceilings = None
-    if device:
-        first = next((r for r in reference.recordings(FIRST_ATTEMPT_SWEEP) if r.device == device), None)
-        ceilings = next((r for r in reference.recordings(CEILINGS_SWEEP) if r.device == device), None)
-    return speed_model("memory", rec, first_attempt=first, ceilings=ceilings)
+    if runtime.is_gpu() or rec is None:
+        return lesson_speed_model(model_kind)
+    return speed_model(model_kind, rec)
 
 
 def speed_figure(kind: str = "memory", progress=None) -> go.Figure:
@@ -593,23 +589,27 @@ def speed_figure(kind: str = "memory", progress=None) -> go.Figure:
     fig = _room_for_caption(
         charts.figure(_TITLES[kind], "occupancy (% of warp slots, from the calculator)", unit, source)
     )
-    model = _model_for(kind, rec)
+    try:
+        model = _model_for(kind, rec)
+    except CourseError as error:  # nothing to calibrate the latency on: no dashed lines, and the chart says why
+        model = None
+        fig.add_annotation(name="model", showarrow=False, xref="paper", yref="paper", x=0, y=0, yshift=-80,
+                           xanchor="left", yanchor="top", font={"size": 11, "color": "#444"},
+                           text=charts.note_text(f"No model drawn: {error}."))
     kernels = list(zip(KINDS[kind], (1, 4), strict=True))
     if data is None or not len(data):
         fig.update_yaxes(title_text="model: speed ÷ speed at 100 % occupancy", range=[0, 1.1])
-        _add_speed_model(fig, model, kernels, axis="y")
+        if model is not None:
+            _add_speed_model(fig, model, kernels, axis="y")
         fig.update_xaxes(range=[0, 105])
-        if kind != "memory":
-            return cited.no_data(fig, "No timing to show: there is no GPU here and no recording yet",
-                                 "compute occupancy" if kind == "compute" else "first-attempt copy")
-        cited.stream_vs_occupancy(fig)  # no GPU, no recording: gpu-stream's published sweeps beside the model
-        return cited.cite(fig, "Dashed: the model. Solid: published sweeps, each ÷ its own GB/s at its highest "
-                          "occupancy (hover for GB/s)", cited.STREAM)
+        topic = {"compute": "compute occupancy", "memory": "resident copy occupancy"}.get(kind, "first-attempt copy")
+        return cited.no_data(fig, "No timing to show: there is no GPU here and no recording yet", topic)
     for index, (name, group) in enumerate(data.groupby("kernel", sort=False)):
         ilp = int(group.ilp.iloc[0])
         charts.line(fig, group.occupancy_pct, group[column], f"{name} (ILP {ilp})", index, dash="solid",
                     error_y=reference.spread(group, column))
-    _add_speed_model(fig, model, kernels, axis="y2")
+    if model is not None:
+        _add_speed_model(fig, model, kernels, axis="y2")
     fig.update_layout(
         yaxis2={"title": "model: speed ÷ speed at 100 % occupancy", "overlaying": "y", "side": "right",
                 "range": [0, 1.1], "showgrid": False},

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from gpucourse.errors import InvalidConfig
+from gpucourse.errors import CourseError, InvalidConfig
 from gpucourse.lessons.occupancy.calculator import (
     ARCHITECTURES,
     KB,
@@ -30,6 +30,7 @@ from gpucourse.lessons.occupancy.kernels import (
     fma_ilp4_kernel,
     fma_kernel,
 )
+from gpucourse.measure import calibration as calibrations
 from gpucourse.measure import runtime
 from gpucourse.measure.ptxinfo import ResourceUsage, resource_usage, resource_usage_all
 from gpucourse.viz import charts
@@ -233,14 +234,12 @@ def resident_grid(blocks_per_sm: int, sm_count: int) -> int:
     return int(blocks_per_sm) * int(sm_count)
 
 
-# --- Little's-law model of the speed sweeps (inputs: recordings where they exist, else assumptions) ---
+# --- Little's-law model of the speed sweeps (inputs: the one calibration per GPU, measure/calibration.py) ---
 
-MODEL_DRAM_LATENCY_NS = 600.0  # assumed when no recording gives one: a typical unloaded HBM latency
 MODEL_FMA_LATENCY_CYCLES = 4  # assumed: FP32 FMA dependent-issue latency (Volta and later)
 MODEL_BYTES_PER_WARP_COPY = 2 * WARP_SIZE * 4  # one float32 load (128 B) + its store: the store never waits
-MODEL_FALLBACK_DEVICE = ("NVIDIA H200", 4800.0, 132, (9, 0))  # assumed when there is no device or recording
-FIRST_ATTEMPT_SWEEP = "occupancy.memory_bound"  # one element per thread: its ILP-4, 25 % point gives the latency
-CEILINGS_SWEEP = "measuring.ceilings"
+FIRST_ATTEMPT_SWEEP = "occupancy.memory_bound"  # one element per thread, ~1 M blocks: checked, not calibrated on
+CEILINGS_SWEEP = calibrations.CEILINGS_SWEEP
 
 
 @dataclass(frozen=True)
@@ -269,17 +268,24 @@ class SpeedModel:
         return float(low / high)
 
 
+def _latency_bound_row(rec):
+    """The first attempt's ILP-4 copy at its lowest occupancy (latency-bound: its blocks retire slower than the
+    block dispatcher's rate), or None."""
+    if rec is None or rec.data is None or not len(rec.data) or "kernel" not in rec.data:
+        return None
+    rows = rec.data[rec.data.kernel == "copy_ilp4"]
+    return rows.loc[rows.occupancy_pct.idxmin()] if len(rows) else None
+
+
 def recorded_latency_ns(rec) -> float | None:
-    """The loaded DRAM latency, by Little's law, of a first-attempt recording: its ILP-4 copy at the lowest
-    occupancy (a latency-bound point: its blocks retire slower than the block dispatcher's rate) keeps
-    blocks × warps × 4 loads × 256 B (load + store) per SM in flight, so latency = that × SMs ÷ GB/s."""
-    if rec is None or rec.data is None or not len(rec.data):
+    """Little's law on a first-attempt recording's ILP-4 copy at the lowest occupancy: blocks × warps × 4 loads ×
+    256 B (load + store) per SM ÷ its GB/s. Not the model's latency (that is calibrated on lesson 03's copy,
+    ``measure.calibration``): the lesson compares the two, since the same law must give about the same
+    number on another kernel with the same reads in flight."""
+    row = _latency_bound_row(rec)
+    sm_count = rec.provenance.get("device", {}).get("sm_count") if rec is not None else None
+    if row is None or not sm_count:
         return None
-    sm_count = rec.provenance.get("device", {}).get("sm_count")
-    rows = rec.data[rec.data.kernel == "copy_ilp4"] if "kernel" in rec.data else rec.data.iloc[0:0]
-    if not sm_count or not len(rows):
-        return None
-    row = rows.loc[rows.occupancy_pct.idxmin()]
     warps = int(row.active_blocks) * int(row.threads_per_block) // WARP_SIZE
     in_flight = warps * int(row.ilp) * MODEL_BYTES_PER_WARP_COPY  # bytes per SM
     return float(in_flight * int(sm_count) / float(row.gbps))  # GB/s = bytes/ns
@@ -293,86 +299,124 @@ def recorded_copy_gbps(rec) -> float | None:
     return float(rows.measured.iloc[0]) if len(rows) else None
 
 
-def _model_device(rec=None) -> tuple[str, float | None, int | None, tuple[int, int], bool]:
-    """(name, datasheet GB/s, SM count, compute capability, assumed?) of the device the chart is about."""
-    if runtime.is_gpu():
-        info = runtime.device()
-        return info.name, info.datasheet_bandwidth_gbps, info.sm_count, tuple(info.compute_capability), False
-    if rec is not None:
-        facts = rec.provenance.get("device", {})
-        name = rec.device
-        gbps = runtime.datasheet_bandwidth_gbps(name)
-        cc = tuple(int(v) for v in str(facts.get("compute_capability", "9.0")).split("."))
-        sm_count = facts.get("sm_count")
-        if gbps and sm_count:
-            return name, gbps, int(sm_count), cc, False
-    name, gbps, sm_count, cc = MODEL_FALLBACK_DEVICE
-    return name, gbps, sm_count, cc, True
+def _cc_of(rec) -> tuple[int, int]:
+    return tuple(int(v) for v in str(rec.provenance.get("device", {}).get("compute_capability", "9.0")).split("."))
 
 
-def _same_device(rec, name: str):
-    return rec if rec is not None and rec.device == name else None
+def memory_inputs(name: str, own, reference_calibration, ceiling_now_gbps: float | None = None,
+                  datasheet_gbps: float | None = None) -> tuple[float, str, float, str]:
+    """(latency ns, where it comes from, copy ceiling GB/s, where it comes from) for the memory model of GPU
+    ``name``: its own calibration where the course recorded it (``own``); else the reference GPU's calibrated
+    latency, said to be an assumption for this GPU, with this GPU's ceiling measured now (else its datasheet)."""
+    if own is not None:
+        return (own.latency_ns, "calibrated on lesson 03's one-element copy", own.ceiling_gbps,
+                "recorded copy ceiling")
+    if reference_calibration is None:
+        raise CourseError("the occupancy model needs a loaded latency and none can be calibrated here: the course's "
+                          f"recording data/reference/{calibrations.CALIBRATION_GPU}/…/"
+                          f"{calibrations.CALIBRATION_SWEEP}.csv is missing")
+    latency_from = f"the {reference_calibration.device}'s calibrated latency, assumed for the {name}"
+    if ceiling_now_gbps:
+        return reference_calibration.latency_ns, latency_from, float(ceiling_now_gbps), "copy ceiling measured now"
+    if datasheet_gbps:
+        return reference_calibration.latency_ns, latency_from, float(datasheet_gbps), "datasheet"
+    raise CourseError(f"the occupancy model needs the {name}'s copy bandwidth: no measurement and no datasheet entry")
 
 
-def memory_inputs(name: str, datasheet_gbps: float, first_attempt=None, ceilings=None) -> tuple[float, str, float, str]:
-    """(latency ns, where it comes from, bandwidth GB/s, where it comes from) for the memory model of ``name``:
-    a recording of that GPU where there is one (the first attempt's latency-bound point; the measured copy
-    ceiling), else the assumed 600 ns and the datasheet."""
-    latency = recorded_latency_ns(_same_device(first_attempt, name))
-    latency_from = ("Little's law on the recorded first attempt (ILP 4, lowest occupancy)" if latency
-                    else "assumed")
-    gbps = recorded_copy_gbps(_same_device(ceilings, name))
-    gbps_from = "recorded copy ceiling" if gbps else "datasheet"
-    return latency or MODEL_DRAM_LATENCY_NS, latency_from, gbps or datasheet_gbps, gbps_from
-
-
-def speed_model(kind: str = "memory", rec=None, *, first_attempt=None, ceilings=None) -> SpeedModel:
-    """The Little's-law model for the memory- or compute-bound sweep, on the device the chart shows
-    (this GPU, else the recording's GPU, else an assumed H200). The memory model's latency and bandwidth
-    come from that GPU's recordings when given (``first_attempt``: occupancy.memory_bound; ``ceilings``:
-    measuring.ceilings), else they are stated assumptions."""
+def speed_model(kind: str = "memory", rec=None, *, calibration=None, ceiling_now_gbps: float | None = None
+                ) -> SpeedModel:
+    """The Little's-law model for the memory- or compute-bound sweep, on the GPU the chart shows: this GPU, else
+    the recording's GPU (``rec``), else the course's calibration GPU. The memory model's latency and copy ceiling
+    are that GPU's calibration (``measure.calibration``: ``calibration`` if given, else looked up by name); a GPU
+    the course never recorded takes the reference GPU's latency (said so) and ``ceiling_now_gbps``."""
     if kind not in ("memory", "compute"):
         raise InvalidConfig(f"kind must be 'memory' or 'compute'; got {kind!r}")
-    name, gbps, sm_count, cc, assumed = _model_device(rec)
-    if kind == "memory" and not (gbps and sm_count):  # a GPU with no datasheet entry: use the fallback's
-        name, gbps, sm_count, cc = MODEL_FALLBACK_DEVICE
-        assumed = True
-    max_warps = architecture(cc).max_warps_per_sm
-    which = f"{name}{', assumed' if assumed else ''}"
-    if kind == "memory":
-        latency, latency_from, bandwidth, bandwidth_from = memory_inputs(name, gbps, first_attempt, ceilings)
-        bytes_in_flight = bandwidth / sm_count * latency  # GB/s = bytes/ns
-        needed = bytes_in_flight / MODEL_BYTES_PER_WARP_COPY
-        assumptions = (
-            f"{latency:.0f} ns DRAM latency ({latency_from}) × {bandwidth:,.0f} GB/s ({bandwidth_from}) ÷ "
-            f"{sm_count} SMs ({which}) ÷ {MODEL_BYTES_PER_WARP_COPY} B per warp copy → {needed:.0f} warp loads "
-            f"in flight per SM; {max_warps} warp slots"
-        )
+    reference_cal = calibrations.recorded(calibrations.CALIBRATION_GPU)
+    if runtime.is_gpu():
+        info = runtime.device()
+        name, sm_count, cc, datasheet = (info.name, int(info.sm_count), tuple(info.compute_capability),
+                                         info.datasheet_bandwidth_gbps)
+    elif rec is not None:
+        name, sm_count, cc = rec.device, rec.provenance.get("device", {}).get("sm_count"), _cc_of(rec)
+        datasheet = runtime.datasheet_bandwidth_gbps(name)
     else:
+        from gpucourse.measure import reference
+
+        base = reference.load(calibrations.CALIBRATION_SWEEP, gpu=calibrations.CALIBRATION_GPU)
+        if reference_cal is not None and base is not None:
+            name, sm_count, cc, datasheet = reference_cal.device, reference_cal.sm_count, _cc_of(base), None
+        elif kind == "compute":  # FMA chains need only the warp slots: an H100/H200's, said so
+            name, sm_count, cc, datasheet = "cc 9.0 (an H100 or H200, assumed)", None, (9, 0), None
+        else:
+            raise CourseError("the memory model needs a loaded latency, and there is no GPU here and no recording "
+                              f"to calibrate it on (data/reference/{calibrations.CALIBRATION_GPU}/…/"
+                              f"{calibrations.CALIBRATION_SWEEP}.csv)")
+    max_warps = architecture(cc).max_warps_per_sm
+    if kind == "compute":
         needed = float(MODEL_FMA_LATENCY_CYCLES * SUB_PARTITIONS)
         assumptions = (
             f"assumed {MODEL_FMA_LATENCY_CYCLES}-cycle FMA latency × {SUB_PARTITIONS} sub-partitions issuing "
             f"one warp FMA per cycle → {needed:.0f} FMAs in flight per SM; {max_warps} warp slots (cc "
-            f"{cc[0]}.{cc[1]}, {which}); loop overhead ignored (8 FMAs per chain per iteration)"
+            f"{cc[0]}.{cc[1]}, {name}); loop overhead ignored (8 FMAs per chain per iteration)"
         )
+        return SpeedModel(kind, name, needed, max_warps, assumptions)
+    own = calibration if calibration is not None else calibrations.for_device(name)
+    if own is not None:
+        sm_count = own.sm_count
+    if not sm_count:
+        raise CourseError(f"the occupancy model needs the {name}'s SM count: the recording does not give it")
+    latency, latency_from, bandwidth, bandwidth_from = memory_inputs(name, own, reference_cal, ceiling_now_gbps,
+                                                                     datasheet)
+    needed = bandwidth / int(sm_count) * latency / MODEL_BYTES_PER_WARP_COPY  # GB/s = bytes/ns
+    assumptions = (
+        f"{latency:.0f} ns loaded latency ({latency_from}) × {bandwidth:,.0f} GB/s ({bandwidth_from}) ÷ "
+        f"{sm_count} SMs ({name}) ÷ {MODEL_BYTES_PER_WARP_COPY} B per warp copy → {needed:.0f} warp loads "
+        f"in flight per SM; {max_warps} warp slots"
+    )
     return SpeedModel(kind, name, needed, max_warps, assumptions)
 
 
 def lesson_speed_model(kind: str = "memory") -> SpeedModel:
-    """``speed_model`` with the course's recordings as inputs (what the lesson's prediction and chart use)."""
+    """``speed_model`` for the GPU the lesson shows: this GPU (its copy ceiling measured now where the course has
+    no recording of it), else the course's calibration GPU. The chart and the stated prediction both call it."""
+    ceiling_now = None
+    if kind == "memory" and runtime.is_gpu() and calibrations.for_device(runtime.device().name) is None:
+        from gpucourse.measure import ceilings
+
+        ceiling_now = ceilings.copy_gbps()
+    return speed_model(kind, ceiling_now_gbps=ceiling_now)
+
+
+def first_attempt_check(model: SpeedModel | None = None) -> dict | None:
+    """The first attempt's recorded ILP-4 point at the lowest occupancy against the model (a check: the model is
+    calibrated on another kernel): recorded GB/s, predicted GB/s, and the latency Little's law gives on it."""
     from gpucourse.measure import reference
 
-    rec = None if runtime.is_gpu() else reference.load(FIRST_ATTEMPT_SWEEP)
-    name = runtime.device().name if runtime.is_gpu() else (rec.device if rec else MODEL_FALLBACK_DEVICE[0])
-    first = rec if rec is not None else _find(reference, FIRST_ATTEMPT_SWEEP, name)
-    return speed_model(kind, rec, first_attempt=first, ceilings=_find(reference, CEILINGS_SWEEP, name))
+    model = model or lesson_speed_model("memory")
+    cal = calibrations.for_device(model.device)
+    rec = next((r for r in reference.recordings(FIRST_ATTEMPT_SWEEP) if r.device == model.device), None)
+    row = _latency_bound_row(rec)
+    if cal is None or row is None:
+        return None
+    warps = int(row.active_blocks) * int(row.threads_per_block) // WARP_SIZE
+    predicted = min(1.0, warps * int(row.ilp) / model.warps_needed) * cal.ceiling_gbps
+    return {"occupancy %": float(row.occupancy_pct), "warps": warps, "ilp": int(row.ilp),
+            "recorded GB/s": float(row.gbps), "predicted GB/s": predicted,
+            "latency on this point (ns)": recorded_latency_ns(rec), "calibrated latency (ns)": cal.latency_ns,
+            "source": rec.caption()}
 
 
-def _find(reference, sweep: str, device: str):
-    for found in reference.recordings(sweep):
-        if found.device == device:
-            return found
-    return None
+def first_attempt_text(model: SpeedModel | None = None) -> str:
+    """``first_attempt_check`` in one line (the lesson prints it)."""
+    check = first_attempt_check(model)
+    if check is None:
+        return "first attempt: no recording of it on this GPU to check the model against"
+    ratio = check["recorded GB/s"] / check["predicted GB/s"]
+    return (f"check, the first attempt's ILP-4 copy at {check['occupancy %']:.0f} % ({check['warps']} warps × "
+            f"{check['ilp']} loads per SM): model {check['predicted GB/s']:,.0f} GB/s, recorded "
+            f"{check['recorded GB/s']:,.0f} GB/s ({ratio:.2f}×); Little's law on that point gives "
+            f"{check['latency on this point (ns)']:.0f} ns against the calibrated "
+            f"{check['calibrated latency (ns)']:.0f} ns")
 
 
 def predictions(model_memory: SpeedModel | None = None, model_compute: SpeedModel | None = None) -> dict:
