@@ -220,10 +220,12 @@ print(inspect.getsource(kernels.warp_shuffle_kernel))
 # thread loading one or two of them and then waiting through the tree. On the course's H200
 # recording (`data/reference/nvidia-h200/quick/reductions.sum.csv`, 2²⁴ float32) those rungs ran at
 # 498 (interleaved) to 1,728 GB/s (warp shuffle): **12–40 % of the 4,271 GB/s copy ceiling**, 3.5×
-# from the first rung to the best. Harris's kernel 7 changes what each thread does: launch only the
-# blocks the GPU holds at once (every SM full: 132 × 8 blocks of 256 on an H200), and let each thread
-# walk its **grid-stride** slice of the array, adding into four independent partial sums. The block
-# sum at the end is the warp-shuffle rung's, and one atomic per block finishes the job:
+# from the first rung to the best. Harris's kernel 7 lets each thread walk the array with a
+# **grid-sized stride** into one running sum before the tree; a second launch sums the blocks'
+# results. The course's last rung keeps his grid stride and adds three changes of its own: exactly the
+# blocks the GPU holds at once (132 × 8 blocks of 256 on an H200), **four independent partial sums**
+# per thread, and one atomic per block instead of the second launch. Its block sum is the
+# warp-shuffle rung's:
 
 # %%
 print(inspect.getsource(kernels.grid_stride_kernel))
@@ -233,11 +235,12 @@ print(inspect.getsource(kernels.grid_stride_kernel))
 # by the memory's latency. A thread's four loads in the loop do not wait for each other (no add uses
 # them before all four are issued, and no store sits between them), so each thread keeps 16 bytes on
 # their way; with every resident thread doing that, an H200 has 4.3 MB in flight, more than its
-# bandwidth × latency needs. The tree rungs keep one or two loads in flight per thread, and only for a
+# bandwidth × latency needs (3.5 MB). The tree rungs keep one or two loads in flight per thread, and only for a
 # moment: a block loads once, then spends the rest of its life in barriers and shuffles with nothing
-# in flight, and the SM must retire it and start the next (**block turnover**). The table is the
-# model's upper bound per rung, for the GPU of the recording (or yours); lesson 05 measures the same
-# law on a copy, with occupancy and loads per thread as the two knobs.
+# in flight, and the SM must retire it and start the next (**block turnover**). The latency is lessons
+# 03 and 05's: 823 ns on an H200, lesson 03's one-element copy's reads in flight ÷ its *read* rate, so
+# a one-load rung's bound is that copy's read rate. The table is the model's upper bound per rung, for the GPU of the recording (or yours); lesson 05
+# measures the same law on a copy, with occupancy and loads per thread as the two knobs.
 
 # %%
 reductions.in_flight_model()
@@ -246,7 +249,8 @@ reductions.in_flight_model()
 # Under the microscope the last rung is one block here (1,000 numbers, 256 threads): each thread loads
 # 3 or 4 elements ("loads per thread" in the table above), one atomic for the block ("atomics"), and the sum is right
 # for a size that is not a multiple of the grid. On a GPU the same kernel takes 248 elements per thread at
-# 2²⁶; the chart below measures what that buys.
+# 2²⁶, and the chart below measures what that buys. The H200 recording predates this rung: without a
+# GPU the chart draws only its bound, labelled *model, no recording*.
 #
 # ## One decision per warp: ballot and any *(optional, 12 min)*
 #
@@ -426,7 +430,8 @@ for bad in (lambda: reductions.reduce_sum(np.ones((4, 4), dtype=np.float32)),
 # * **The ladder** follows Mark Harris, *Optimizing Parallel Reduction in CUDA* (NVIDIA, 2007):
 #   interleaved addressing with divergent branching, then strided index (bank conflicts), then
 #   sequential addressing, then the first add during load, then unrolling the last warp, and his
-#   kernel 7, many elements per thread. On the G80 of 2007 each step was worth 1.4–2.3×. On an H200
+#   kernel 7, many elements per thread (grid stride, one running sum, a second launch; the four partial
+#   sums, the resident grid and the atomic of the course's last rung are its own). On the G80 of 2007 each step was worth 1.4–2.3×. On an H200
 #   the gaps are as large: the course's recording (`data/reference/nvidia-h200/quick/reductions.sum.csv`,
 #   2²⁴ float32) steps by 1.07–1.69× from rung to rung, 3.5× from the first to the warp-shuffle rung,
 #   and every tree rung sits at 12–40 % of the copy ceiling — none is limited by DRAM bandwidth; at

@@ -14,6 +14,7 @@ import pytest
 from gpucourse.errors import InvalidConfig
 from gpucourse.lessons import reductions
 from gpucourse.lessons.reductions import compiled, experiments, figures, kernels, model
+from gpucourse.measure import calibration, reference
 
 # --- the kernel under the microscope ----------------------------------------------------------------------
 
@@ -98,21 +99,43 @@ def test_resident_grid_and_loads_per_thread_on_an_h200():
 
 def test_littles_law():
     assert model.bytes_in_flight(132, 2048, 4) == 4_325_376
-    assert model.littles_law_gbps(1_081_344, 400.0, 4271.0) == pytest.approx(2703.36)
-    assert model.littles_law_gbps(4_325_376, 400.0, 4271.0) == 4271.0  # capped at the ceiling
-    table = model.in_flight_table(132, (9, 0), 4271.0).set_index("variant")
+    assert model.littles_law_gbps(1_081_344, 800.0, 4271.0) == pytest.approx(1351.68)
+    assert model.littles_law_gbps(4_325_376, 800.0, 4271.0) == 4271.0  # capped at the ceiling
+    table = model.in_flight_table(132, (9, 0), 4271.0, 800.0).set_index("variant")
     assert list(table["loads in flight per thread"]) == [1, 1, 1, 2, 2, 2, 4]
     assert table.loc["grid stride", "Little's law bound (GB/s)"] == 4271.0
     assert table.loc["sequential", "Little's law bound (GB/s)"] < 0.65 * 4271.0
-    # the recording: no tree rung beats its bound (quick H200 recording, 2^24)
-    assert "inferred, not measured" in table.attrs["source"]
+    assert "loaded latency 800 ns (calibrated)" in table.attrs["source"]
+
+
+def test_the_ladders_latency_is_lesson_03s_read_bytes_over_read_rate():
+    """W4 / the factor-2 slip: 04a once divided the *read* bytes in flight (1.08 MB) by the one-element copy's
+    *effective* rate (reads + writes) and got ~400 ns, making its bounds twice too generous. With the one
+    calibration, a one-load rung (the same 8 KiB of reads per SM as lesson 03's copy) is bounded by exactly that
+    copy's read rate, and every recorded rung sits under its bound."""
+    cal = calibration.recorded()
+    if cal is None:
+        pytest.skip("no calibration recording in data/reference")
+    table = reductions.in_flight_model().set_index("variant")
+    bound = table["Little's law bound (GB/s)"]
+    one_load = model.bytes_in_flight(cal.sm_count, 2048, 1)
+    assert one_load == cal.reads_in_flight_per_sm * cal.sm_count  # 1.08 MB on an H200
+    assert bound["sequential"] == pytest.approx(cal.one_element_gbps / 2)  # the copy's read rate, not its 2×
+    assert bound["warp shuffle"] == pytest.approx(cal.one_element_gbps)  # two loads: twice the reads in flight
+    slipped = one_load / cal.one_element_gbps  # read bytes ÷ read-plus-write rate: the old "≈ 410 ns"
+    assert cal.latency_ns == pytest.approx(2 * slipped) and 800 < cal.latency_ns < 850
+    assert f"loaded latency {cal.latency_ns:.0f} ns" in table.attrs["source"]
+    rec = reference.load("reductions.sum")
+    if rec is not None:  # the recording: no tree rung beats its bound (quick H200 recording, 2^24)
+        for row in rec.data[rec.data.kind == "kernel"].itertuples():
+            assert row.gbps <= bound[row.variant], row
 
 
 @pytest.mark.parametrize("call", [
     lambda: model.resident_blocks(0, (9, 0), 256), lambda: model.resident_blocks(132, (6, 1), 256),
     lambda: model.resident_blocks(132, (9, 0), 100), lambda: model.grid_stride_blocks(10, 256, 0),
     lambda: model.bytes_in_flight(132, 2048, 0), lambda: model.littles_law_gbps(1e6, 0, 4000),
-    lambda: model.loads_in_flight_per_thread("tree"), lambda: model.in_flight_table(132, (6, 1), 4000.0),
+    lambda: model.loads_in_flight_per_thread("tree"), lambda: model.in_flight_table(132, (6, 1), 4000.0, 800.0),
 ])
 def test_bad_model_input_is_one_line(call):
     with pytest.raises(InvalidConfig) as error:
@@ -136,6 +159,26 @@ def test_the_ladder_is_drawn_at_2_to_the_26_and_a_smaller_recording_says_why():
     if int(data.n.iloc[0]) != 1 << 26:
         assert "not at the 67,108,864 of the lesson" in source and "size of the L2" in source
         assert "'" not in source  # a caption is HTML-escaped: apostrophes show as &#x27;
+
+
+def test_the_unrecorded_rung_is_drawn_as_its_model_bound_and_labelled_so():
+    """W5: the grid-stride rung is in no recording; the chart draws its bound, labelled model, no recording."""
+    data, _ = reductions.ladder_data()
+    if data is None or "grid stride" in set(data.variant):
+        pytest.skip("no recording, or one that has the rung")
+    fig = figures.ladder_figure()
+    drawn = [t for t in fig.data if t.name.startswith("model, no recording")]
+    assert len(drawn) == 1 and list(drawn[0].x) == ["grid stride"]
+    assert drawn[0].y[0] == reductions.in_flight_model().set_index("variant").loc["grid stride",
+                                                                                   "Little's law bound (GB/s)"]
+    assert all("grid stride" not in t.x for t in fig.data if not t.name.startswith("model, no recording"))
+    assert "model, no recording" in charts_caption(fig)
+
+
+def charts_caption(fig) -> str:
+    from gpucourse.viz import charts
+
+    return charts.caption_of(fig).replace("<br>", " ")
 
 
 def test_the_gpu_caption_does_not_repeat_measured_now(monkeypatch):

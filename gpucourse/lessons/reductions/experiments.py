@@ -19,6 +19,7 @@ from gpucourse import validate
 from gpucourse.errors import InvalidConfig, NoGPU
 from gpucourse.hardware import WARP_SIZE
 from gpucourse.lessons.reductions import kernels, model
+from gpucourse.measure import calibration as calibrations
 from gpucourse.measure import reference, runtime
 from gpucourse.measure.harness import measure
 
@@ -458,21 +459,30 @@ def ladder_data(n: int = LADDER_N) -> tuple[pd.DataFrame | None, str]:
 
 
 def in_flight_model() -> pd.DataFrame:
-    """Little's law per rung for this GPU (live SM count, compute capability and copy ceiling) or, without one,
-    for the GPU of the course's recordings (its SM count and recorded copy ceiling)."""
+    """Little's law per rung with the course's one calibration (``gpucourse.measure.calibration``): for this GPU
+    (live SM count and compute capability; its recorded calibration, else the H200's latency, said so, and the
+    copy ceiling measured now) or, without one, for the calibration GPU of the course's recordings."""
+    reference_cal = calibrations.recorded(calibrations.CALIBRATION_GPU)
     if runtime.is_gpu():
         from gpucourse.measure import ceilings
 
         info = runtime.device()
-        table = model.in_flight_table(int(info.sm_count), tuple(info.compute_capability), ceilings.copy_gbps())
+        own = calibrations.for_device(info.name)
+        cal = own or reference_cal
+        if cal is None:
+            raise NoGPU("Little's law needs a loaded latency: no recording of a one-element copy to calibrate it on")
+        latency_from = ("calibrated on lesson 03's one-element copy on this GPU" if own else
+                        f"the {cal.device}'s calibrated latency, assumed for this GPU")
+        table = model.in_flight_table(int(info.sm_count), tuple(info.compute_capability), ceilings.copy_gbps(),
+                                      cal.latency_ns, latency_from=latency_from)
         table.attrs["source"] = f"{table.attrs['source']}; this GPU ({info.name}), copy ceiling measured now"
         return table
-    rec = reference.load("measuring.ceilings")
-    device = rec.provenance.get("device", {}) if rec is not None else {}
-    measured = rec.data.set_index("quantity").measured if rec is not None else {}
-    if not device.get("sm_count") or "copy bandwidth" not in measured:
-        raise NoGPU("Little's law needs a GPU's SM count and copy ceiling: no GPU here and no recording of them")
-    cc = tuple(int(part) for part in str(device["compute_capability"]).split("."))
-    table = model.in_flight_table(int(device["sm_count"]), cc, float(measured["copy bandwidth"]))
-    table.attrs["source"] = f"{table.attrs['source']}; {rec.device}'s SM count and copy ceiling: {rec.caption()}"
+    rec = reference.load(calibrations.CALIBRATION_SWEEP, gpu=calibrations.CALIBRATION_GPU)
+    if reference_cal is None or rec is None:
+        raise NoGPU("Little's law needs a GPU's SM count, copy ceiling and loaded latency: no GPU here and no "
+                    "recording of them")
+    cc = tuple(int(part) for part in str(rec.provenance["device"]["compute_capability"]).split("."))
+    table = model.in_flight_table(reference_cal.sm_count, cc, reference_cal.ceiling_gbps, reference_cal.latency_ns,
+                                  latency_from="calibrated on lesson 03's one-element copy")
+    table.attrs["source"] = f"{table.attrs['source']}; {calibrations.summary(reference_cal)}"
     return table

@@ -261,9 +261,14 @@ def ladder_figure(n: int = experiments.LADDER_N) -> go.Figure:
         kind = "measured" if runtime.is_gpu() else "recorded"
         shown = int(data.n.iloc[0])
         bound = _in_flight_bound(list(data.variant))
+        missing = [v for v in kernels.REDUCTIONS if v not in set(data.variant)]
+        unrecorded = _in_flight_bound(missing) if missing else None
         if bound is not None:
-            source += (". Black ticks: the upper bound of Little’s law (model, latency inferred, not measured: "
-                       "gpucourse.lessons.reductions.model.in_flight_table)")
+            source += (". Black ticks: the upper bound of Little’s law (model: reads in flight ÷ the loaded latency "
+                       "calibrated on lesson 03’s one-element copy, gpucourse.measure.calibration)")
+        if unrecorded is not None and len(unrecorded):
+            source += (f". The hollow diamond ({', '.join(unrecorded.index)}) is that bound only, model, no "
+                       "recording")
         fig = charts.figure(f"Summing {shown:,} float32 values: our ladder against the libraries", "kernel or library",
                             "bandwidth (GB/s, 4 bytes read per element)", charts.source_caption(kind, source),
                             height=560)  # the axis title's length: a shorter plot lifts it into the title
@@ -274,6 +279,11 @@ def ladder_figure(n: int = experiments.LADDER_N) -> go.Figure:
             fig.add_scatter(x=list(bound.index), y=list(bound.values), mode="markers",
                             name="Little's law bound (model: loads in flight per thread)",
                             marker={"symbol": "line-ew", "size": 30, "line": {"width": 3, "color": "#000"}})
+        if unrecorded is not None and len(unrecorded):
+            fig.add_scatter(x=list(unrecorded.index), y=list(unrecorded.values), mode="markers+text",
+                            name="model, no recording: Little's law bound of a rung not measured here",
+                            text=["model only"] * len(unrecorded), textposition="top center",
+                            marker={"symbol": "diamond-open", "size": 14, "line": {"width": 2, "color": "#000"}})
         best = data[data.kind == "library"].gbps.max()
         charts.hline(fig, float(best), "best library (the ceiling)")
         fig.update_xaxes(tickangle=-30)

@@ -12,6 +12,7 @@ import math
 from gpucourse.errors import InvalidConfig
 from gpucourse.hardware import COMPUTE_CAPABILITIES, MAX_THREADS_PER_BLOCK, WARP_SIZE
 from gpucourse.lessons.reductions.kernels import ELEMENTS_PER_THREAD, GRID_STRIDE_PARTIALS
+from gpucourse.measure import calibration as calibrations
 
 BANKS = 32
 
@@ -105,11 +106,9 @@ def warp_shuffle_steps() -> int:
 # --- the grid-stride rung and Little's law ---------------------------------------------------------------
 
 FLOAT32_BYTES = 4
-# Little's law needs a latency; the course has no recorded DRAM latency, so this is an inference, labelled as such:
-# lesson 03's one-load-per-thread copy moved 2,655 GB/s on the H200 recording (data/reference/nvidia-h200,
-# tests/test_gpu_coalescing.py) with at most 132 SMs × 2,048 threads × 4 B = 1.08 MB of loads in flight, so the
-# loaded latency there was at most 1.08 MB / 2,655 GB/s ≈ 410 ns. 400 ns is that bound, rounded down.
-INFERRED_LOADED_LATENCY_NS = 400.0
+# Little's law needs a loaded latency: the course's one calibration per GPU (gpucourse.measure.calibration,
+# lesson 03's one-element copy: its *reads* in flight ÷ its *read* rate), passed in by the caller. A reduction
+# moves only reads, so its bound is read bytes in flight ÷ that latency, compared with read GB/s.
 
 
 def resident_blocks(sm_count: int, cc: tuple[int, int], block: int) -> int:
@@ -158,14 +157,11 @@ def bytes_in_flight(sm_count: int, threads_per_sm: int, loads_per_thread: int, b
 
 def littles_law_gbps(in_flight_bytes: float, latency_ns: float, ceiling_gbps: float) -> float:
     """Little's law: bandwidth = bytes in flight ÷ latency (bytes per ns are GB/s), never above the ceiling."""
-    if not in_flight_bytes > 0 or not latency_ns > 0 or not ceiling_gbps > 0:
-        raise InvalidConfig(f"bytes in flight, latency and ceiling must be positive; got {in_flight_bytes!r}, "
-                            f"{latency_ns!r} ns, {ceiling_gbps!r} GB/s")
-    return min(float(ceiling_gbps), float(in_flight_bytes) / float(latency_ns))
+    return calibrations.bound_gbps(in_flight_bytes, latency_ns, ceiling_gbps)
 
 
-def in_flight_table(sm_count: int, cc: tuple[int, int], ceiling_gbps: float,
-                    latency_ns: float = INFERRED_LOADED_LATENCY_NS, variants=tuple(ELEMENTS_PER_THREAD)):
+def in_flight_table(sm_count: int, cc: tuple[int, int], ceiling_gbps: float, latency_ns: float,
+                    variants=tuple(ELEMENTS_PER_THREAD), latency_from: str = "calibrated"):
     """One row per rung: loads in flight per thread, the most bytes in flight on the whole GPU, and the
     bandwidth Little's law allows with them (an upper bound: a rung's blocks also spend time in the tree,
     with nothing in flight, so the measured rate sits below it)."""
@@ -181,8 +177,8 @@ def in_flight_table(sm_count: int, cc: tuple[int, int], ceiling_gbps: float,
         rows.append({"variant": variant, "loads in flight per thread": loads, "bytes in flight (MB)": flight / 1e6,
                      "Little's law bound (GB/s)": littles_law_gbps(flight, latency_ns, ceiling_gbps)})
     table = pd.DataFrame(rows)
-    table.attrs["source"] = (f"model: {sm_count} SMs × {threads} threads, 4 B per load, latency {latency_ns:.0f} ns "
-                             f"(inferred, not measured), ceiling {ceiling_gbps:,.0f} GB/s")
+    table.attrs["source"] = (f"model: {sm_count} SMs × {threads} threads, 4 B per load, loaded latency "
+                             f"{latency_ns:.0f} ns ({latency_from}), ceiling {ceiling_gbps:,.0f} GB/s")
     return table
 
 
