@@ -241,8 +241,8 @@ ncu.beside_recorded(coalescing.trace_layout("column traversal").profile(), "copy
 # is one sector), so if those sectors stay in L1 or L2 between the loads, DRAM serves each
 # particle once. The chart below brackets the measurement by two models: no reuse at all, and
 # perfect reuse. Only a GPU can tell where the truth lies. The bounds count sectors only: on the
-# H200 even the coalesced row copy stopped at 0.56 of the ceiling (one 4-byte load per thread, see
-# "Within reach of the ceiling").
+# H200 even the coalesced row traversal (another kernel than the strided copy, also one 4-byte load
+# per thread) stopped at 0.56 of the ceiling: see "Within reach of the ceiling".
 #
 # <details><summary>Description of the picture</summary>
 #
@@ -250,7 +250,7 @@ ncu.beside_recorded(coalescing.trace_layout("column traversal").profile(), "copy
 # structs, struct of arrays, row traversal, column traversal. Two markers per kernel are the sector
 # model's bounds, a downward triangle for no cache reuse and an upward one for perfect reuse: struct
 # of arrays and row traversal are at the ceiling in both; the array of structs lies between 1/8 and
-# about 0.56 of it, the column traversal between 1/8 and the ceiling. A dashed line marks the copy
+# 9/16 of it, the column traversal between 1/8 and the ceiling. A dashed line marks the copy
 # ceiling; with a GPU or a recording, bars show the measured bandwidth.
 #
 # </details>
@@ -289,8 +289,8 @@ coalescing.layout_bandwidth_figure()
 #   run on a real GPU: the course's best copy (`best_copy`, below) reaches at least 90 % of the
 #   copy ceiling on Hopper and 85 % elsewhere — a *prediction* from Little's law until a GPU run
 #   confirms it; the one-element copy's gain from more work per thread matches what Little's law
-#   predicts for that GPU (an H200 measured the one-element copy at 2,655 of 4,257 GB/s, 62 %,
-#   `data/reference/nvidia-h200/`); stride 8 gets at most 0.35× the bandwidth of stride 1 (the
+#   predicts for that GPU (the course's H200 recording: the one-element copy at 2,626 of 4,271 GB/s,
+#   0.61, `data/reference/nvidia-h200/quick/coalescing.stride.csv`); stride 8 gets at most 0.35× the bandwidth of stride 1 (the
 #   model says 1/8); stride 32 lies between 1/32 and 0.16 of stride 1; and the copy misaligned
 #   by one element keeps at least 0.8× (the model's lower bound).
 #
@@ -333,8 +333,11 @@ print(coalescing.kernel_source(coalescing.copy_ilp4))
 # **Wider loads.** A `float32` array viewed as `float64` (`a.view(np.float64)`, no copy) gives each
 # lane 8 bytes: one 64-bit load instead of two 32-bit ones. `best_copy` is `copy_ilp4` at stride 1
 # on such lanes: 4 × 8 B = 32 bytes per thread in flight. CUDA C goes one step further with
-# `float4` (one 128-bit load, `LDG.E.128`); numba-cuda cannot ask for one from an array — a
-# `complex128` view compiles to two 64-bit loads — so 16-byte loads appear in the model only. The
+# `float4` (one 128-bit load, `LDG.E.128`). numba-cuda's array *indexing* never emits one (a
+# `complex128` view compiles to two 64-bit loads); a ten-line `numba.cuda.extending.intrinsic` that
+# loads four floats as one 16-byte-aligned vector does, at the price of LLVM IR in the kernel and no
+# bounds check. Four 8-byte loads per thread already hold more than the ceiling needs, so the course
+# stops there and 16-byte loads appear in the model only. The
 # table is what the compiler made of each rung, on this machine, without a GPU: numba-cuda's PTX,
 # then `ptxas` for sm_90 and `cuobjdump` (`LDG.E` is a 32-bit global load, `LDG.E.64` a 64-bit
 # one; "loads in a row" is the longest run of loads with no store between them).
@@ -369,7 +372,8 @@ predictions.read_back(
 # %% [markdown]
 # **Grids in waves, and the tail.** `strided_copy` launches one block per 256 elements: 1,048,576
 # blocks for 1 GiB, run as rounds ("waves") of 132 SMs × 8 resident blocks. A block that finishes
-# hands its SM to the next one, and that turnover is part of what the model's 823 ns stands for. A
+# hands its SM to the next one, and that turnover is part of what the model's 823 ns stands for (the
+# latency lessons 04a and 05 use too, from `gpucourse.measure.calibration`). A
 # grid-stride kernel launches exactly one wave (SMs × the blocks that fit on one, which the driver's
 # occupancy calculator reports for the compiled kernel) and lets each thread loop, so no block waits
 # for a slot. A grid of 1.25 waves would leave three quarters of the

@@ -209,10 +209,12 @@ steps
 #
 # The last factor to cuBLAS is made of what neither rung has: warp tiling (each warp's
 # fragments reused across a warp-shaped tile), asynchronous multi-stage copies that keep more
-# bytes in flight, and tuning per GPU. cuBLAS itself runs fp32 at about three quarters of the
-# CUDA cores' peak. Register blocking done this way is predicted to *narrow* the gap (≥ 40 % of
-# cuBLAS for the vectorised 128/8 rung, ≥ 60 % for the CUDA C++ rung, at N = 4096); whether it
-# does is for a GPU run to say — until then the table says "prediction".
+# bytes in flight, and tuning per GPU. On the course's H200, cuBLAS ran fp32 at 0.77 of the CUDA
+# cores' 67 TFLOP/s datasheet peak at N = 8192 (51.3 TFLOP/s, lesson 00's ceilings recording), and at
+# 0.57 at the ladder's N = 1024 (37.9 TFLOP/s). Register blocking done this way is predicted to
+# *narrow* the gap (≥ 40 % of cuBLAS for the vectorised 128/8 rung, ≥ 60 % for the CUDA C++ rung, at
+# N = 4096). Plainly: **no GPU has run the two vectorised rungs or the CUDA C++ rung yet** — their rows say "not measured
+# here" or "prediction", and only their SASS counts are data.
 #
 # The CUDA C++ rung, as CuPy compiles it (NVRTC) and launches it (`tiling.matmul(a, b,
 # "CUDA C++")` on a GPU; m, n and k must be multiples of 4 for its float4 loads):

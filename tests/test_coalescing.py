@@ -307,6 +307,21 @@ def test_the_stride_chart_names_both_axes_bytes_copied_and_array_span(monkeypatc
     assert ticks[1] == "1<br>256 MiB" and ticks[8] == "8<br>2 GiB" and ticks[32] == "32<br>8 GiB"
 
 
+def test_the_stride_axis_says_where_a_small_gpu_copied_fewer_bytes(monkeypatch):
+    """W8: sweep_elements shrinks n where stride × the bytes do not fit (stride 64: two 16 GiB arrays on a 24 GB
+    GPU); the axis must not then say that every point copies the same bytes."""
+    frame = pd.DataFrame({"dtype": ["float32"] * 3, "stride": [1, 32, 64], "gbps": [3900.0, 300.0, 290.0],
+                          "copy_ceiling_gbps": [4000.0] * 3, "n_elements": [1 << 26, 1 << 26, 1 << 25]})
+    monkeypatch.setattr(runtime, "is_gpu", lambda: False)
+    monkeypatch.setattr(reference, "load", lambda name, gpu=None: fake_recording(name, frame))
+    title = coalescing.stride_figure("float32").layout.xaxis.title.text
+    assert "256 MiB of useful data each way, fewer at strides ≥ 64 on this GPU" in title
+    assert "the same" not in title
+    ticks = dict(zip(coalescing.stride_figure("float32").layout.xaxis.tickvals,
+                     coalescing.stride_figure("float32").layout.xaxis.ticktext, strict=True))
+    assert ticks[64] == "64<br>8 GiB" and ticks[32] == "32<br>8 GiB" and ticks[8] == "8"  # spans measured only
+
+
 def test_stride_figure_measures_on_a_gpu(monkeypatch):
     frame = pd.DataFrame({"dtype": ["float16"], "stride": [1], "gbps": [3000.0],
                           "copy_ceiling_gbps": [4000.0], "datasheet_gbps": [np.nan]})

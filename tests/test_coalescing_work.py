@@ -137,7 +137,7 @@ def test_the_wide_rungs_issue_64_bit_loads_and_four_in_a_row():
     # four loads before a store where the source writes them first; one where each load meets its store
     assert table.loc[ilp4, "loads in a row (most)"] == 4 and table.loc[best, "loads in a row (most)"] == 4
     assert table.loc[one, "loads in a row (most)"] == 1
-    # a complex128 lane is two 64-bit loads, not one LDG.E.128: numba-cuda cannot ask for 16 bytes at once
+    # a complex128 lane is two 64-bit loads, not one LDG.E.128: numba-cuda's indexing never asks for 16 bytes
     assert table.loc[c16, "SASS LDG.E.128"] == 0 and table.loc[c16, "SASS LDG.E.64"] == 2
     assert "ptxas" in table.attrs["source"]
 

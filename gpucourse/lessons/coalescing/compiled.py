@@ -4,7 +4,8 @@ SASS ptxas writes for sm_90: how wide each global load is, and whether the four 
 
     LDG.E      a 32-bit global load (one float32)
     LDG.E.64   a 64-bit global load (a float64 lane: two float32)
-    LDG.E.128  a 128-bit global load (CUDA C's float4): numba-cuda cannot ask for one from an array
+    LDG.E.128  a 128-bit global load (CUDA C's float4): numba-cuda's array indexing never emits one (an
+               ``@intrinsic`` loading ``<4 x float>`` with 16-byte alignment does; no lesson kernel uses one)
 
 Counts are static: instructions in the code, not executions.
 """

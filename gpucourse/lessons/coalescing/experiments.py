@@ -347,8 +347,9 @@ def _layout_sweep() -> pd.DataFrame:
 # (4, 4) copy_ilp4, a grid-stride loop over a resident grid with four independent loads per trip;
 # (1, 8) and (4, 8): the same kernels on 8-byte lanes (the float32 arrays viewed as float64: one LDG.E.64 per
 # load). (4, 8) is best_copy, the course's best Numba copy. 16-byte loads (CUDA C's float4, LDG.E.128):
-# numba-cuda 0.30 cannot issue one from a plain array (a complex128 view compiles to two LDG.E.64), so they
-# appear in the model only.
+# numba-cuda 0.30's array *indexing* never emits one (a complex128 view compiles to two LDG.E.64); a
+# numba.cuda.extending.intrinsic that loads <4 x float> aligned to 16 B does (review gpu-predictions.md P10),
+# but the course's kernels stop at 8 bytes, so 16-byte loads appear in the model only.
 
 RUNGS = ((1, 4), (4, 4), (1, 8), (4, 8))  # (elements per thread, bytes per load) that a kernel here runs
 BEST_RUNG = (4, 8)
@@ -372,7 +373,7 @@ def check_rung(elements_per_thread, bytes_per_load) -> tuple[int, int]:
     width = validate.integer("bytes_per_load", bytes_per_load, minimum=1)
     if (k, width) not in RUNGS:
         raise InvalidConfig(f"no kernel runs {k} element(s) of {width} bytes per thread; the rungs are {RUNGS} "
-                            "(16-byte loads are in the model only: numba-cuda cannot issue them)")
+                            "(16-byte loads are in the model only: numba-cuda's array indexing never issues them)")
     return k, width
 
 

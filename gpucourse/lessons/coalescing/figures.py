@@ -173,11 +173,9 @@ def stride_figure(dtype="float32", stride=None, progress=None) -> go.Figure:
     strides = list(STRIDES)
     scale = ceiling or 1.0
     y_title = _bandwidth_title(ceiling)
-    per_side = (f"{int(data.n_elements.iloc[0]) * itemsize(name) >> 20} MiB" if data is not None and
-                "n_elements" in data and data.n_elements.nunique() == 1 else "the same bytes")
+    copied, per_stride_mib = copied_text(data, name)
     fig = charts.figure(f"Strided {name} copy: effective bandwidth vs stride",
-                        f"stride (elements, log scale) · every point copies {per_side} of useful data each way; "
-                        f"the arrays span stride × that", y_title, caption)
+                        f"stride (elements, log scale) · {copied}; the arrays span stride × that", y_title, caption)
     model = [useful_fraction(s, 0, name) * scale for s in strides]
     charts.line(fig, strides, model, "sector model: useful ÷ fetched bytes × copy ceiling", 1)
     if data is not None:
@@ -193,11 +191,28 @@ def stride_figure(dtype="float32", stride=None, progress=None) -> go.Figure:
                         name=f"your stride ({chosen}): model", marker={"symbol": "star", "size": 16,
                                                                         "color": charts.PALETTE[3]})
     _log_strides(fig, strides)
-    if per_side.endswith("MiB"):  # the second axis: how far the arrays reach (TLB and DRAM pages see this)
-        mib = int(per_side.split()[0])
-        fig.update_xaxes(ticktext=[f"{st}<br>{_span_text(mib * st)}" for st in strides])
+    if per_stride_mib and len(set(per_stride_mib.values())) == 1:  # one size: every tick can say its span
+        per_stride_mib = dict.fromkeys(strides, next(iter(per_stride_mib.values())))
+    if per_stride_mib:  # the second axis: how far the arrays reach (TLB and DRAM pages see this)
+        fig.update_xaxes(ticktext=[f"{st}<br>{_span_text(per_stride_mib[st] * st)}" if st in per_stride_mib
+                                   else str(st) for st in strides])
     fig.update_yaxes(rangemode="tozero")
     return fig
+
+
+def copied_text(data, name: str) -> tuple[str, dict[int, int]]:
+    """(what every point copies, in words; useful MiB per side by stride) for the stride chart's axis. A GPU
+    whose memory cannot hold stride × the sweep's bytes copies fewer at the large strides (sweep_elements),
+    and the label says from which stride on (W8: it once said "the same bytes" there)."""
+    if data is None or "n_elements" not in data or not len(data):
+        return "every point copies the same bytes of useful data each way", {}
+    mib = {int(r.stride): int(r.n_elements) * itemsize(name) >> 20 for r in data.itertuples()}
+    most = max(mib.values())
+    fewer = sorted(st for st, m in mib.items() if m < most)
+    if not fewer:
+        return f"every point copies {most} MiB of useful data each way", mib
+    return (f"every point copies {most} MiB of useful data each way, fewer at strides ≥ {fewer[0]} on this GPU "
+            f"(the arrays must fit in its memory)", mib)
 
 
 def _span_text(mib: int) -> str:
@@ -342,8 +357,8 @@ def work_figure(elements_per_thread=4, bytes_per_load=8) -> go.Figure:
     if bytes_per_load == 16:  # CUDA C's float4: in the model only, no kernel here can issue it
         k, width = validate.integer("elements_per_thread", elements_per_thread, minimum=1), 16
         counts = {"bytes_in_flight_per_sm": inflight.bytes_in_flight_per_sm(inflight.MAX_THREADS_PER_SM, k, width)}
-        title = (f"{k} element(s) × 16 B per thread: the model only (CUDA C's float4, LDG.E.128; numba-cuda "
-                 "cannot issue one from an array)")
+        title = (f"{k} element(s) × 16 B per thread: the model only (CUDA C's float4, LDG.E.128; numba-cuda's "
+                 "array indexing never issues one)")
     else:
         k, width = check_rung(elements_per_thread, bytes_per_load)
         counts = rung_counts(k, width)
