@@ -262,7 +262,7 @@ predictions.read_back(
 # ## Why the first version of this experiment fooled us *(optional, 2 min)*
 #
 # The first version of this lesson launched the obvious copy: one element per thread, one 64-thread
-# block per 64 elements — about a million blocks. On an H200 it measured **842 GB/s at 25 % and
+# block per 64 elements — about a million blocks. On an H200 it measured **841 GB/s at 25 % and
 # 847 GB/s at 100 %** (an H100: 838 and 846): flat, where Little's law predicts a quarter. Three
 # configurations with different occupancy and ILP all ran at about 1.65 billion blocks per second,
 # one 64-thread block per SM every ~80 ns: the rate at which the GPU *starts and retires blocks*.
@@ -281,7 +281,7 @@ predictions.read_back(
 # asks it for every lesson kernel at 5 block sizes × 3 dynamic shared sizes × 3 register caps (360
 # configurations) and puts the answers side by side with the calculator's. Points on the diagonal
 # agree. Without a GPU the chart shows the course's quick recording, which asked for fewer: 72
-# configurations of six kernels (3 block sizes × 2 shared sizes × 2 register caps; the title counts them).
+# configurations of 6 kernels (3 block sizes × 2 shared sizes × 2 register caps; the title counts them).
 #
 # <details><summary>Description of the picture</summary>
 #
