@@ -194,9 +194,11 @@ TYPED = (
           "tiling.matmul cuBLAS at N = 1024", lambda: f"{_cublas_1024_gflops() / 1000:.1f}"),
     # lesson 04a: the ladder and its Little's-law bound (W4)
     Typed("notebooks/04a_reductions.py", "**12–{} % of the 4,271 GB/s copy ceiling**",
-          "reductions.sum, best tree rung ÷ the copy ceiling", lambda: f"{max(_tree_rungs()) / _cal().ceiling_gbps:.0%}"[:-1]),
+          "reductions.sum, best tree rung ÷ the copy ceiling",
+          lambda: f"{100 * max(_tree_rungs()) / _cal().ceiling_gbps:.0f}"),
     Typed("notebooks/04a_reductions.py", "**{}–40 % of the 4,271 GB/s copy ceiling**",
-          "reductions.sum, first tree rung ÷ the copy ceiling", lambda: f"{min(_tree_rungs()) / _cal().ceiling_gbps:.0%}"[:-1]),
+          "reductions.sum, first tree rung ÷ the copy ceiling",
+          lambda: f"{100 * min(_tree_rungs()) / _cal().ceiling_gbps:.0f}"),
     Typed("notebooks/04a_reductions.py", "**12–40 % of the {} GB/s copy ceiling**",
           "the recorded copy ceiling", lambda: f"{_cal().ceiling_gbps:,.0f}"),
     Typed("notebooks/04a_reductions.py", "those rungs ran at {} (interleaved)",
