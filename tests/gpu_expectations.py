@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from gpucourse.measure import calibration as _calibration
 from gpucourse.measure import runtime
 
 # The architecture families the GPU tier is written for (issue 15: Turing to Blackwell).
@@ -52,6 +53,36 @@ FP32_LANES_PER_SM = {(7, 5): 64, (8, 0): 64, (8, 6): 128, (8, 9): 128, (9, 0): 1
                      (12, 0): 128}
 FMA_LATENCY_CYCLES = 4  # the lesson's assumption (occupancy_lesson.MODEL_FMA_LATENCY_CYCLES), not a measurement
 SCHEDULERS_PER_SM = 4  # four sub-partitions per SM since Volta (hardware.SUB_PARTITIONS)
+
+# Lessons 03, 04a and 05's one calibration (gpucourse.measure.calibration, issue 47): the H200's loaded latency,
+# calibrated on lesson 03's recorded one-element copy, and its recorded copy ceiling. The derivations below
+# compute from these, never from a typed latency.
+_CAL = _calibration.recorded(_calibration.CALIBRATION_GPU)
+_LATENCY_NS = _CAL.latency_ns if _CAL else float("nan")
+_CAL_CEILING = _CAL.ceiling_gbps if _CAL else float("nan")
+_CAL_ONE = _CAL.one_element_gbps if _CAL else float("nan")
+_WARP_COPY_BYTES = 256  # a float32 warp load and its store (occupancy_lesson.MODEL_BYTES_PER_WARP_COPY)
+
+
+def _need_kib(ceiling_gbps: float, sm_count: int) -> float:
+    """Reads in flight per SM a copy at ``ceiling_gbps`` needs at the calibrated latency (KiB)."""
+    return ceiling_gbps / 2 * _LATENCY_NS / sm_count / 1024
+
+
+def _one_element_gbps(sm_count: int) -> float:
+    """The model's one-element copy (8 KiB of reads per SM) at the calibrated latency, uncapped (GB/s)."""
+    return 2 * 8192 * sm_count / _LATENCY_NS
+
+
+def _gain(ceiling_gbps: float, sm_count: int) -> float:
+    """The model's best_copy ÷ one-element gain: min(ceiling, 8 × the one-element rate) ÷ min(ceiling, it)."""
+    one = _one_element_gbps(sm_count)
+    return min(ceiling_gbps, 8 * one) / min(ceiling_gbps, one)
+
+
+_WARPS_NEEDED = _CAL_CEILING / 132 * _LATENCY_NS / _WARP_COPY_BYTES  # lesson 05's model on the H200
+_ILP4_25 = min(1.0, 64 / _WARPS_NEEDED)  # 16 warps × 4 loads at 25 %, the 100 % point at the ceiling
+_B200_ILP4_25 = min(1.0, 64 / (8000 / 148 * _LATENCY_NS / _WARP_COPY_BYTES))
 
 
 @dataclass(frozen=True)
@@ -165,33 +196,38 @@ EXPECTATIONS: dict[str, Expectation] = {
         "body saves, on every SIMT family", everywhere(1.0)),
     # --- lesson 03: coalescing ------------------------------------------------------------------------------
     # (lesson 03, work per thread: issue 38; derivations use gpucourse.lessons.coalescing.inflight, Little's law:
-    # bytes in flight = bandwidth × latency, calibrated on the H200 recording: the one-element copy's 2,626 GB/s
-    # at 8 KiB/SM × 132 SMs gives an effective round trip of 823 ns, data/reference/nvidia-h200/quick/
-    # coalescing.stride.csv; a copy at the 4,271 GB/s ceiling then needs 13.0 KiB of reads in flight per SM)
+    # bytes in flight = bandwidth × latency, with the one calibration per GPU of gpucourse.measure.calibration
+    # (issue 47): on the H200 the one-element copy's recorded GB/s at 8 KiB/SM × 132 SMs, read bytes over read rate,
+    # gives the loaded latency; a copy at the recorded ceiling then needs _need_kib(ceiling, 132) KiB of reads per SM)
     "coalescing.best_copy_over_copy_ceiling": Expectation(
         "the course's best Numba copy (best_copy: four 8-byte loads per thread before the stores, grid-stride "
         "over a resident grid) reaches ≥ 90 % of the device's copy ceiling on Hopper, ≥ 85 % elsewhere",
         "a coalesced copy moves the same 32-byte sectors as cudaMemcpy (Best Practices Guide, 'Coalesced Access "
         "to Global Memory'); 1 GiB each way is beyond every family's L2. Bytes in flight: 2,048 threads × 4 loads "
-        "× 8 B = 64 KiB of reads per SM. Hopper: an H200 needs 13.0 KiB/SM at the calibrated 823 ns (an H100 SXM "
-        "9.1 KiB at ~3.0 TB/s), so best_copy holds ≥ 4.9× what the ceiling needs and the model predicts the "
+        f"× 8 B = 64 KiB of reads per SM. Hopper: an H200 needs {_need_kib(_CAL_CEILING, 132):.1f} KiB/SM at the "
+        f"calibrated {_LATENCY_NS:.0f} ns (an H100 SXM {_need_kib(3000, 132):.1f} KiB at ~3.0 TB/s), so best_copy "
+        f"holds ≥ {64 / _need_kib(_CAL_CEILING, 132):.1f}× what the ceiling needs and the model predicts the "
         "ceiling itself; 0.90 leaves 10 % for what the model omits (the last wave, DRAM refresh and "
         "read/write turnaround, which cudaMemcpy pays too). sm_100/sm_103 (B200/B300: 148 SMs, 8 TB/s "
-        "datasheet): 8,000 ÷ 2 × 823 ns ÷ 148 = 21.7 KiB/SM needed, 64 KiB held: the same arithmetic predicts the "
-        "ceiling, kept at the course's 0.85 until a recording calibrates it. Other families hold at most 1,536–"
-        "2,048 threads per SM with less bandwidth per SM (A100: 6.7 KiB/SM needed): 0.85. A prediction until a "
+        f"datasheet): 8,000 ÷ 2 × {_LATENCY_NS:.0f} ns ÷ 148 = {_need_kib(8000, 148):.1f} KiB/SM needed, 64 KiB "
+        "held: the same arithmetic predicts the ceiling, kept at the course's 0.85 until a recording calibrates "
+        "it. Other families hold at most 1,536–2,048 threads per SM with less bandwidth per SM (A100 80GB SXM: "
+        f"{_need_kib(2039, 108):.1f} KiB/SM needed at its 2,039 GB/s datasheet): 0.85. A prediction until a "
         "GPU run confirms it",
         families(0.85, sm_90=0.90)),
     "coalescing.best_over_one_element_vs_model": Expectation(
         "bytes in flight, the evidence: best_copy's gain over the one-element copy (strided_copy, stride 1) "
         "reaches ≥ 0.8 of the gain Little's law predicts for this device",
-        "the model's gain = min(ceiling, 2 × 64 KiB × SMs ÷ 823 ns) ÷ min(ceiling, 2 × 8 KiB × SMs ÷ 823 ns) "
-        "(threads per SM from gpucourse.hardware, the ceiling measured in the same run). Predicted: H200 1.63 "
-        "(the recorded 2,626 GB/s vs its 4,271 ceiling), H100 SXM 1.14, B200 2.4–2.7, A100 and GDDR parts 1.0 "
-        "(8 KiB/SM already covers their bandwidth). The one-element copy is not asked to reach 85 % of the "
-        "ceiling any more: on an H200 the same arithmetic says it cannot (0.62, its first run), on a B200 ≈ 0.4. "
-        "0.8: the 823-ns latency is the H200's, taken for every part (HBM3/3e latencies are alike; a shorter "
-        "GDDR latency only makes the predicted gain 1.0, which 0.8 then allows as noise)",
+        f"the model's gain = min(ceiling, 2 × 64 KiB × SMs ÷ {_LATENCY_NS:.0f} ns) ÷ min(ceiling, 2 × 8 KiB × SMs "
+        f"÷ {_LATENCY_NS:.0f} ns) (threads per SM from gpucourse.hardware, the ceiling measured in the same run). "
+        f"Predicted: H200 {_gain(_CAL_CEILING, 132):.2f} (the recorded {_CAL_ONE:,.0f} GB/s vs its "
+        f"{_CAL_CEILING:,.0f} ceiling), H100 SXM {_gain(3000, 132):.2f}, B200 {_gain(7000, 148):.1f}–"
+        f"{_gain(8000, 148):.1f}, A100 and GDDR parts 1.0 (8 KiB/SM already covers their bandwidth). The "
+        "one-element copy is not asked to reach 85 % of the ceiling any more: on an H200 the same arithmetic says "
+        f"it cannot ({_CAL_ONE / _CAL_CEILING:.2f}, the course's recording), on a B200 ≈ "
+        f"{_one_element_gbps(148) / 7500:.1f}. 0.8: the {_LATENCY_NS:.0f}-ns latency is the H200's, taken for "
+        "every part (HBM3/3e latencies are alike; a shorter GDDR latency only makes the predicted gain 1.0, which "
+        "0.8 then allows as noise)",
         everywhere(0.8)),
     "coalescing.stride32_over_stride1.max": Expectation(
         "float32 stride 32 reaches ≤ 0.16× the bandwidth of stride 1 (both with copy_ilp4, four loads per thread)",
@@ -294,38 +330,43 @@ EXPECTATIONS: dict[str, Expectation] = {
         "the resident-grid ILP-1 copy at ≤ 25 % occupancy reaches ≤ 0.7× its speed at ≥ 75 %",
         "Little's law: a warp of the ILP-1 copy keeps 128 B in flight, so 25 % occupancy keeps 8 (cc 7.5), "
         "12 (cc 8.6/8.9/12.0) or 16 (cc 8.0/9.0/10.x) × 128 B per SM in flight; the need is bandwidth × "
-        "latency ÷ SMs, with bandwidth from the datasheets and the lesson's assumed 600 ns DRAM latency "
-        "(occupancy_lesson.MODEL_DRAM_LATENCY_NS). For the lowest bandwidth per SM of each family (T4 "
+        "latency ÷ SMs, with bandwidth from the datasheets and the H200's calibrated loaded latency, "
+        f"{_LATENCY_NS:.0f} ns (gpucourse.measure.calibration; the lesson takes it for a GPU the course has not "
+        "recorded, and a longer latency only lowers the ratio). For the lowest bandwidth per SM of each family (T4 "
         "320 GB/s/40, A100 PCIe 1555/108, A10 600/72, H100 PCIe 2000/114, B200 8000/148, RTX 5090 1792/170) "
-        "the predicted ratio is ≤ 0.35, far from 0.7. On an H200 with the recorded inputs (876 ns loaded latency "
-        "by Little's law on the first attempt's ILP-4 25 % point, 4,271 GB/s copy ceiling: 111 warp copies "
-        "needed per SM) the model gives 0.25; a lighter-load latency at 25 % raises it to ≈ 0.3 (review "
+        "the predicted ratio is ≤ 0.35, far from 0.7. On an H200 with the recorded inputs (the one calibration: "
+        f"{_LATENCY_NS:.0f} ns on lesson 03's one-element copy, {_CAL_CEILING:,.0f} GB/s copy ceiling: "
+        f"{_WARPS_NEEDED:.0f} warp copies needed per SM) the model gives 0.25; a lighter-load latency at 25 % "
+        "raises it to ≈ 0.3 (review "
         "gpu-recordings.md §2.4). The grid is exactly the resident blocks (driver blocks/SM × SMs, grid-stride "
         "loop), so the block dispatcher (≈ 1.65 G blocks/s on H100/H200, which made the one-element copy flat "
         "at 0.99) works once per block slot and cannot set the pace",
         families(0.7, sm_89=Skip(
             "the family holds the L4 (300 GB/s over 58 SMs): 25 % occupancy keeps 1.5 KB per SM in flight "
-            "against a need of ≈ 3.1 KB at the assumed 600 ns, so the 0.7 bound would rest on an unmeasured "
-            "DRAM latency (it fails below ≈ 420 ns)"))),
+            f"against a need of ≈ {300 / 58 * _LATENCY_NS / 1000:.1f} KB at the H200's calibrated "
+            f"{_LATENCY_NS:.0f} ns, so the 0.7 bound would rest on an unmeasured GDDR latency (it fails below "
+            "≈ 420 ns)"))),
     "occupancy.memory_ilp4_low_over_ilp1_high": Expectation(
         "the resident-grid ILP-4 copy at 25 % occupancy reaches ≥ 0.8× the ILP-1 copy at 100 %",
         "Little's law: both keep the same bytes in flight per SM (16 warps × 4 loads = 64 warps × 1 load on "
         "cc 8.0/9.0/10.x; 12 × 4 = 48 × 1 on cc 8.6/8.9/12.0; 8 × 4 = 32 × 1 on cc 7.5), so at one latency "
         "they move the same bytes per second, and where that saturates DRAM both sit at the ceiling; 0.8 "
         "leaves room for the ILP-4 kernel's extra index arithmetic and tail loop. It holds on every family "
-        "because it needs no latency or bandwidth figure (model on an H200: 0.58 ÷ 0.58 = 1.0)",
+        f"because it needs no latency or bandwidth figure (model on an H200: {_ILP4_25:.2f} ÷ {_ILP4_25:.2f} = 1.0)",
         everywhere(0.8)),
     "occupancy.memory_ilp4_low_over_high": Expectation(
         "the resident-grid ILP-4 copy at 25 % occupancy keeps ≥ 0.45× its speed at 100 %",
         "Little's law with the H200's recorded inputs (occupancy_lesson.predictions: 4 × 16 warps = 64 warp "
-        "loads in flight of 111 needed → 0.58 of the ceiling, where the 100 % point sits) gives 0.58; with "
-        "the lighter-load latency of the L2 sweep's grid-stride calibration (8 KiB/SM ↔ 3.05 TB/s) 0.71 "
-        "(review gpu-recordings.md §2.4: 0.6–0.75). 0.45 is the model's 0.58 less the ILP-4 kernel's overhead "
-        "margin (0.8, as above). Asserted on Hopper only, whose inputs were recorded: a B200 has 1.7× the "
-        "bandwidth per SM (8,000 GB/s ÷ 148), so at the same latency its ratio falls to ≈ 0.38, and GDDR parts "
-        "reach their ceiling with few bytes in flight (ratio near 1, which says nothing about ILP)",
+        f"loads in flight of {_WARPS_NEEDED:.0f} needed → {_ILP4_25:.2f} of the ceiling, where the 100 % point "
+        f"sits) gives {_ILP4_25:.2f}; with the lighter-load latency of the L2 sweep's grid-stride calibration "
+        "(8 KiB/SM ↔ 3.05 TB/s) 0.71 (review gpu-recordings.md §2.4: 0.6–0.75). 0.45 is below the model's "
+        f"{_ILP4_25:.2f} less the ILP-4 kernel's overhead margin (× 0.8 = {0.8 * _ILP4_25:.2f}, as above). Asserted "
+        "on Hopper only, whose inputs were recorded: a B200 has 1.7× the bandwidth per SM (8,000 GB/s ÷ 148), "
+        f"so at the same latency its ratio falls to ≈ {_B200_ILP4_25:.2f}, and GDDR parts reach their ceiling "
+        "with few bytes in flight (ratio near 1, which says nothing about ILP)",
         families(Skip("derived only for Hopper (H100/H200), whose latency and copy ceiling are recorded; "
-                      "elsewhere the ratio depends on an unmeasured latency (B200 ≈ 0.38, GDDR parts ≈ 1)"),
+                      f"elsewhere the ratio depends on an unmeasured latency (B200 ≈ {_B200_ILP4_25:.2f}, GDDR "
+                      "parts ≈ 1)"),
                  sm_90=0.45)),
     "occupancy.ilp4_over_ilp1": Expectation(
         "at 12.5 % occupancy, four independent FMA chains per thread beat one by ≥ 1.3×",
