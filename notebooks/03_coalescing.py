@@ -303,7 +303,8 @@ coalescing.layout_bandwidth_figure()
 # has *B × L* bytes on their way at every moment. Turned around: a kernel that keeps *F* bytes in
 # flight gets at most *F ÷ L*. `strided_copy` gives each thread one 4-byte load, and an SM holds at
 # most 2,048 threads: **8 KiB per SM** in flight. Here is the arithmetic on the recorded numbers (a
-# model: the one latency it needs is calibrated on the H200's one-element copy):
+# model: the one latency it needs is calibrated on the H200's one-element copy, so that point is its
+# input; what it says of more or wider loads per thread, here and in lessons 04a and 05, is predicted):
 
 # %%
 calibration = coalescing.inflight.h200_calibration()
@@ -335,8 +336,8 @@ print(coalescing.kernel_source(coalescing.copy_ilp4))
 # on such lanes: 4 × 8 B = 32 bytes per thread in flight. CUDA C goes one step further with
 # `float4` (one 128-bit load, `LDG.E.128`). numba-cuda's array *indexing* never emits one (a
 # `complex128` view compiles to two 64-bit loads); a ten-line `numba.cuda.extending.intrinsic` that
-# loads four floats as one 16-byte-aligned vector does, at the price of LLVM IR in the kernel and no
-# bounds check. Four 8-byte loads per thread already hold more than the ceiling needs, so the course
+# loads four floats as one 16-byte-aligned vector does (the table's last row, `coalescing/wide.py`),
+# at the price of LLVM IR in the kernel and no bounds check. Four 8-byte loads per thread already hold more than the ceiling needs, so the course
 # stops there and 16-byte loads appear in the model only. The
 # table is what the compiler made of each rung, on this machine, without a GPU: numba-cuda's PTX,
 # then `ptxas` for sm_90 and `cuobjdump` (`LDG.E` is a 32-bit global load, `LDG.E.64` a 64-bit

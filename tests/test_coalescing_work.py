@@ -130,7 +130,7 @@ def test_the_wide_rungs_issue_64_bit_loads_and_four_in_a_row():
     if ptxinfo.find_ptxas() is None:
         pytest.skip("needs ptxas (the CUDA wheels)")
     table = compiled.loads_as_compiled().set_index("rung")
-    one, ilp4, wide, best, c16 = table.index
+    one, ilp4, wide, best, c16, intrinsic = table.index
     assert table.loc[one, "SASS LDG.E"] >= 1 and table.loc[one, "SASS LDG.E.64"] == 0
     assert table.loc[wide, "SASS LDG.E.64"] >= 1 and table.loc[wide, "SASS LDG.E"] == 0
     assert table.loc[best, "SASS LDG.E.64"] >= 4 and table.loc[best, "SASS LDG.E"] == 0
@@ -139,7 +139,20 @@ def test_the_wide_rungs_issue_64_bit_loads_and_four_in_a_row():
     assert table.loc[one, "loads in a row (most)"] == 1
     # a complex128 lane is two 64-bit loads, not one LDG.E.128: numba-cuda's indexing never asks for 16 bytes
     assert table.loc[c16, "SASS LDG.E.128"] == 0 and table.loc[c16, "SASS LDG.E.64"] == 2
+    # P10: an @intrinsic that loads <4 x float> aligned to 16 B is one LDG.E.128 (and its store one STG.E.128)
+    assert table.loc[intrinsic, "SASS LDG.E.128"] == 1 and table.loc[intrinsic, "SASS LDG.E"] == 0
+    assert table.loc[intrinsic, "PTX loads"] == "ld.global.v4.f32"
     assert "ptxas" in table.attrs["source"]
+
+
+def test_the_intrinsic_copy_stores_16_bytes_at_once_too():
+    from gpucourse.lessons.coalescing import wide
+    from gpucourse.measure import ptxinfo
+
+    if compiled.find_cuobjdump() is None or ptxinfo.find_ptxas() is None:
+        pytest.skip("needs ptxas and cuobjdump")
+    result = ptxinfo.compile_ptx([(wide.copy4, "void(float32[::1], float32[::1])")])[0]
+    assert compiled.memory_ops(ptxinfo.sass_of(result["ptx"], 90)) == ["LDG.E.128", "STG.E.128"]
 
 
 def test_sass_helpers_on_a_hand_written_listing():

@@ -17,7 +17,7 @@ import re
 
 import pandas as pd
 
-from gpucourse.lessons.coalescing import kernels
+from gpucourse.lessons.coalescing import kernels, wide
 from gpucourse.measure import ptxinfo
 from gpucourse.measure.ptxinfo import find_cuobjdump, sass_of
 
@@ -29,6 +29,7 @@ COPY_KERNELS = (
     ("1 × 8 B: strided_copy on a float64 view", "strided_copy", f"void({F8}, {F8}, int64, int64, int64)"),
     ("4 × 8 B: best_copy on a float64 view", "best_copy", f"void({F8}, {F8}, int64)"),
     ("1 × 16 B? strided_copy on a complex128 view", "strided_copy", f"void({C16}, {C16}, int64, int64, int64)"),
+    ("1 × 16 B: copy4 through an @intrinsic (wide.py, not a lesson kernel)", "copy4", f"void({F4}, {F4})"),
 )
 _LDG = re.compile(r"\bLDG\.E(\.64|\.128)?\b")
 _STG = re.compile(r"\bSTG\.E(\.64|\.128)?\b")
@@ -65,7 +66,8 @@ def longest_load_run(ops: list[str]) -> int:
 def loads_as_compiled(arch: int = 90) -> pd.DataFrame:
     """One row per rung of ``COPY_KERNELS``: PTX global loads by width and, where the tools are here, the SASS
     loads by width and how many loads precede the first store. ``attrs["source"]`` names the tools."""
-    compiled = ptxinfo.compile_ptx([(getattr(kernels, name), sig) for _, name, sig in COPY_KERNELS],
+    compiled = ptxinfo.compile_ptx([(getattr(kernels, name, None) or getattr(wide, name), sig)
+                                    for _, name, sig in COPY_KERNELS],
                                    cc=divmod(arch, 10))
     have_sass = ptxinfo.find_ptxas() is not None and find_cuobjdump() is not None
     rows = []
