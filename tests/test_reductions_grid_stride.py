@@ -172,7 +172,7 @@ def test_the_unrecorded_rung_is_drawn_as_its_model_bound_and_labelled_so():
     assert drawn[0].y[0] == reductions.in_flight_model().set_index("variant").loc["grid stride",
                                                                                    "Little's law bound (GB/s)"]
     assert all("grid stride" not in t.x for t in fig.data if not t.name.startswith("model, no recording"))
-    assert "model, no recording" in charts_caption(fig)
+    assert "is that bound only: the model, never measured in this recording" in charts_caption(fig)
 
 
 def charts_caption(fig) -> str:

@@ -267,8 +267,8 @@ def ladder_figure(n: int = experiments.LADDER_N) -> go.Figure:
             source += (". Black ticks: the upper bound of Little’s law (model: reads in flight ÷ the loaded latency "
                        "calibrated on lesson 03’s one-element copy, gpucourse.measure.calibration)")
         if unrecorded is not None and len(unrecorded):
-            source += (f". The hollow diamond ({', '.join(unrecorded.index)}) is that bound only, model, no "
-                       "recording")
+            source += (f". The hollow diamond ({', '.join(unrecorded.index)}) is that bound only: the model, "
+                       "never measured in this recording")
         fig = charts.figure(f"Summing {shown:,} float32 values: our ladder against the libraries", "kernel or library",
                             "bandwidth (GB/s, 4 bytes read per element)", charts.source_caption(kind, source),
                             height=560)  # the axis title's length: a shorter plot lifts it into the title
