@@ -237,6 +237,12 @@ TYPED = (
           "ptxas on the accumulators kernel, max_registers=32", lambda: _spills("spill_store_bytes")),
     Typed("notebooks/05_occupancy.py", "and {} bytes of spill loads",
           "ptxas on the accumulators kernel, max_registers=32", lambda: _spills("spill_load_bytes")),
+    # lesson 03's instructor notes
+    Typed("instructor/03_coalescing.md", "the ceiling needs about {} KiB at the calibrated",
+          "the copy ceiling ÷ 2 × the calibrated latency ÷ SMs",
+          lambda: f"{_cal().ceiling_gbps / 2 * _cal().latency_ns / _cal().sm_count / 1024:.0f}"),
+    Typed("instructor/03_coalescing.md", "KiB at the calibrated {} ns", "the calibrated latency",
+          lambda: f"{_cal().latency_ns:.0f}"),
     # lesson 05's instructor notes
     Typed("instructor/05_occupancy.md", "on the H200, {} ns loaded latency calibrated on lesson 03's",
           "the calibrated latency", lambda: f"{_cal().latency_ns:.0f}"),
