@@ -171,7 +171,7 @@ prediction_curve_shape = "..."  # e.g. "falls then flat", "U", "rises"
 dataparallel.ddp_figure(cap_mib=4096)
 
 # %%
-one_bucket = dataparallel.summary(dataparallel.ddp_timeline(4096))
+one_bucket = dataparallel.summary(dataparallel.ddp_step(4096))
 predictions.read_back(prediction_one_bucket_exposed_share,
                       f"{one_bucket['exposed_fraction']:.2f} ({one_bucket['exposed_comm_s'] * 1e3:.1f} ms of "
                       f"{one_bucket['comm_s'] * 1e3:.1f} ms); (b) each call pays the ring's 2(p−1)α = "

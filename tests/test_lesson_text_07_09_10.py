@@ -146,7 +146,7 @@ def test_lesson_10_flat_ring_alpha_terms():
 def test_lesson_10_first_picture_is_described_as_the_model_draws_it():
     text = _text("10_data_parallel.py")
     assert "the last one ends a little after backward" not in text
-    s = dataparallel.summary(dataparallel.ddp_timeline())
+    s = dataparallel.summary(dataparallel.ddp_step())
     assert "for about a quarter of the step" in text and 0.2 < s["exposed_comm_s"] / s["step_s"] < 0.3
 
 
@@ -190,7 +190,7 @@ def test_lesson_10_first_bucket_follows_the_pinned_torch():
     assert initial == [sys.maxsize]  # DDP's first iteration: one bucket
     text = _text("10_data_parallel.py")
     assert "only while `bucket_cap_mb` is left unset" in text and "its first step runs with **one** bucket" in text
-    assert dataparallel.summary(dataparallel.ddp_timeline(4096))["collectives"] == 1
+    assert dataparallel.summary(dataparallel.ddp_step(4096))["collectives"] == 1
 
 
 def test_lesson_10_memory_figures():

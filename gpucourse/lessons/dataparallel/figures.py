@@ -68,7 +68,7 @@ def _title(s: dict, what: str) -> str:
             f"{s['exposed_comm_s'] * 1e3:.1f} ms ({100 * s['exposed_fraction']:.0f} % of it)")
 
 
-def ddp_timeline(cap_mib: float | None = None, tokens: int = SCENARIO["tokens"], link: str = SCENARIO["link"],
+def ddp_step(cap_mib: float | None = None, tokens: int = SCENARIO["tokens"], link: str = SCENARIO["link"],
                  ranks: int = SCENARIO["ranks"], gpu: str = SCENARIO["gpu"],
                  efficiency: float = model.EFFICIENCY) -> pd.DataFrame:
     """The modelled DDP step of the lesson's transformer; ``cap_mib`` None is PyTorch's default left unset
@@ -87,7 +87,7 @@ def ddp_figure(cap_mib: float | None = None, tokens: int = SCENARIO["tokens"],
                efficiency: float = model.EFFICIENCY) -> go.Figure:
     """One DDP step of the lesson's transformer: backward in reverse, a bucket's all-reduce once it is ready.
     ``cap_mib`` None: PyTorch's default, unset (25 MiB, first bucket 1 MiB); a number: ``bucket_cap_mb`` set."""
-    tl = ddp_timeline(cap_mib, tokens, link, ranks, gpu, efficiency)
+    tl = ddp_step(cap_mib, tokens, link, ranks, gpu, efficiency)
     what = ("DDP, PyTorch's default buckets (25 MiB, first 1 MiB)" if cap_mib is None
             else f"DDP, bucket_cap_mb={cap_mib:g}")
     return gantt(tl, _title(model.summary(tl), what), model_caption(link, ranks, gpu, efficiency))
@@ -117,7 +117,7 @@ def bucket_plateaus(tokens: int = SCENARIO["tokens"], link: str = SCENARIO["link
                      "step (ms)": round(float(part.step_s.mean()) * 1e3, 1),
                      "exposed (ms)": round(float(part.exposed_comm_s.mean()) * 1e3, 1),
                      "their α-terms (ms)": round(int(part.collectives.iloc[0]) * per_call_s * 1e3, 1)})
-    default = model.summary(ddp_timeline(None, tokens, link, ranks, gpu, efficiency))
+    default = model.summary(ddp_step(None, tokens, link, ranks, gpu, efficiency))
     rows.append({"bucket cap (MiB)": "unset (PyTorch's 25, first 1)", "collectives": default["collectives"],
                  "step (ms)": round(default["step_s"] * 1e3, 1),
                  "exposed (ms)": round(default["exposed_comm_s"] * 1e3, 1),
@@ -143,7 +143,7 @@ def bucket_curve_figure(tokens: int = SCENARIO["tokens"], link: str = SCENARIO["
                     marker={"symbol": "square"})
     fig.add_scatter(x=list(table.cap_mib), y=list(table.compute_s * 1e3), name="compute alone",
                     mode="lines", line={"color": "#777", "dash": "dot"})
-    default = model.summary(ddp_timeline(None, tokens, link, ranks, gpu, efficiency))
+    default = model.summary(ddp_step(None, tokens, link, ranks, gpu, efficiency))
     fig.add_scatter(x=[BUCKET_CAP_BYTES / MIB], y=[default["step_s"] * 1e3], mode="markers",
                     name="PyTorch's default, bucket_cap_mb unset (25 MiB, first bucket 1 MiB)",
                     marker={"symbol": "diamond", "size": 12, "color": "#000"})
@@ -210,7 +210,7 @@ def traffic_table(grad_bytes: int = 2 * 7_000_000_000, ranks: int = 8) -> pd.Dat
     return pd.DataFrame(rows)
 
 
-def fsdp_timeline(prefetch: int = 1, tokens: int = SCENARIO["tokens"], link: str = SCENARIO["link"],
+def fsdp_step(prefetch: int = 1, tokens: int = SCENARIO["tokens"], link: str = SCENARIO["link"],
                   ranks: int = SCENARIO["ranks"], gpu: str = SCENARIO["gpu"],
                   efficiency: float = model.EFFICIENCY) -> pd.DataFrame:
     """The modelled FSDP step of the lesson's transformer (one unit per block, ``model.fsdp_units``)."""
@@ -223,7 +223,7 @@ def fsdp_timeline(prefetch: int = 1, tokens: int = SCENARIO["tokens"], link: str
 def fsdp_waits(prefetch: int = 1, **scenario) -> int:
     """How many times compute waits in the modelled FSDP step: a unit's compute that starts later than the
     previous one ended (the first unit: later than 0)."""
-    compute = fsdp_timeline(prefetch, **scenario).query("stream == 'compute'")
+    compute = fsdp_step(prefetch, **scenario).query("stream == 'compute'")
     previous_end = [0.0, *compute.end_s.iloc[:-1]]
     return int(sum(start > end * (1 + 1e-12) + 1e-15 for start, end in zip(compute.start_s, previous_end)))
 
@@ -233,7 +233,7 @@ def fsdp_figure(prefetch: int = 1, tokens: int = SCENARIO["tokens"], link: str =
                 efficiency: float = model.EFFICIENCY) -> go.Figure:
     """An FSDP step of the lesson's transformer (one unit per block, ``model.fsdp_units``): all-gathers
     prefetched ``prefetch`` units ahead, reduce-scatters after each unit's backward, one communication stream."""
-    tl = fsdp_timeline(prefetch, tokens, link, ranks, gpu, efficiency)
+    tl = fsdp_step(prefetch, tokens, link, ranks, gpu, efficiency)
     s = model.summary(tl)
     compute = tl[tl.stream == "compute"]
     idle = s["step_s"] - float((compute.end_s - compute.start_s).sum())
