@@ -236,11 +236,13 @@ def fit_alpha_beta(message_bytes, times_s) -> Link:
     mean_n, mean_t = sum(ns) / len(ns), sum(ts) / len(ts)
     if sum((n - mean_n) * (t - mean_t) for n, t in zip(ns, ts)) <= 0:
         raise InvalidConfig("the timings do not grow with size, so no bandwidth can be fitted (more or larger sizes?)")
-    # minimise Σ((α + n·s)/t − 1)²: normal equations in (α, s), s = 1/β
-    a11 = sum(1 / t**2 for t in ts)
-    a12 = sum(n / t**2 for n, t in zip(ns, ts))
-    a22 = sum(n**2 / t**2 for n, t in zip(ns, ts))
-    b1, b2 = sum(1 / t for t in ts), sum(n / t for n, t in zip(ns, ts))
+    # minimise Σ w·(α + n·s − t)² with w = 1/t², i.e. Σ((α + n·s)/t − 1)²: normal equations in (α, s), s = 1/β
+    weights = [1 / t**2 for t in ts]
+    a11 = sum(weights)
+    a12 = sum(w * n for w, n in zip(weights, ns))
+    a22 = sum(w * n * n for w, n in zip(weights, ns))
+    b1 = sum(w * t for w, t in zip(weights, ts))
+    b2 = sum(w * n * t for w, n, t in zip(weights, ns, ts))
     det = a11 * a22 - a12 * a12
     alpha, slope = (a22 * b1 - a12 * b2) / det, (a11 * b2 - a12 * b1) / det
     if alpha < 0:  # a latency below 0 means none measurable: refit the line through the origin
