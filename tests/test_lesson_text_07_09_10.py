@@ -206,3 +206,16 @@ def test_lesson_10_fsdp_prefetch_read_back_counts_waits():
     units = len(dataparallel.model.fsdp_units(_scenario_layers()))
     assert dataparallel.fsdp_waits(prefetch=0) == 2 * units  # every unit, forward and backward
     assert dataparallel.fsdp_waits(prefetch=1) < dataparallel.fsdp_waits(prefetch=0)
+
+
+# Lesson 05's header counts two optional sections of 3 minutes as 3 (learner-walk-2 W16): lesson 05 is the
+# other half of issue 47's; it must still fail here until it is fixed, and then leave this set.
+HEADER_OPTIONAL_NOT_YET_SUMMED = {"05_occupancy"}
+
+
+@pytest.mark.parametrize("path", minutes.lesson_paths(), ids=lambda p: p.stem)
+def test_a_header_s_optional_minutes_are_the_sum_of_its_optional_sections(path):
+    unit = minutes.load(path)
+    sections = [s.stated_min for s in unit.sections if s.optional]
+    agrees = (unit.stated_optional_min or 0) == sum(m or 0 for m in sections)
+    assert agrees != (path.stem in HEADER_OPTIONAL_NOT_YET_SUMMED), (unit.stated_optional_min, sections)
