@@ -20,7 +20,7 @@
 # records every memory access of every thread, so it can count what a GPU would do, with or without a
 # GPU.)
 #
-# *Teaching 35 min · predictions and explorers 20 min · optional sections (marked in their headings)
+# *Teaching 33 min · predictions and explorers 22 min · optional sections (marked in their headings)
 # 15 min · then lab 00a (90 min, eight short puzzles) ·
 # prerequisites: Python and NumPy; lesson 00 helps but is not needed.*
 #
@@ -68,7 +68,7 @@ print(first_kernels.kernel_source(first_kernels.who_am_i))
 # write element 13? What does that thread's `cuda.grid(1)` return?
 
 # %%
-predict_element_13 = "block ..., threadIdx.x ..., cuda.grid(1) ..."
+prediction_element_13 = "block ..., threadIdx.x ..., cuda.grid(1) ..."
 
 # %% [markdown]
 # The picture is what the kernel itself wrote (it ran just now, on the GPU or in the simulator):
@@ -85,6 +85,15 @@ predict_element_13 = "block ..., threadIdx.x ..., cuda.grid(1) ..."
 
 # %%
 first_kernels.coordinates_figure(blocks=3, threads_per_block=8)
+
+# %%
+from gpucourse.viz import predictions
+
+element_13 = first_kernels.coordinates_table(3, 8).iloc[13]
+predictions.read_back(
+    prediction_element_13, f"block {element_13['blockIdx.x']}, threadIdx.x {element_13['threadIdx.x']}, "
+    f"cuda.grid(1) {element_13['cuda.grid(1)']} (13 = 1 × 8 + 5)",
+    counted="the picture above is what the kernel itself wrote, in both modes")
 
 # %% [markdown]
 # ## The launch and the bounds check
@@ -104,11 +113,17 @@ print(first_kernels.kernel_source(first_kernels.saxpy))
 # the bounds check? And with 128 threads per block?
 
 # %%
-predict_blocks_200_64 = ...
-predict_stopped_200_64 = ...
+prediction_blocks_200_64 = ...
+prediction_stopped_200_64 = ...
 
 # %%
-first_kernels.launch_plan(200, 64), first_kernels.launch_plan(200, 128)
+plan_64 = first_kernels.launch_plan(200, 64)
+plan_64, first_kernels.launch_plan(200, 128)
+
+# %%
+predictions.read_back({"blocks": prediction_blocks_200_64, "stopped": prediction_stopped_200_64},
+                      {"blocks": plan_64["blocks"], "stopped": plan_64["threads_past_the_end"]},
+                      counted="⌈200/64⌉ blocks launch 256 threads; those past 199 stop at the check")
 
 # %% [markdown]
 # **Without the bounds check**, the 56 extra threads of n = 200 read `x[200]`… and write `out[200]`…:
@@ -155,7 +170,7 @@ print(first_kernels.kernel_source(first_kernels.saxpy_2d))
 # threads?
 
 # %%
-predict_grid_20x40 = (..., ...)
+prediction_grid_20x40 = (..., ...)
 
 # %% [markdown]
 # <details><summary>Description of the picture</summary>
@@ -181,6 +196,12 @@ print(report_2d)
 print("threads that stored:", accesses[accesses.op == "store"].thread.nunique(),
       "· most stores by one thread:", report_2d.per_thread_max("store", "out"))
 
+# %%
+plan_2d = first_kernels.grid_2d(20, 40, 16, 8)
+predictions.read_back(prediction_grid_20x40, f"grid {plan_2d['grid']}, {plan_2d['idle_threads']} idle threads",
+                      counted=f"the microscope saw {accesses[accesses.op == 'store'].thread.nunique()} threads store "
+                              "and the others touch nothing, in both modes")
+
 # %% [markdown]
 # ## Grid-stride loops
 #
@@ -197,7 +218,7 @@ print(first_kernels.kernel_source(first_kernels.saxpy_grid_stride))
 # n = 300, 2 blocks of 32 threads (64 threads). How many elements does thread 0 handle? Thread 63?
 
 # %%
-predict_thread_0, predict_thread_63 = ..., ...
+prediction_thread_0, prediction_thread_63 = ..., ...
 
 # %% [markdown]
 # <details><summary>Description of the picture</summary>
@@ -213,6 +234,12 @@ strided = first_kernels.trace_grid_stride(n=300, blocks=2, threads_per_block=32)
 print("fewest and most elements per thread (model):", first_kernels.elements_per_thread(300, 64),
       "· most reads of x by one thread (microscope):", strided.per_thread_max("load", "x"))
 strided.picture_threads("x")
+
+# %%
+predictions.read_back({"thread 0": prediction_thread_0, "thread 63": prediction_thread_63},
+                      {"thread 0": len(range(0, 300, 64)), "thread 63": len(range(63, 300, 64))},
+                      counted=f"the microscope counted at most {strided.per_thread_max('load', 'x')} reads of x "
+                              "by one thread, in both modes")
 
 # %% [markdown]
 # ## Host and device arrays: when copies happen
@@ -232,7 +259,7 @@ strided.picture_threads("x")
 # back once)?
 
 # %%
-predict_copies_numpy, predict_copies_device = ..., ...
+prediction_copies_numpy, prediction_copies_device = ..., ...
 
 # %% [markdown]
 # <details><summary>Description of the picture</summary>
@@ -253,6 +280,14 @@ first_kernels.copies_explorer()
 
 # %%
 first_kernels.transfer_timings()
+
+# %%
+copies = {way: first_kernels.transfers(20, 2, 1, device_resident=resident).iloc[0]
+          for way, resident in (("NumPy", False), ("device", True))}
+predictions.read_back(
+    {"NumPy": prediction_copies_numpy, "device": prediction_copies_device},
+    {way: int(row["copies to the device"] + row["copies to the host"]) for way, row in copies.items()},
+    counted="Numba's rule, counted: 3 arrays copied in and out at every launch, against 2 in and 1 out once")
 
 # %% [markdown]
 # ## The same kernel in CuPy and in CUDA C++ *(optional, 10 min)*
@@ -284,7 +319,7 @@ first_kernels.three_ways()
 # differ?
 
 # %%
-predict_ptx_loads, predict_ptx_stores, predict_ptx_fmas = ..., ..., ...
+prediction_ptx_loads, prediction_ptx_stores, prediction_ptx_fmas = ..., ..., ...
 
 # %% [markdown]
 # Both compile without a GPU: the CUDA C++ with **NVRTC** (the runtime compiler CuPy's `RawKernel` uses),
@@ -294,7 +329,14 @@ predict_ptx_loads, predict_ptx_stores, predict_ptx_fmas = ..., ..., ...
 first_kernels.sources_side_by_side()
 
 # %%
-first_kernels.ptx_counts_side_by_side()
+ptx_counts = first_kernels.ptx_counts_side_by_side()
+ptx_counts
+
+# %%
+predictions.read_back(
+    {"ld.global": prediction_ptx_loads, "st.global": prediction_ptx_stores, "fma": prediction_ptx_fmas},
+    {"ld.global": 2, "st.global": 1, "fma": 1},
+    counted=f"the compilers' PTX, counted just now: {ptx_counts}")
 
 # %% [markdown]
 # ## Reading a profiler report *(optional, 5 min)*

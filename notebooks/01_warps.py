@@ -44,7 +44,7 @@ runtime.banner()
 # warp 1? Does warp 1 hold whole rows of the block? Write your answer down.
 
 # %%
-answer_warp_1 = "..."  # your prediction, in words
+prediction_warp_1 = "..."  # your prediction, in words
 
 # %% [markdown]
 # Now check: the picture is that 12 × 8 block. Each cell is a thread, labelled `warp:lane`.
@@ -62,6 +62,16 @@ answer_warp_1 = "..."  # your prediction, in words
 from gpucourse.lessons import warps
 
 warps.lane_map_figure(block_x=12, block_y=8)
+
+# %%
+from gpucourse.viz import predictions
+
+warp_1 = warps.model.lane_map((12, 8)).query("warp == 1").groupby("ty").tx.agg(["min", "max"])
+predictions.read_back(
+    prediction_warp_1,
+    "threads " + ", ".join(f"x {row['min']}–{row['max']} of row {ty}" for ty, row in warp_1.iterrows())
+    + (": not whole rows only" if (warp_1["max"] - warp_1["min"] < 12 - 1).any() else ": whole rows"),
+    counted="the picture above is that rule, drawn for every thread (exact, in both modes)")
 
 # %% [markdown]
 # Now try block shapes. Watch what happens when `x` is not a multiple of 32 (say 12, or 48):
@@ -109,8 +119,6 @@ staircase = LiveChart(
 staircase
 
 # %%
-from gpucourse.viz import predictions
-
 predictions.read_back(
     prediction_time_33_vs_64, stands_in=staircase,
     model=f"33 threads are {warps.warps_per_block(33)} warps, the issue slots of 64 threads "

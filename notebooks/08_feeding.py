@@ -109,8 +109,8 @@ pd.DataFrame([{"parameter": name, "default": getattr(feeding.DEFAULTS, name), "w
 # copy reach? A 64 MiB copy? (1 GB/s moves 1,000 bytes per µs.)
 
 # %%
-predict_64kib_gbps = ...  # a number
-predict_64mib_gbps = ...
+prediction_64kib_gbps = ...  # a number
+prediction_64mib_gbps = ...
 
 # %%
 {size: round(feeding.copy_gbps(size, feeding.DEFAULTS.pinned_gbps, feeding.DEFAULTS.copy_latency_us), 2)
@@ -131,6 +131,15 @@ predict_64mib_gbps = ...
 # %%
 feeding.copy_figure()
 
+# %%
+from gpucourse.viz import predictions
+
+predictions.read_back(
+    {"64 KiB": prediction_64kib_gbps, "64 MiB": prediction_64mib_gbps},
+    {f"{size >> 10} KiB" if size < 2**20 else f"{size >> 20} MiB":
+     round(feeding.copy_gbps(size, feeding.DEFAULTS.pinned_gbps, feeding.DEFAULTS.copy_latency_us), 2)
+     for size in (64 * 2**10, 64 * 2**20)}, unit="GB/s", stands_in="the chart above (the recording, or the model)")
+
 # %% [markdown]
 # ## 2 · Streams: overlapping copies with compute (12 min)
 #
@@ -144,7 +153,7 @@ feeding.copy_figure()
 # "one stream, no chunks" at the defaults? And with pageable memory?
 
 # %%
-predict_overlap_saving_us = ...
+prediction_overlap_saving_us = ...
 
 # %% [markdown]
 # The explorer is the model: pick a scenario and move the knobs (launch cost, pinned bandwidth,
@@ -181,6 +190,16 @@ feeding.timeline_explorer()
 # %%
 feeding.measured_overlap_figure(streams=2)
 
+# %%
+makespan_us = {scenario: feeding.summary(feeding.timeline(feeding.scenario_ops(scenario)))["makespan_us"]
+               for scenario in feeding.SCENARIOS[:3]}
+one_stream = makespan_us[feeding.SCENARIOS[0]]
+predictions.read_back(
+    prediction_overlap_saving_us,
+    f"pinned: {one_stream - makespan_us[feeding.SCENARIOS[1]]:.0f} µs shorter; pageable: "
+    f"{makespan_us[feeding.SCENARIOS[2]] - one_stream:.0f} µs *longer* (the host waits on every copy)",
+    unit="µs", stands_in="the timelines above (the recording, or the model)")
+
 # %% [markdown]
 # ## 3 · Launch overhead and CUDA graphs (optional, 7 min)
 #
@@ -199,8 +218,8 @@ feeding.measured_overlap_figure(streams=2)
 # graph (1 µs between kernels)?
 
 # %%
-predict_eager_us_per_kernel = ...
-predict_graph_us_per_kernel = ...
+prediction_eager_us_per_kernel = ...
+prediction_graph_us_per_kernel = ...
 
 # %%
 {way: round(feeding.model.per_kernel_us(16, 2.0, graph), 2) for way, graph in (("eager", False), ("graph", True))}
@@ -216,6 +235,12 @@ predict_graph_us_per_kernel = ...
 
 # %%
 feeding.launch_figure()
+
+# %%
+predictions.read_back(
+    {"eager": prediction_eager_us_per_kernel, "graph": prediction_graph_us_per_kernel},
+    {way: round(feeding.model.per_kernel_us(16, 2.0, graph), 2) for way, graph in (("eager", False), ("graph", True))},
+    unit="µs", stands_in="the chart above (the recording, or the model)")
 
 # %% [markdown]
 # ## 4 · Hidden synchronisations (9 min)
@@ -259,7 +284,7 @@ feeding.hidden_sync_table()
 # kernels?
 
 # %%
-predict_what_the_sync_costs = "..."
+prediction_what_the_sync_costs = "..."
 
 # %% [markdown]
 # <details><summary>Description of the picture</summary>
@@ -271,6 +296,15 @@ predict_what_the_sync_costs = "..."
 
 # %%
 feeding.sync_figure()
+
+# %%
+idle = {scenario: feeding.summary(feeding.timeline(feeding.scenario_ops(scenario)))["sm_idle_fraction"]
+        for scenario in feeding.SCENARIOS[3:5]}
+predictions.read_back(
+    prediction_what_the_sync_costs,
+    f"the SMs' idle share grows from {idle[feeding.SCENARIOS[4]]:.0%} to {idle[feeding.SCENARIOS[3]]:.0%}: after "
+    "each .item() the host waits until the GPU drains, so its own work runs while the SMs have nothing queued",
+    stands_in="the bars above (the recording, or the model)")
 
 # %% [markdown]
 # ## 5 · Fusion: bytes, not FLOPs (12 min)
@@ -290,8 +324,8 @@ print(inspect.getsource(feeding.kernels.fused_chain))
 # kernel? (The first operation reads x and writes t; the second reads t and bias and writes t …)
 
 # %%
-predict_unfused_bytes_per_element = ...
-predict_fused_bytes_per_element = ...
+prediction_unfused_bytes_per_element = ...
+prediction_fused_bytes_per_element = ...
 
 # %% [markdown]
 # Both versions run here (in the simulator without a GPU) and are checked against NumPy; the bytes
@@ -299,6 +333,12 @@ predict_fused_bytes_per_element = ...
 
 # %%
 feeding.chain_check(n=1024)
+
+# %%
+predictions.read_back(
+    {"unfused": prediction_unfused_bytes_per_element, "fused": prediction_fused_bytes_per_element},
+    {"unfused": feeding.chain_bytes(1), "fused": feeding.chain_bytes(1, fused=True)}, unit="bytes",
+    counted="the table above counts the same bytes for the code that ran (exact, in both modes)")
 
 # %% [markdown]
 # A memory-bound chain runs at the memory's bandwidth whichever way it is written, so its time
@@ -373,7 +413,7 @@ feeding.fusion_claim_figure()
 # by roughly what factor on your device?
 
 # %%
-predict_l2_factor = ...
+prediction_l2_factor = ...
 
 # %% [markdown]
 # <details><summary>Description of the picture</summary>
@@ -393,7 +433,16 @@ feeding.l2_figure()
 # last column, the GPU kept more in its L2 than the model):
 
 # %%
-feeding.l2_model_table()
+l2_table = feeding.l2_model_table()
+l2_table
+
+# %%
+quarter, four = (l2_table.iloc[(l2_table["working set / L2"] - x).abs().argmin()] for x in (0.25, 4.0))
+predictions.read_back(
+    prediction_l2_factor, f"{quarter['model GB/s'] / four['model GB/s']:.1f}× (the model, anchored at the data's "
+    "own plateaus)", unit="×",
+    counted=f"the table's data (measured now on a GPU, else the newest recording) says "
+            f"{quarter['GB/s'] / four['GB/s']:.1f}×")
 
 # %% [markdown]
 # ## Explain

@@ -28,7 +28,8 @@
 #    and that an all-reduce is a reduce-scatter followed by an all-gather;
 # 2. count the bytes each rank sends and the steps it takes in a ring, a tree, recursive halving/doubling
 #    and a root ("naive"): ring all-reduce 2(p−1)/p·S per rank in 2(p−1) steps;
-# 3. predict a collective's time with the α-β-γ model and find the size n* = α·β below which latency rules;
+# 3. predict a collective's time with the α-β-γ model, and find the size below which latency rules: n* = α·β
+#    for one message, p·α·β for a ring all-reduce;
 # 4. turn a measured time into nccl-tests' algbw and busbw, and say why an NVLS all-reduce reports a busbw
 #    above NVLink's 450 GB/s;
 # 5. fit α and β to timings between two processes on your computer.
@@ -78,8 +79,8 @@ collectives.ring_steps_figure("all_reduce", "ring", 4)
 # version where everyone sends to rank 0, which adds and sends the result back — how many does rank 0 send?
 
 # %%
-predict_ring_bytes_per_rank = ...  # a number
-predict_naive_root_bytes = ...
+prediction_ring_bytes_per_rank = ...  # a number
+prediction_naive_root_bytes = ...
 
 # %%
 ring = collectives.run("all_reduce", "ring", 8, 1 << 20)
@@ -88,9 +89,18 @@ naive = collectives.run("all_reduce", "naive", 8, 1 << 20)
  "naive: rank 0 sends": int(naive.bytes_sent[0]), "ring steps": ring.steps, "naive steps": naive.steps,
  "values equal NumPy's": ring.correct and naive.correct}
 
+# %%
+from gpucourse.viz import predictions
+
+predictions.read_back(
+    {"ring, each rank": prediction_ring_bytes_per_rank, "naive, rank 0": prediction_naive_root_bytes},
+    {"ring, each rank": f"2(p−1)/p·S = {2 * 7 / 8 * (1 << 20):,.0f}", "naive, rank 0": f"(p−1)·S = {7 << 20:,}"},
+    unit="bytes", counted=f"the microscope counted {int(ring.bytes_sent.max()):,} bytes from each ring rank and "
+                          f"{int(naive.bytes_sent[0]):,} from the root (exact, in both modes)")
+
 # %% [markdown]
-# The ring sends 2(p − 1)/p · S = 1.75 MiB per rank whatever p is — the sum is spread over every link —
-# while the root sends (p − 1) · S through its one link. That is why NCCL uses rings and trees, never a root
+# The ring sends 2(p − 1)/p · S per rank — 1.75 MiB on these 8 ranks, and never more than 2·S however many
+# ranks there are: the sum is spread over every link — while the root sends (p − 1) · S through its one link. That is why NCCL uses rings and trees, never a root
 # ("a flat ring (high latency, best bandwidth) and a tree (low latency, ok bandwidth)", sjeaugey,
 # NVIDIA/nccl#471). Explore: pick the collective, the algorithm, the ranks and the size. Recursive
 # halving/doubling needs a power-of-two rank count; a tree here is the textbook binomial tree, not
@@ -114,7 +124,8 @@ collectives.explorer_widget()
 # **n* = α·β** the latency dominates; above it, the bandwidth. A collective is a sequence of steps, each a
 # message per rank, so the ring all-reduce costs **2(p−1)·α + 2(p−1)/p · S/β** (+ (p−1)/p · S · γ to add
 # the chunks up). The tree pays only 2⌈log₂p⌉·α of latency but, unpipelined, 2⌈log₂p⌉·S/β of bandwidth:
-# trees win small messages, rings large ones. Each link level has its own α and β:
+# trees win small messages, rings large ones. Each link level has its own α and β (model parameters with
+# their sources; no row is a measurement of the course's):
 
 # %%
 import pandas as pd
@@ -125,24 +136,34 @@ pd.DataFrame([{"link": k, "α (µs)": v.alpha_s * 1e6, "β (GB/s)": v.bandwidth_
 
 # %% [markdown]
 # ### Predict
-# For 8 ranks on NVLink 4 (α = 2 µs, β = 450 GB/s), at what size does the ring all-reduce stop being
-# mostly latency? (Hint: set 2(p−1)·α equal to 2(p−1)/p · S/β.)
+# For 8 ranks on NVLink 4 (α = 2 µs, β = 450 GB/s, the table's `nvlink4` row), at what size S does the ring
+# all-reduce stop being mostly latency? (Hint: set 2(p−1)·α equal to 2(p−1)/p · S/β.)
 
 # %%
-predict_crossover_bytes = ...
+prediction_crossover_bytes = ...
 
 # %% [markdown]
 # <details><summary>Description of the picture</summary>
 #
 # A log-log chart of modelled time (µs) against size (bytes) for all-reduce on 8 ranks: one line per
 # algorithm (ring, tree, naive, recursive). At small sizes the lines are flat at their latency floors,
-# tree and recursive lowest; above the dotted line n* = αβ they rise with slope 1, the ring and recursive
-# lowest, the naive root highest.
+# tree and recursive lowest; at large sizes they rise with slope 1, the ring and recursive lowest, the
+# naive root highest. Two vertical lines mark where latency and bandwidth weigh the same: a dashed one at the
+# tree's knee α·β (each of its steps carries the whole S) and a dotted one, eight times further right, at the
+# ring's knee p·α·β (its steps carry S/p). Your prediction, once written, is a third vertical line.
 #
 # </details>
 
 # %%
-collectives.time_vs_size_figure("all_reduce", 8, "nvlink4")
+crossover_chart = collectives.time_vs_size_figure("all_reduce", 8, "nvlink4")
+predictions.mark(crossover_chart, prediction_crossover_bytes, vertical=True, unit="B")
+
+# %%
+nvlink4 = collectives.LINKS["nvlink4"]
+predictions.read_back(prediction_crossover_bytes,
+                      f"p·α·β = {collectives.knee_bytes('all_reduce', 'ring', 8, nvlink4):,.0f} (the dotted line; "
+                      f"a single message's n* = α·β is {collectives.crossover_bytes(nvlink4):,.0f})", unit="bytes",
+                      counted="the course has no NCCL recording to measure it against yet (§4)")
 
 # %% [markdown]
 # **algbw and busbw** (nccl-tests `doc/PERFORMANCE.md`). nccl-tests reports `algbw = S / t` and
@@ -158,10 +179,15 @@ t = collectives.collective_time_s("all_reduce", "ring", S, p, link)
  "busbw (GB/s)": collectives.busbw_bytes_per_s("all_reduce", S, p, t) / 1e9}
 
 # %% [markdown]
-# **Why NVLS reports busbw above 450 GB/s.** On H100/H200 nodes NCCL can reduce *inside the NVSwitch*
-# (NVLink SHARP, NVLS; within a node only, NVIDIA/nccl#1031): each GPU sends its data once and receives the
-# result once, about S each way instead of 2(p−1)/p · S. nccl-tests still multiplies by 2(p−1)/p, so busbw
-# exceeds the wire: 8×H100 reach ≈ 480 GB/s with NVLS against ≈ 370 GB/s without (NVIDIA/nccl#2140). In the
+# **Why NVLS reports busbw above 450 GB/s.** With NVSwitches NCCL can reduce *inside the switch* (NVLink
+# SHARP, NVLS): each GPU sends its data once and receives the result once, (p+1)/p · S each way — about S —
+# instead of 2(p−1)/p · S. NVLS works within one **NVLink domain**: the 8 GPUs of an HGX H100/H200 node
+# ("NVLink is only supported within a single node", NVIDIA/nccl#1031, 2023), or the 72 of a GB200 NVL72 joined
+# by NVLink Switches ("The full features of NVLink will be available to all GPUs in such a system, including
+# NVLink SHARP", NVIDIA/nccl#1286). Across domains NCCL combines it with a tree over the network (NVLSTree,
+# NVIDIA/nccl#1244) or with IB SHARP (NVIDIA/nccl#1365). nccl-tests still
+# multiplies by 2(p−1)/p, so busbw exceeds the wire: 8×H100 reach ≈ 480 GB/s (algbw ≈ 275 GB/s) with NVLS
+# against ≈ 370 GB/s without (sjeaugey, NVIDIA/nccl-tests#212; a user's on/off run, NVIDIA/nccl#2140). In the
 # NCCL staff's words:
 
 # %%
@@ -196,13 +222,14 @@ collectives.gloo_check(3, [4096, 4 * 1001])
 # `loopback` link (derived from one learner's anecdotal gloo table) says about 140 µs and 2.6 GB/s.
 
 # %%
-predict_alpha_us = ...
-predict_beta_gbps = ...
+prediction_alpha_us = ...
+prediction_beta_gbps = ...
 
 # %% [markdown]
 # One message between two processes at five sizes (1 KiB to 32 MiB), half the fastest of ten round trips
 # each, taken in rounds over all sizes (a busy laptop pauses a process now and then: the fastest is the link,
-# and a busy spell slows every size alike), and α, β fitted by least squares (`model.fit_alpha_beta`):
+# and a busy spell slows every size alike), and α, β fitted by least squares on the *relative* error
+# (`model.fit_alpha_beta`: an absolute fit would let the 32 MiB point's noise set α):
 #
 # <details><summary>Description of the picture</summary>
 #
@@ -215,6 +242,15 @@ predict_beta_gbps = ...
 # %%
 pingpong, fitted = collectives.gloo_pingpong()
 collectives.pingpong_figure(pingpong, fitted)
+
+# %%
+loopback = collectives.LINKS["loopback"]
+predictions.read_back(
+    {"α (µs)": prediction_alpha_us, "β (GB/s)": prediction_beta_gbps},
+    {"α (µs)": round(loopback.alpha_s * 1e6), "β (GB/s)": loopback.bandwidth_bytes_per_s / 1e9},
+    counted="no fit this time: the times did not grow with size" if fitted is None else
+    f"measured now on this computer (gloo, CPU): α = {fitted.alpha_s * 1e6:.0f} µs, "
+    f"β = {fitted.bandwidth_bytes_per_s / 1e9:.2f} GB/s")
 
 # %% [markdown]
 # **What gloo does differently.** Gloo's reduce-scatter is an all-reduce followed by a slice: "This is still
@@ -266,7 +302,8 @@ collectives.busbw_figure(8)
 # ## Key points
 # * A ring sends 2(p−1)/p · S per rank for an all-reduce, in 2(p−1) steps; a root sends (p−1)·S; a tree
 #   pays ⌈log₂p⌉ steps of latency. All-reduce = reduce-scatter + all-gather.
-# * T = steps·α + bytes/β (+ reduced bytes·γ); below n* = αβ latency rules.
+# * T = steps·α + bytes/β (+ reduced bytes·γ); below n* = αβ latency rules a message, below p·αβ a ring
+#   all-reduce (each of its 2(p−1) steps carries only S/p).
 # * busbw = algbw × 2(p−1)/p converts a time into "link speed" for a ring; with NVLS it is not wire bandwidth.
 #
 # **Lab 09** (`labs/lab09_collectives/`): implement the ring reduce-scatter and all-gather on the

@@ -28,8 +28,9 @@
 #    the result equals one process on the whole batch;
 # 2. draw a data-parallel step's timeline — backward in reverse, a bucket's all-reduce when its last gradient
 #    exists — and read the exposed communication off it;
-# 3. predict why both tiny buckets and one huge bucket are slow (the U-curve), from α, β and when gradients
-#    become ready;
+# 3. predict why both tiny buckets and one huge bucket are slow, from α, β and when gradients become ready,
+#    and read the step-time curve against the bucket size (on the lesson's 64-rank ring: steps down, a floor,
+#    a climb);
 # 4. compute the memory per rank and the traffic per step of DDP, ZeRO-1/2 and FSDP (2Ψ against 3Ψ).
 #
 # Nothing here needs a GPU. The processes are real (torch.distributed with the gloo backend on this CPU) and
@@ -54,8 +55,9 @@ runtime.banner()
 #
 # A Gantt chart with time in milliseconds along the x axis and two rows. The compute row has short green
 # forward bars, then longer blue hatched backward bars. The communication row has orange crossed all-reduce
-# bars, one per bucket, starting during backward; the last one ends a little after backward. The title gives
-# the step time, the number of collectives and the exposed communication.
+# bars, one per bucket, starting during backward and queueing behind each other; the row runs on well after
+# backward has ended, for about a quarter of the step. The title gives the step time, the number of
+# collectives and the exposed communication.
 #
 # </details>
 
@@ -78,14 +80,18 @@ dataparallel.ddp_figure()
 #    all-reduce the moment backward has produced that gradient;
 # 4. **buckets**: the hooks fill buckets in reverse parameter order and launch a bucket when it is full —
 #    PyTorch's rule, with a small first bucket so that communication starts early (1 MiB in PyTorch,
-#    `dist._DEFAULT_FIRST_BUCKET_BYTES`; here 1 KiB for a 43 KB model, and a 24 KiB cap).
+#    `dist._DEFAULT_FIRST_BUCKET_BYTES`, but only while `bucket_cap_mb` is left unset: set it, even to 25, and
+#    the first bucket is as large as the others, pytorch/pytorch#121640; here 1 KiB for a 43 KB model, and a
+#    24 KiB cap). That is DDP's rule from the second step on: its first step runs with **one** bucket, then it
+#    rebuilds the buckets in the order backward produced the gradients (`_ddp_init_helper`: "we only disable
+#    bucketing for the first iteration").
 #
 # ### Predict
 # For each of the four, how many all-reduce calls does a rank make per step? How many bytes do they carry
 # in all (the model has 10,952 float32 parameters)?
 
 # %%
-predict_calls = {"per_parameter": ..., "flat": ..., "overlap": ..., "bucketed": ...}
+prediction_calls = {"per_parameter": ..., "flat": ..., "overlap": ..., "bucketed": ...}
 
 # %% [markdown]
 # The next cell starts two processes (gloo, on this machine, at most two minutes), runs every variant in
@@ -94,6 +100,18 @@ predict_calls = {"per_parameter": ..., "flat": ..., "overlap": ..., "bucketed": 
 # %%
 ranks_result = dataparallel.run_ranks()
 dataparallel.counts_table(ranks_result)
+
+# %%
+from gpucourse.viz import predictions
+
+small_sizes = [t.numel() * t.element_size() for t in dataparallel.small_model().parameters()]
+counted_calls = dataparallel.counts_table(ranks_result).set_index("variant")["collective calls"]
+predictions.read_back(
+    prediction_calls,
+    {"per_parameter": len(small_sizes), "flat": 1, "overlap": len(small_sizes),
+     "bucketed": len(dataparallel.assign_buckets(small_sizes, 24 << 10, 1 << 10))},
+    counted="the two processes counted " + ", ".join(f"{v}: {counted_calls[v]}" for v in prediction_calls)
+            + f" calls, each variant {sum(small_sizes):,} bytes in all (exact, in both modes)")
 
 # %%
 dataparallel.bucket_table(ranks_result)
@@ -117,8 +135,19 @@ print(inspect.getsource(dataparallel.BucketedReducer))
 #
 # The lesson's model of a bigger step: a 24-block GPT-style transformer (1.3 B parameters, bf16 gradients:
 # 2.7 GB), 2,048 tokens per rank, 64 ranks in one NVLink 4 domain (lesson 09's α-β model: α, β and their
-# sources are in `collectives.LINKS`; NVLink Switch systems join that many GPUs). Compute = the layer's FLOPs
-# ÷ (the H200's bf16 datasheet TFLOP/s × 0.5, an assumed efficiency). DDP sees 146 parameter tensors.
+# sources are in `collectives.LINKS`; NVLink Switch systems join that many GPUs). The model reduces over one
+# **flat ring** of all 64 ranks — a modelling choice, not what NCCL would pick there (NVLS or a tree, lesson
+# 09): a flat ring pays 2(p−1) = 126 α-terms per call, so here α weighs heavily. Compute = the layer's FLOPs
+# ÷ (the H200's bf16 datasheet TFLOP/s × 0.5, an assumed efficiency). PyTorch's DDP would see 290 parameter
+# tensors; the timeline keeps each weight with its bias, 146 gradient groups (a bucket boundary moves by at
+# most a bias):
+
+# %%
+transformer = dataparallel.transformer_layers(24, 2048, 2048)
+as_torch = list(dataparallel.kernels.transformer_module(24, 2048).parameters())
+{"gradient groups in the timeline": len(transformer), "parameter tensors in PyTorch": len(as_torch),
+ "parameters (both)": f"{sum(t.params for t in transformer):,} = {sum(t.numel() for t in as_torch):,}",
+ "bf16 gradients (GB)": round(2 * sum(t.params for t in transformer) / 1e9, 2)}
 #
 # ### Predict
 # (a) With **one** bucket of everything, how much of the all-reduce is exposed? (b) With one bucket **per
@@ -126,19 +155,28 @@ print(inspect.getsource(dataparallel.BucketedReducer))
 # against the bucket size, from 1 KiB to 4 GiB.
 
 # %%
-predict_one_bucket_exposed_share = ...  # 0 … 1
-predict_curve_shape = ""  # e.g. "falls then flat", "U", "rises"
+prediction_one_bucket_exposed_share = ...  # 0 … 1
+prediction_curve_shape = "..."  # e.g. "falls then flat", "U", "rises"
 
 # %% [markdown]
 # <details><summary>Description of the picture</summary>
 #
-# The same Gantt chart as the first picture, for one bucket of 4 GiB: the whole backward runs first, then one
-# long all-reduce bar on the communication row starts only after it; the title reports all of it exposed.
+# The same Gantt chart as the first picture, for `bucket_cap_mb=4096` (one bucket: a cap you set makes the first
+# bucket that large too): the whole backward runs first, then one long all-reduce bar on the communication row
+# starts only after it; the title reports all of it exposed.
 #
 # </details>
 
 # %%
 dataparallel.ddp_figure(cap_mib=4096)
+
+# %%
+one_bucket = dataparallel.summary(dataparallel.ddp_step(4096))
+predictions.read_back(prediction_one_bucket_exposed_share,
+                      f"{one_bucket['exposed_fraction']:.2f} ({one_bucket['exposed_comm_s'] * 1e3:.1f} ms of "
+                      f"{one_bucket['comm_s'] * 1e3:.1f} ms); (b) each call pays the ring's 2(p−1)α = "
+                      f"{dataparallel.collective_cost('all_reduce', 'nvlink4', 64)(1) * 1e6:.0f} µs of α-terms",
+                      counted="the timeline is the lesson's model: no measurement of a 64-GPU step exists here")
 
 # %% [markdown]
 # Now move the bucket size. Try also PCIe (8 GPUs without NVLink), InfiniBand (across nodes), 64 ranks, and
@@ -159,9 +197,12 @@ dataparallel.bucket_explorer()
 # <details><summary>Description of the picture</summary>
 #
 # A chart with the bucket cap in MiB on a log x axis and time in ms on the y axis: a solid line for the step
-# time, a dashed line for the exposed communication and a dotted grey line for compute alone. Both curves
-# are high at the smallest buckets, fall to a minimum, and rise again at the largest, where all
-# communication is exposed. A dotted vertical line marks PyTorch's default 25 MiB.
+# time, a dashed line for the exposed communication and a dotted grey line for compute alone. The step-time
+# line is not a smooth U but a staircase: flat and highest from the smallest caps to 8 MiB, one step lower and
+# flat again from 11 to 32 MiB, then a cliff down to a floor just above compute from about 45 MiB, which rises
+# slowly and then steeply at the largest caps, where all communication is exposed. A dotted vertical line
+# marks PyTorch's default 25 MiB and a black diamond its step with the cap left unset: on the second plateau,
+# nearly as slow as one bucket.
 #
 # </details>
 
@@ -169,25 +210,46 @@ dataparallel.bucket_explorer()
 dataparallel.bucket_curve_figure()
 
 # %% [markdown]
+# The same sweep as a table: each run of caps that gives the same number of calls, its step and exposed time,
+# and what those calls pay in α-terms alone.
+
+# %%
+plateaus = dataparallel.bucket_plateaus()
+plateaus
+
+# %% [markdown]
+# %%
+predictions.read_back(prediction_curve_shape,
+                      "steps down, then a floor, then a climb: on this 64-rank flat ring the step falls in plateaus "
+                      f"({plateaus['step (ms)'].iloc[0]:g} → {plateaus['step (ms)'].iloc[1]:g} → "
+                      f"{plateaus['step (ms)'].iloc[2]:g} ms) and climbs back to "
+                      f"{plateaus['step (ms)'].iloc[-2]:g} ms with one bucket",
+                      counted="the curve is the lesson's model: no measurement of a 64-GPU step exists here")
+
+# %% [markdown]
 # **Explain.** A collective costs α-terms plus bytes ÷ β (lesson 09): a ring all-reduce on p ranks pays
-# 2(p−1)α whatever its size — 126 α on 64 ranks. Below 8 MiB (the smallest matrix, the attention's output
+# 2(p−1)α whatever its size — 126 α on 64 ranks. Up to 8 MiB (the smallest matrix, the attention's output
 # projection, in bf16) every matrix is its own bucket — a bucket never splits a tensor — and only the small
 # norms share, so the curve is flat there: about a hundred calls, each paying its α-terms, and together they
-# outlast backward. One huge bucket pays α once, but it cannot start until the *first*
-# layer's gradient exists — the end of backward — so nothing overlaps (only PyTorch's small first bucket,
-# here the output layer, starts early). Between them lies the U's floor: buckets large enough that α is
-# small against n/β (n ≫ α·β, lesson 09's crossover), small enough that the last one, which is always
-# exposed, is short. Where the floor lies depends on the link, the ranks and the compute (try 8 ranks, or
-# 512 tokens) — which is why `bucket_cap_mb` is an argument, and why its default of 25 MiB is argued over
-# (pytorch/pytorch#118421). The curve is jagged because buckets close at tensor boundaries.
-# The evidence from real links: "1x 4GB reduction is much faster than 1000x 4MB reduction"
-# (stas00/ml-engineering, network benchmarks).
+# outlast backward. The curve moves only where the number of calls changes — when a cap first holds two
+# tensors of a kind — so it falls in **plateaus**, each lower by about the α-terms of the calls it saves (the
+# table's last column), and then drops off a **cliff** to its floor once the cap holds the large MLP matrices
+# in pairs. PyTorch's 25 MiB default sits on the second plateau, nearly as slow as one bucket: on this model
+# that is an artefact of the flat 64-rank ring's α, not of the default (with 8 ranks the curve is flat to
+# about 200 MiB: try it). One huge bucket pays α once, but it cannot start until the *first* layer's gradient
+# exists — the end of backward — so nothing overlaps (a cap you set makes the first bucket that large too; only
+# with the cap left unset does PyTorch's 1 MiB first bucket start early). The floor lies between: buckets
+# large enough that α is small against n/β (n ≫ α·β, lesson 09's crossover), small enough that the last one,
+# which is always exposed, is short. Where the floor lies depends on the link, the ranks and the compute (try
+# 8 ranks, or 512 tokens) — which is why `bucket_cap_mb` is an argument, and why its default of 25 MiB is
+# argued over (pytorch/pytorch#118421). The evidence from real links: "1x 4GB reduction is much faster than
+# 1000x 4MB reduction" (stas00/ml-engineering, network benchmarks).
 #
 # ## 3 · Sharding: ZeRO and FSDP (13 min)
 #
 # DDP keeps a full copy of everything on every rank. Training with Adam in mixed precision keeps, per
 # parameter, 2 bytes of bf16 weights, 2 of gradients and 12 of optimizer state (fp32 master weights, momentum,
-# variance: the ZeRO paper's accounting). ZeRO-1 shards the optimizer state over the ranks, ZeRO-2 the
+# variance: the ZeRO paper's accounting; the paper says fp16, and bf16 takes the same bytes). ZeRO-1 shards the optimizer state over the ranks, ZeRO-2 the
 # gradients too (reduce-scatter instead of all-reduce: each rank keeps the average of its shard), ZeRO-3 /
 # FSDP the parameters too (all-gather a layer's parameters just before it runs, free them after).
 #
@@ -196,7 +258,7 @@ dataparallel.bucket_curve_figure()
 # with DDP? With FSDP? Does DDP fit an 80 GB GPU?
 
 # %%
-predict_ddp_gb, predict_fsdp_gb = ..., ...
+prediction_ddp_gb, prediction_fsdp_gb = ..., ...
 
 # %% [markdown]
 # <details><summary>Description of the picture</summary>
@@ -209,6 +271,14 @@ predict_ddp_gb, predict_fsdp_gb = ..., ...
 
 # %%
 dataparallel.memory_figure()
+
+# %%
+ddp_gb, fsdp_gb = (sum(dataparallel.memory_per_rank(7_000_000_000, 8, stage).values()) / 1e9
+                   for stage in (dataparallel.STAGES[0], dataparallel.STAGES[-1]))
+predictions.read_back({"DDP": prediction_ddp_gb, "FSDP": prediction_fsdp_gb},
+                      {"DDP": round(ddp_gb, 1), "FSDP": round(fsdp_gb, 1)}, unit="GB",
+                      counted=f"counted, not measured: DDP needs {ddp_gb:.0f} GB per rank before any activation, so "
+                              f"it {'does not fit' if ddp_gb > 80 else 'fits'} an 80 GB GPU")
 
 # %% [markdown]
 # Memory is not free of charge: the traffic per step, per rank (Ψ = the gradients' bytes; ring collectives,
@@ -229,7 +299,12 @@ dataparallel.traffic_table()
 #
 # FSDP's all-gathers can hide too: **prefetch** issues the next unit's all-gather while this one computes
 # (the model wraps one unit per transformer block, as FSDP is usually applied; one communication stream).
-# Predict before you move the slider: with prefetch 0, how many times per step does compute wait?
+#
+# ### Predict
+# Before you move the slider: with prefetch 0, how many times per step does compute wait for an all-gather?
+
+# %%
+prediction_fsdp_waits_prefetch_0 = ...
 #
 # <details><summary>Description of the picture</summary>
 #
@@ -242,6 +317,13 @@ dataparallel.traffic_table()
 
 # %%
 dataparallel.fsdp_explorer()
+
+# %%
+fsdp_waits = dataparallel.fsdp_waits(prefetch=0)
+predictions.read_back(prediction_fsdp_waits_prefetch_0,
+                      f"{fsdp_waits} (every unit, in forward and in backward, waits for its own all-gather; "
+                      f"with prefetch 1: {dataparallel.fsdp_waits(prefetch=1)})",
+                      counted="the timeline is the lesson's model: no FSDP step is measured here")
 
 # %% [markdown]
 # ## 4 · On real GPUs (2 min)

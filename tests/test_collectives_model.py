@@ -82,6 +82,35 @@ def test_crossover_and_fit():
     assert fitted.alpha_s == pytest.approx(2e-6) and fitted.bandwidth_bytes_per_s == pytest.approx(5e9)
 
 
+# One pingpong run of lesson 09 (learner-walk-2 W12): 1 KiB and 16 KiB measured 142 and 128 µs, and the
+# 4 MiB and 32 MiB points a few per cent off the line. An absolute least-squares fit printed α = 171 µs.
+PINGPONG_SIZES = [1 << 10, 1 << 14, 1 << 18, 1 << 22, 1 << 25]
+PINGPONG_TIMES_S = [142e-6, 128e-6, 230e-6, 1.9e-3, 12.9e-3]
+
+
+def test_the_fit_describes_the_small_messages_too():
+    fitted = model.fit_alpha_beta(PINGPONG_SIZES, PINGPONG_TIMES_S)
+    for n, t in zip(PINGPONG_SIZES, PINGPONG_TIMES_S):
+        assert fitted.alpha_s + n / fitted.bandwidth_bytes_per_s == pytest.approx(t, rel=0.1), n
+    assert 128e-6 <= fitted.alpha_s <= 142e-6  # α between the two small points, not above both
+
+
+def test_the_fit_never_clamps_a_real_latency_to_zero():
+    # a quiet machine: α = 5 µs, β = 10 GB/s, the largest point 3 % slow
+    sizes = [1 << 10, 1 << 14, 1 << 20, 1 << 25]
+    times = [5e-6 + n / 10e9 for n in sizes]
+    times[-1] *= 1.03
+    fitted = model.fit_alpha_beta(sizes, times)
+    assert fitted.alpha_s == pytest.approx(5e-6, rel=0.05)
+
+
+def test_a_line_that_does_not_grow_is_refused():
+    with pytest.raises(ValueError, match="do not grow"):
+        model.fit_alpha_beta([1 << 10, 1 << 20], [1e-3, 1e-3])
+    with pytest.raises(ValueError, match="do not grow"):
+        model.fit_alpha_beta([1 << 10, 1 << 20], [2e-3, 1e-3])
+
+
 @pytest.mark.parametrize("call", [
     lambda: model.collective_time_s("allreduce", "ring", 1, 2, LINK),
     lambda: model.collective_time_s("all_reduce", "rings", 1, 2, LINK),
@@ -93,9 +122,23 @@ def test_crossover_and_fit():
     lambda: model.busbw_factor("gather", 2),
     lambda: model.algbw_bytes_per_s(1, 0.0),
     lambda: model.fit_alpha_beta([1, 1], [1, 2]),
+    lambda: model.fit_alpha_beta([1, 2], [0.0, 1.0]),
     lambda: model.Link("x", -1.0, 1.0, "bad"),
 ])
 def test_bad_input_is_one_line_value_error(call):
     with pytest.raises(ValueError) as info:
         call()
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("p", [2, 4, 8, 64])
+def test_knee_is_where_alpha_terms_equal_beta_terms(p):
+    link = model.LINKS["nvlink4"]
+    ab = link.alpha_s * link.bandwidth_bytes_per_s
+    assert model.knee_bytes("all_reduce", "ring", p, link) == pytest.approx(p * ab)  # 2(p−1)α = 2(p−1)/p·S/β
+    assert model.knee_bytes("reduce_scatter", "ring", p, link) == pytest.approx(p * ab)
+    assert model.knee_bytes("all_reduce", "tree", p, link) == pytest.approx(ab)  # each step carries S
+    L = p.bit_length() - 1
+    assert model.knee_bytes("all_reduce", "recursive", p, link) == pytest.approx(L * p / (p - 1) * ab)
+    with pytest.raises(ValueError):
+        model.knee_bytes("all_reduce", "ring", 1, link)

@@ -418,6 +418,22 @@ MUTATIONS: list[Mutation] = [
              "unrecorded = None",
              "a rung with no recording is drawn as its model bound, labelled so (W5)",
              ["tests/test_reductions_grid_stride.py", "-k", "unrecorded"]),
+    Mutation("fit-alpha-beta-unweighted", "gpucourse/lessons/collectives/model.py",
+             "weights = [1 / t**2 for t in ts]", "weights = [1.0 for t in ts]",
+             "α and β are fitted to the relative error, so the large messages' noise does not set α",
+             ["tests/test_collectives_model.py", "-k", "fit"]),
+    Mutation("knee-marks-n-star", "gpucourse/lessons/collectives/figures.py",
+             "knee = model.knee_bytes(op, alg, ranks, link)", "knee = model.crossover_bytes(link)",
+             "lesson 09's chart marks the ring's knee p·αβ that its Predict asks for, not only αβ",
+             ["tests/test_lesson_text_07_09_10.py", "-k", "knee"]),
+    Mutation("first-bucket-always-small", "gpucourse/lessons/dataparallel/figures.py",
+             "return FIRST_BUCKET_BYTES if cap_mib is None else None", "return FIRST_BUCKET_BYTES",
+             "the pinned torch keeps the 1 MiB first bucket only while bucket_cap_mb is unset",
+             ["tests/test_lesson_text_07_09_10.py", "-k", "first_bucket"]),
+    Mutation("mx-ceil-scale-floors", "gpucourse/lessons/precision/blockscaled.py",
+             "np.ceil(np.log2(safe / largest))", "np.floor(np.log2(safe / largest))",
+             "TransformerEngine's MXFP8 scale is rounded up, so no element saturates",
+             ["tests/test_blockscaled.py", "-k", "rounded_up"]),
 ]
 
 

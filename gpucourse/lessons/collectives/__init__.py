@@ -39,4 +39,5 @@ from gpucourse.lessons.collectives.model import (  # noqa: F401
     busbw_factor,
     collective_time_s,
     crossover_bytes,
+    knee_bytes,
 )

@@ -119,9 +119,13 @@ def link_bytes_figure(run: experiments.CollectiveRun | None = None) -> go.Figure
 
 # --- the model against size, and published curves ---------------------------------------------------------
 
+KNEE_MARKS = {"ring": "ring's knee p·αβ", "tree": "tree's knee αβ"}  # the algorithms whose knees the chart marks
+
+
 def time_vs_size_figure(op: str = "all_reduce", ranks: int = 8, link_name: str = "nvlink4",
                         alpha_us: float | None = None, beta_gbps: float | None = None) -> go.Figure:
-    """log-log: the model's time of ``op`` against size, one line per algorithm, n* marked."""
+    """log-log: the model's time of ``op`` against size, one line per algorithm, and each marked algorithm's
+    knee (``model.knee_bytes``: where its α-terms equal its β-terms; the ring's is p·αβ, the tree's αβ)."""
     base = model.LINKS[link_name]
     link = model.Link(base.name, base.alpha_s if alpha_us is None else alpha_us * 1e-6,
                       base.bandwidth_bytes_per_s if beta_gbps is None else beta_gbps * 1e9, base.source)
@@ -131,10 +135,11 @@ def time_vs_size_figure(op: str = "all_reduce", ranks: int = 8, link_name: str =
     for i, alg in enumerate(a for a in model.MODELLED[op] if model.is_power_of_two(ranks) or a != "recursive"):
         table = experiments.model_sweep(op, alg, ranks, link, sizes)
         charts.line(fig, table.size_bytes, table.time_us, alg, i)
-    n_star = model.crossover_bytes(link)
-    fig.add_vline(x=n_star, line_dash="dot", line_color="#555")
-    fig.add_annotation(x=np.log10(n_star), y=1, yref="paper", text=f"n* = αβ ≈ {n_star:,.0f} B", showarrow=False,
-                       xanchor="left", yanchor="top")
+    for k, (alg, label) in enumerate((a, t) for a, t in KNEE_MARKS.items() if a in model.MODELLED[op]):
+        knee = model.knee_bytes(op, alg, ranks, link)
+        fig.add_vline(x=knee, line_dash="dot" if alg == "ring" else "dash", line_color="#555")
+        fig.add_annotation(x=np.log10(knee), y=1 - 0.07 * k, yref="paper", showarrow=False, xanchor="left",
+                           yanchor="top", text=f"{label} ≈ {knee:,.0f} B")
     fig.update_xaxes(type="log")
     fig.update_yaxes(type="log")
     return fig

@@ -30,6 +30,8 @@ Pure Python, no processes, no GPU: the same on every machine.
   one rank's send buffer).
 * ``busbw_factor``, ``algbw_bytes_per_s``, ``busbw_bytes_per_s``: nccl-tests ``doc/PERFORMANCE.md``.
 * ``crossover_bytes(link)``: n* = α·β, the message size where the bandwidth term equals the latency.
+* ``knee_bytes(op, algorithm, ranks, link)``: the collective's own crossover, the size S where its α-terms
+  equal its β-terms (a ring all-reduce: 2(p−1)α = 2(p−1)/p·S/β, so S = p·α·β; a tree: S = α·β).
 """
 
 from __future__ import annotations
@@ -73,8 +75,10 @@ LINKS: dict[str, Link] = {
     "nvlink4": Link(
         "nvlink4", 2e-6, 450e9,
         "model parameters: β = 18 links × 25 GB/s = 450 GB/s per direction per H100/H200 GPU (jax-ml/scaling-book "
-        "gpus.md); α = 2 µs per step derived by the course: Azure's 1 KB 8-GPU all-reduce takes ≈ 26–30 µs "
-        "(Azure/AI-benchmarking-guide, as derived in the course's multi-GPU review) over a ring's 2(p−1) = 14 steps",
+        "gpus.md); α = 2 µs per step, an order of magnitude derived by the course: Azure's 1 KB 8-GPU all-reduce "
+        "takes ≈ 26–30 µs (Azure/AI-benchmarking-guide) divided by a ring's 2(p−1) = 14 steps; that 1 KB time is "
+        "NVLS's, not a ring's (NCCL picks Ring/LL at 1 KB on one node, NVIDIA/nccl-tests#309), so α belongs to "
+        "no real algorithm: a model parameter until the course records its own sweep",
     ),
     "nvlink4_achieved": Link(
         "nvlink4_achieved", 2e-6, 370e9,
@@ -204,18 +208,48 @@ def crossover_bytes(link: Link) -> float:
     return link.alpha_s * link.bandwidth_bytes_per_s
 
 
+def knee_bytes(op: str, algorithm: str, ranks: int, link: Link) -> float:
+    """The size S at which a collective's latency terms (steps × α) equal its bandwidth terms (bytes ÷ β),
+    read off the model itself: the time at S = 0 over the time each further byte adds (γ = 0)."""
+    _check(op, algorithm, 0, ranks)
+    latency_s = collective_time_s(op, algorithm, 0, ranks, link)
+    probe = 1 << 40
+    per_byte_s = (collective_time_s(op, algorithm, probe, ranks, link) - latency_s) / probe
+    if per_byte_s <= 0:
+        raise InvalidConfig(f"{op} ({algorithm}) on {ranks} rank(s) sends nothing, so it has no knee")
+    return latency_s / per_byte_s
+
+
 def fit_alpha_beta(message_bytes, times_s) -> Link:
-    """Least-squares fit of t = α + n/β to point-to-point timings; a ``Link`` named 'fitted'."""
+    """Fit t = α + n/β to point-to-point timings by least squares on the *relative* error (each residual
+    divided by its time); a ``Link`` named 'fitted'.
+
+    Relative, not absolute: the sizes span decades, and an absolute fit lets the large messages' few
+    percent of noise (milliseconds) set α, so that α misses the small messages it describes (a run once
+    printed α = 173 µs beside 1 KiB points of 128–142 µs). Times that do not grow with size are refused."""
     ns = [float(validate.number("message bytes", n, minimum=0.0)) for n in message_bytes]
     ts = [float(validate.number("time", t, minimum=0.0)) for t in times_s]
     if len(ns) != len(ts) or len(set(ns)) < 2:
         raise InvalidConfig("fit_alpha_beta needs as many times as sizes and at least two different sizes")
+    if min(ts) <= 0.0:
+        raise InvalidConfig(f"fit_alpha_beta needs times above 0, got {min(ts)}")
     mean_n, mean_t = sum(ns) / len(ns), sum(ts) / len(ts)
-    slope = sum((n - mean_n) * (t - mean_t) for n, t in zip(ns, ts)) / sum((n - mean_n) ** 2 for n in ns)
+    if sum((n - mean_n) * (t - mean_t) for n, t in zip(ns, ts)) <= 0:
+        raise InvalidConfig("the timings do not grow with size, so no bandwidth can be fitted (more or larger sizes?)")
+    # minimise Σ w·(α + n·s − t)² with w = 1/t², i.e. Σ((α + n·s)/t − 1)²: normal equations in (α, s), s = 1/β
+    weights = [1 / t**2 for t in ts]
+    a11 = sum(weights)
+    a12 = sum(w * n for w, n in zip(weights, ns))
+    a22 = sum(w * n * n for w, n in zip(weights, ns))
+    b1 = sum(w * t for w, t in zip(weights, ts))
+    b2 = sum(w * n * t for w, n, t in zip(weights, ns, ts))
+    det = a11 * a22 - a12 * a12
+    alpha, slope = (a22 * b1 - a12 * b2) / det, (a11 * b2 - a12 * b1) / det
+    if alpha < 0:  # a latency below 0 means none measurable: refit the line through the origin
+        alpha, slope = 0.0, b2 / a22
     if slope <= 0:
         raise InvalidConfig("the timings do not grow with size, so no bandwidth can be fitted (more or larger sizes?)")
-    alpha = max(mean_t - slope * mean_n, 0.0)
-    return Link("fitted", alpha, 1.0 / slope, f"least-squares fit to {len(ns)} timings")
+    return Link("fitted", alpha, 1.0 / slope, f"least-squares fit of the relative error to {len(ns)} timings")
 
 
 def is_power_of_two(ranks: int) -> bool:
@@ -224,5 +258,6 @@ def is_power_of_two(ranks: int) -> bool:
 
 __all__ = [
     "ALGORITHMS", "LINKS", "Link", "MODELLED", "OPS", "algbw_bytes_per_s", "busbw_bytes_per_s", "busbw_factor",
-    "collective_time_s", "crossover_bytes", "fit_alpha_beta", "is_power_of_two", "log2_ceil", "step_time_s",
+    "collective_time_s", "crossover_bytes", "fit_alpha_beta", "is_power_of_two", "knee_bytes", "log2_ceil",
+    "step_time_s",
 ]

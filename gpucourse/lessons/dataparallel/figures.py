@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from gpucourse import validate
 from gpucourse.lessons.dataparallel import model
-from gpucourse.lessons.dataparallel.kernels import BUCKET_CAP_BYTES
+from gpucourse.lessons.dataparallel.kernels import BUCKET_CAP_BYTES, FIRST_BUCKET_BYTES
 from gpucourse.viz import charts
 from gpucourse.viz.widgets import LiveChart
 
@@ -26,6 +26,17 @@ SCENARIO = {"blocks": 24, "d_model": 2048, "tokens": 2048, "ranks": 64, "link": 
 
 def _layers(blocks: int, d_model: int, tokens: int) -> list[model.Layer]:
     return model.transformer_layers(blocks, d_model, tokens)
+
+
+def first_bucket_bytes(cap_mib: float | None) -> int | None:
+    """The first bucket's limit as the pinned PyTorch sets it (``_BucketCapacityConfig.create``,
+    pytorch/pytorch#121640): 1 MiB only while ``bucket_cap_mb`` is left unset (``cap_mib`` None, the 25 MiB
+    default); any cap you set, even 25, makes the first bucket as large as the others (None here)."""
+    return FIRST_BUCKET_BYTES if cap_mib is None else None
+
+
+def _cap_bytes(cap_mib: float | None) -> int:
+    return BUCKET_CAP_BYTES if cap_mib is None else int(cap_mib * MIB)
 
 
 def model_caption(link: str, ranks: int, gpu: str, efficiency: float, extra: str = "") -> str:
@@ -57,25 +68,61 @@ def _title(s: dict, what: str) -> str:
             f"{s['exposed_comm_s'] * 1e3:.1f} ms ({100 * s['exposed_fraction']:.0f} % of it)")
 
 
-def ddp_figure(cap_mib: float = BUCKET_CAP_BYTES / MIB, tokens: int = SCENARIO["tokens"],
+def ddp_step(cap_mib: float | None = None, tokens: int = SCENARIO["tokens"], link: str = SCENARIO["link"],
+                 ranks: int = SCENARIO["ranks"], gpu: str = SCENARIO["gpu"],
+                 efficiency: float = model.EFFICIENCY) -> pd.DataFrame:
+    """The modelled DDP step of the lesson's transformer; ``cap_mib`` None is PyTorch's default left unset
+    (25 MiB, a 1 MiB first bucket), a number is ``bucket_cap_mb`` set (the first bucket as large:
+    ``first_bucket_bytes``)."""
+    if cap_mib is not None:
+        cap_mib = validate.number("cap_mib", cap_mib, minimum=0.0, maximum=1 << 20)
+    layers = _layers(SCENARIO["blocks"], SCENARIO["d_model"], tokens)
+    return model.ddp_schedule(layers, model.collective_cost("all_reduce", link, ranks), cap_bytes=_cap_bytes(cap_mib),
+                              first_bucket_bytes=first_bucket_bytes(cap_mib),
+                              layer_s=lambda f: model.compute_s(f, gpu, "bf16", efficiency))
+
+
+def ddp_figure(cap_mib: float | None = None, tokens: int = SCENARIO["tokens"],
                link: str = SCENARIO["link"], ranks: int = SCENARIO["ranks"], gpu: str = SCENARIO["gpu"],
                efficiency: float = model.EFFICIENCY) -> go.Figure:
-    """One DDP step of the lesson's transformer: backward in reverse, a bucket's all-reduce once it is ready."""
-    cap_mib = validate.number("cap_mib", cap_mib, minimum=0.0, maximum=1 << 20)
-    layers = _layers(SCENARIO["blocks"], SCENARIO["d_model"], tokens)
-    tl = model.ddp_schedule(layers, model.collective_cost("all_reduce", link, ranks), cap_bytes=int(cap_mib * MIB),
-                            layer_s=lambda f: model.compute_s(f, gpu, "bf16", efficiency))
-    return gantt(tl, _title(model.summary(tl), f"DDP, buckets of {cap_mib:g} MiB"),
-                           model_caption(link, ranks, gpu, efficiency))
+    """One DDP step of the lesson's transformer: backward in reverse, a bucket's all-reduce once it is ready.
+    ``cap_mib`` None: PyTorch's default, unset (25 MiB, first bucket 1 MiB); a number: ``bucket_cap_mb`` set."""
+    tl = ddp_step(cap_mib, tokens, link, ranks, gpu, efficiency)
+    what = ("DDP, PyTorch's default buckets (25 MiB, first 1 MiB)" if cap_mib is None
+            else f"DDP, bucket_cap_mb={cap_mib:g}")
+    return gantt(tl, _title(model.summary(tl), what), model_caption(link, ranks, gpu, efficiency))
 
 
 def bucket_sweep(tokens: int = SCENARIO["tokens"], link: str = SCENARIO["link"], ranks: int = SCENARIO["ranks"],
                  gpu: str = SCENARIO["gpu"], efficiency: float = model.EFFICIENCY) -> pd.DataFrame:
+    """The step against ``bucket_cap_mb`` set to each of ``CAPS_MIB`` (so the first bucket is as large as the
+    others, as in the pinned PyTorch)."""
     layers = _layers(SCENARIO["blocks"], SCENARIO["d_model"], tokens)
     table = model.bucket_sweep(layers, model.collective_cost("all_reduce", link, ranks),
-                               [int(c * MIB) for c in CAPS_MIB],
+                               [int(c * MIB) for c in CAPS_MIB], first_bucket_bytes=None,
                                layer_s=lambda f: model.compute_s(f, gpu, "bf16", efficiency))
     return table.assign(cap_mib=list(CAPS_MIB))
+
+
+def bucket_plateaus(tokens: int = SCENARIO["tokens"], link: str = SCENARIO["link"], ranks: int = SCENARIO["ranks"],
+                    gpu: str = SCENARIO["gpu"], efficiency: float = model.EFFICIENCY) -> pd.DataFrame:
+    """The sweep read as what it is: runs of caps with the same number of collectives, each run's step time, and
+    what its calls pay in α-terms alone (calls × the all-reduce's time at 0 bytes: 2(p−1)α for a ring)."""
+    table = bucket_sweep(tokens, link, ranks, gpu, efficiency)
+    per_call_s = model.collective_cost("all_reduce", link, ranks)(1)  # 1 byte: the α-terms, and nothing else
+    rows = []
+    for _, part in table.groupby((table.collectives != table.collectives.shift()).cumsum()):
+        rows.append({"bucket cap (MiB)": f"{part.cap_mib.min():.3g} – {part.cap_mib.max():.3g}",
+                     "collectives": int(part.collectives.iloc[0]),
+                     "step (ms)": round(float(part.step_s.mean()) * 1e3, 1),
+                     "exposed (ms)": round(float(part.exposed_comm_s.mean()) * 1e3, 1),
+                     "their α-terms (ms)": round(int(part.collectives.iloc[0]) * per_call_s * 1e3, 1)})
+    default = model.summary(ddp_step(None, tokens, link, ranks, gpu, efficiency))
+    rows.append({"bucket cap (MiB)": "unset (PyTorch's 25, first 1)", "collectives": default["collectives"],
+                 "step (ms)": round(default["step_s"] * 1e3, 1),
+                 "exposed (ms)": round(default["exposed_comm_s"] * 1e3, 1),
+                 "their α-terms (ms)": round(default["collectives"] * per_call_s * 1e3, 1)})
+    return pd.DataFrame(rows)
 
 
 def bucket_curve_figure(tokens: int = SCENARIO["tokens"], link: str = SCENARIO["link"],
@@ -86,7 +133,9 @@ def bucket_curve_figure(tokens: int = SCENARIO["tokens"], link: str = SCENARIO["
     best = table.loc[table.step_s.idxmin()]
     fig = charts.figure(f"Step time against bucket size: best near {best.cap_mib:.3g} MiB "
                         f"({best.step_s * 1e3:.1f} ms)", "bucket cap (MiB, log scale)", "time (ms)",
-                        model_caption(link, ranks, gpu, efficiency, f", {tokens} tokens per rank"))
+                        model_caption(link, ranks, gpu, efficiency, f", {tokens} tokens per rank; each cap set "
+                                      "explicitly, so the first bucket is as large as the others (PyTorch "
+                                      "#121640); the diamond: the cap left unset"))
     fig.add_scatter(x=list(table.cap_mib), y=list(table.step_s * 1e3), name="step time", mode="lines+markers",
                     line={"color": charts.PALETTE[0]}, marker={"symbol": "circle"})
     fig.add_scatter(x=list(table.cap_mib), y=list(table.exposed_comm_s * 1e3), name="exposed communication",
@@ -94,6 +143,10 @@ def bucket_curve_figure(tokens: int = SCENARIO["tokens"], link: str = SCENARIO["
                     marker={"symbol": "square"})
     fig.add_scatter(x=list(table.cap_mib), y=list(table.compute_s * 1e3), name="compute alone",
                     mode="lines", line={"color": "#777", "dash": "dot"})
+    default = model.summary(ddp_step(None, tokens, link, ranks, gpu, efficiency))
+    fig.add_scatter(x=[BUCKET_CAP_BYTES / MIB], y=[default["step_s"] * 1e3], mode="markers",
+                    name="PyTorch's default, bucket_cap_mb unset (25 MiB, first bucket 1 MiB)",
+                    marker={"symbol": "diamond", "size": 12, "color": "#000"})
     fig.add_vline(x=BUCKET_CAP_BYTES / MIB, line_dash="dot", line_color="#000",
                   annotation_text="PyTorch's default 25 MiB", annotation_position="top left")
     if cap_mib is not None:
@@ -135,7 +188,8 @@ def memory_figure(params: int = 7_000_000_000, ranks: int = 8) -> go.Figure:
     fig = charts.figure(f"Memory per rank, {params / 1e9:g} B parameters on {ranks} ranks (activations not counted)",
                         "", "GiB per rank", charts.source_caption(
                             "model", "counted: bf16 parameters and gradients, fp32 Adam state 12 bytes per "
-                                     "parameter (ZeRO paper, Rajbhandari et al. 2020); not a measurement"))
+                                     "parameter (ZeRO paper, Rajbhandari et al. 2020, whose fp16 takes the same "
+                                     "bytes); not a measurement"))
     for part, (colour, pattern) in PART_STYLE.items():
         fig.add_bar(x=list(table.stage), y=list(table[part] / 2**30), name=part, marker_color=colour,
                     marker_pattern_shape=pattern)
@@ -156,15 +210,30 @@ def traffic_table(grad_bytes: int = 2 * 7_000_000_000, ranks: int = 8) -> pd.Dat
     return pd.DataFrame(rows)
 
 
+def fsdp_step(prefetch: int = 1, tokens: int = SCENARIO["tokens"], link: str = SCENARIO["link"],
+                  ranks: int = SCENARIO["ranks"], gpu: str = SCENARIO["gpu"],
+                  efficiency: float = model.EFFICIENCY) -> pd.DataFrame:
+    """The modelled FSDP step of the lesson's transformer (one unit per block, ``model.fsdp_units``)."""
+    layers = model.fsdp_units(_layers(SCENARIO["blocks"], SCENARIO["d_model"], tokens))
+    return model.fsdp_schedule(layers, model.collective_cost("all_gather", link, ranks),
+                               model.collective_cost("reduce_scatter", link, ranks), prefetch=prefetch,
+                               layer_s=lambda f: model.compute_s(f, gpu, "bf16", efficiency))
+
+
+def fsdp_waits(prefetch: int = 1, **scenario) -> int:
+    """How many times compute waits in the modelled FSDP step: a unit's compute that starts later than the
+    previous one ended (the first unit: later than 0)."""
+    compute = fsdp_step(prefetch, **scenario).query("stream == 'compute'")
+    previous_end = [0.0, *compute.end_s.iloc[:-1]]
+    return int(sum(start > end * (1 + 1e-12) + 1e-15 for start, end in zip(compute.start_s, previous_end)))
+
+
 def fsdp_figure(prefetch: int = 1, tokens: int = SCENARIO["tokens"], link: str = SCENARIO["link"],
                 ranks: int = SCENARIO["ranks"], gpu: str = SCENARIO["gpu"],
                 efficiency: float = model.EFFICIENCY) -> go.Figure:
     """An FSDP step of the lesson's transformer (one unit per block, ``model.fsdp_units``): all-gathers
     prefetched ``prefetch`` units ahead, reduce-scatters after each unit's backward, one communication stream."""
-    layers = model.fsdp_units(_layers(SCENARIO["blocks"], SCENARIO["d_model"], tokens))
-    tl = model.fsdp_schedule(layers, model.collective_cost("all_gather", link, ranks),
-                             model.collective_cost("reduce_scatter", link, ranks), prefetch=prefetch,
-                             layer_s=lambda f: model.compute_s(f, gpu, "bf16", efficiency))
+    tl = fsdp_step(prefetch, tokens, link, ranks, gpu, efficiency)
     s = model.summary(tl)
     compute = tl[tl.stream == "compute"]
     idle = s["step_s"] - float((compute.end_s - compute.start_s).sum())

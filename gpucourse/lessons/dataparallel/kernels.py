@@ -33,6 +33,20 @@ def small_model(widths: tuple[int, ...] = WIDTHS, seed: int = 0) -> nn.Sequentia
     return nn.Sequential(*layers)
 
 
+def transformer_module(blocks: int = 24, d_model: int = 2048, vocab: int = 32000) -> nn.Module:
+    """The lesson's GPT-style stack as PyTorch modules, on the "meta" device (sizes, no storage): what DDP would
+    see of ``model.transformer_layers`` — an embedding, per block a LayerNorm, QKV and output ``nn.Linear``s, a
+    LayerNorm and the MLP's two ``nn.Linear``s, then the output projection (no bias). Nothing runs."""
+    d = d_model
+    with torch.device("meta"):
+        stack = [nn.Embedding(vocab, d)]
+        for _ in range(blocks):
+            stack.append(nn.Sequential(nn.LayerNorm(d), nn.Linear(d, 3 * d), nn.Linear(d, d), nn.LayerNorm(d),
+                                       nn.Linear(d, 4 * d), nn.Linear(4 * d, d)))
+        stack.append(nn.Linear(d, vocab, bias=False))
+        return nn.Sequential(*stack)
+
+
 def assign_buckets(param_bytes: list[int], cap_bytes: int,
                    first_bucket_bytes: int | None = None) -> list[list[int]]:
     """Parameter indices per bucket, as PyTorch's DistributedDataParallel assigns them: its own C++ routine

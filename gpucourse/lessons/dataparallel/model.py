@@ -206,8 +206,9 @@ def fsdp_schedule(layers: list[Layer], all_gather_s: CommCost, reduce_scatter_s:
 # --- ZeRO / FSDP: memory and traffic per rank --------------------------------------------------------------
 
 STAGES = ("DDP (ZeRO-0)", "ZeRO-1", "ZeRO-2", "ZeRO-3 / FSDP")
-# mixed-precision Adam, as in the ZeRO paper (Rajbhandari et al. 2020, §3): bf16 parameters and gradients,
-# fp32 master weights + momentum + variance = 12 bytes per parameter of optimizer state
+# mixed-precision Adam, as in the ZeRO paper (Rajbhandari et al. 2020, §3): bf16 parameters and gradients (the
+# paper says fp16: the same 2 bytes), fp32 master weights + momentum + variance = 12 bytes per parameter of
+# optimizer state
 BYTES = {"parameters": 2, "gradients": 2, "optimizer state": 12}
 
 

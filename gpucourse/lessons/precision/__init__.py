@@ -19,7 +19,12 @@
 from __future__ import annotations
 
 from gpucourse.lessons.precision import formats
-from gpucourse.lessons.precision.blockscaled import block_scaled_errors, mx_quantize, nvfp4_quantize
+from gpucourse.lessons.precision.blockscaled import (  # noqa: F401
+    block_scaled_errors,
+    mx_quantize,
+    mxfp8_against_per_tensor,
+    nvfp4_quantize,
+)
 from gpucourse.lessons.precision.experiments import (
     LESSON,
     SWEEP_SIZES,

@@ -7,6 +7,7 @@
     mx_quantize(values, "e2m1")        # MXFP4: blocks of 32, one E8M0 (power-of-two) scale each
     nvfp4_quantize(values)             # NVFP4: blocks of 16, an E4M3 scale each, one FP32 scale a tensor
     block_scaled_errors()              # their error beside plain per-tensor FP8 and FP4 on the same data
+    mxfp8_against_per_tensor()         # why MXFP8's RMS error is above per-tensor FP8's on that data
 
 Sources: the OCP Microscaling Formats (MX) Specification v1.0 (September 2023): a block of k = 32
 elements shares one scale X; the scale is E8M0 (an 8-bit exponent, bias 127, no sign or mantissa,
@@ -19,7 +20,13 @@ inside the matrix multiply (the same blog; CUTLASS's block-scaled GEMM documenta
 
 The spec's scale puts a block's largest magnitude at amax ÷ X in [2^emax, 2^(emax+1)): for E4M3
 that is [256, 512), so a block maximum whose mantissa is above 1.75 saturates at 448 (and for
-E2M1, above 1.5 at 6). ``block_scaled_errors`` shows the cost on outliers.
+E2M1, above 1.5 at 6). NVIDIA's software rounds the scale *up* instead: TransformerEngine's MXFP8
+"e = float_to_e8m0(amax_block / 448)", "rounding up if the mantissa is non-zero … the largest value in
+each block fits within the FP8 representable range without overflow" (TransformerEngine docs,
+low_precision_training/mxfp8), the rule of Mishra, Stosic & Layton, "Recipes for Pre-training LLMs with
+MXFP8" (arXiv:2506.08027, 2025): ``scale_rule="ceil"``, X = 2^⌈log2(amax ÷ largest element)⌉, never
+saturates. Only E4M3 (MXFP8) and E2M1 (MXFP4) elements are modelled; MXFP8's E5M2 and MXFP6's E3M2/E2M3
+are not.
 """
 
 from __future__ import annotations
@@ -89,14 +96,24 @@ def _blocks(values, block: int) -> np.ndarray:
     return v.reshape(-1, block)
 
 
-def mx_quantize(values, element: str = "e2m1", block: int = MX_BLOCK) -> tuple[np.ndarray, np.ndarray]:
+SCALE_RULES = ("floor", "ceil")  # the OCP spec's suggestion; NVIDIA TransformerEngine's (round up)
+
+
+def mx_quantize(values, element: str = "e2m1", block: int = MX_BLOCK,
+                scale_rule: str = "floor") -> tuple[np.ndarray, np.ndarray]:
     """(dequantised values, E8M0 scale codes per block) of MXFP4 (``element="e2m1"``) or MXFP8
-    (``"fp8_e4m3"``): X = 2^(⌊log2 max|V|⌋ − emax_element), elements = round(V / X), saturating."""
+    (``"fp8_e4m3"``), elements = round(V / X), saturating. ``scale_rule="floor"`` (the spec's):
+    X = 2^(⌊log2 max|V|⌋ − emax_element); ``"ceil"`` (TransformerEngine's): X = 2^⌈log2(max|V| ÷ largest
+    element)⌉, so that no element saturates."""
     element = validate.choice("element", element, ("e2m1", "fp8_e4m3"))
+    scale_rule = validate.choice("scale_rule", scale_rule, SCALE_RULES)
     b = _blocks(values, block)
     emax = E2M1_EMAX if element == "e2m1" else E4M3_EMAX
+    largest = E2M1_MAX if element == "e2m1" else E4M3_MAX
     amax = np.abs(b).max(axis=1)
-    shared = np.where(amax > 0, np.floor(np.log2(np.where(amax > 0, amax, 1.0))) - emax, -E8M0_BIAS)
+    safe = np.where(amax > 0, amax, 1.0)
+    exponent = np.floor(np.log2(safe)) - emax if scale_rule == "floor" else np.ceil(np.log2(safe / largest))
+    shared = np.where(amax > 0, exponent, -E8M0_BIAS)
     shared = np.clip(shared, -E8M0_BIAS, E8M0_BIAS).astype(int)
     scale = np.ldexp(1.0, shared)[:, None]
     return (_elements(b / scale, element) * scale).reshape(np.shape(values)), shared + E8M0_BIAS
@@ -135,12 +152,20 @@ def sample_data(n: int = 4096, seed: int = 0) -> np.ndarray:
     return v
 
 
+def _relative_errors(q: np.ndarray, v: np.ndarray) -> np.ndarray:
+    nonzero = v != 0
+    return np.abs(q[nonzero] - v[nonzero]) / np.abs(v[nonzero])
+
+
 def block_scaled_errors(values=None) -> pd.DataFrame:
-    """Relative RMS error and bits per value of each scheme on the same data (``sample_data`` by default)."""
+    """Relative RMS error (normalised by the whole tensor's RMS), mean relative error per element, bits per
+    value and values flushed to zero of each scheme on the same data (``sample_data`` by default)."""
     v = sample_data() if values is None else np.asarray(values, dtype=np.float64)
     schemes = {
         "FP8 E4M3, one scale per tensor": (per_tensor_quantize(v, "fp8_e4m3"), 8.0),
         "MXFP8 (E4M3, E8M0 scale per 32)": (mx_quantize(v, "fp8_e4m3")[0], 8 + 8 / MX_BLOCK),
+        "MXFP8, scale rounded up (TransformerEngine)": (mx_quantize(v, "fp8_e4m3", scale_rule="ceil")[0],
+                                                        8 + 8 / MX_BLOCK),
         "FP4 E2M1, one scale per tensor": (per_tensor_quantize(v, "e2m1"), 4.0),
         "MXFP4 (E2M1, E8M0 scale per 32)": (mx_quantize(v, "e2m1")[0], 4 + 8 / MX_BLOCK),
         "NVFP4 (E2M1, E4M3 scale per 16, FP32 per tensor)": (nvfp4_quantize(v)[0], 4 + 8 / NVFP4_BLOCK),
@@ -148,6 +173,36 @@ def block_scaled_errors(values=None) -> pd.DataFrame:
     norm = float(np.sqrt(np.mean(v**2))) or 1.0
     rows = [{"scheme": name, "bits_per_value": bits,
              "relative_rms_error": float(np.sqrt(np.mean((q - v) ** 2))) / norm,
+             "mean_relative_error_per_element": float(np.mean(_relative_errors(q, v))),
              "values_flushed_to_zero_pct": 100.0 * float(np.mean((q == 0) & (v != 0)))}
             for name, (q, bits) in schemes.items()]
     return pd.DataFrame(rows)
+
+
+def mxfp8_against_per_tensor(values=None) -> dict[str, float]:
+    """Why MXFP8 (the spec's floor scale) can show a larger relative RMS error than per-tensor FP8 on the same
+    data: the shares of MXFP8's squared error that saturation and the tensor's largest value explain, that
+    value's share of the tensor's energy (Σv²), and the errors with TransformerEngine's round-up scale."""
+    v = (sample_data() if values is None else np.asarray(values, dtype=np.float64)).ravel()
+    mx, codes = mx_quantize(v, "fp8_e4m3")
+    scale = np.repeat(np.ldexp(1.0, codes.astype(int) - E8M0_BIAS), MX_BLOCK)
+    saturated = np.abs(v) / scale > E4M3_MAX
+    squared = (mx - v) ** 2
+    top = int(np.argmax(np.abs(v)))
+    tensor = per_tensor_quantize(v, "fp8_e4m3")
+    ceil = mx_quantize(v, "fp8_e4m3", scale_rule="ceil")[0]
+    norm = float(np.sqrt(np.mean(v**2))) or 1.0
+
+    def rms(q):
+        return float(np.sqrt(np.mean((q - v) ** 2))) / norm
+
+    return {"per-tensor FP8 relative RMS": rms(tensor), "MXFP8 relative RMS": rms(mx),
+            "MXFP8 rounded-up scale relative RMS": rms(ceil),
+            "saturated elements": int(saturated.sum()),
+            "saturation's share of MXFP8's squared error": float(squared[saturated].sum() / squared.sum()),
+            "largest value": float(v[top]), "largest value's share of the energy": float(v[top] ** 2 / np.sum(v**2)),
+            "largest value's error, per-tensor": float(abs(tensor[top] - v[top])),
+            "largest value's error, MXFP8": float(abs(mx[top] - v[top])),
+            "largest value's share of MXFP8's squared error": float(squared[top] / squared.sum()),
+            "per-tensor FP8 mean relative error per element": float(np.mean(_relative_errors(tensor, v))),
+            "MXFP8 mean relative error per element": float(np.mean(_relative_errors(mx, v)))}
