@@ -307,6 +307,13 @@ MUTATIONS: list[Mutation] = [
              "        for k in range(0):  # then the K stores\n",
              "the tile copy issues all its loads before any store (four in flight per thread)",
              ["tests/test_hoisted_loads_ptx.py"]),
+    Mutation("padded-transpose-guarded-shared-store", "gpucourse/lessons/tiling/kernels.py",
+             "        for k in range(K):\n            buf[ty + k * R, tx] = v[k]  # a warp writes a row of the tile\n",
+             "        for k in range(K):\n            if y0 + k * R < rows and x < cols:\n"
+             "                buf[ty + k * R, tx] = v[k]  # a warp writes a row of the tile\n",
+             "the padded transpose issues its four global loads back to back in sm_90 SASS (issue 48, P1: a guarded "
+             "first shared store was scheduled above loads 2-4)",
+             ["tests/test_hoisted_loads_sass.py"]),
     # --- lesson 05's speed experiment (issue 38 item 3): resident grid, Little's-law model, hoisted loads, G20 ---
     Mutation("occupancy-grid-not-resident", "gpucourse/lessons/occupancy/model.py",
              "return int(blocks_per_sm) * int(sm_count)", "return 4 * int(blocks_per_sm) * int(sm_count)",
