@@ -123,7 +123,8 @@ def count_gpu_tests(tests: Path = ROOT / "tests") -> int:
 
 
 def run_gpu_tier(out: Path, *, practice: bool, tests: Path = ROOT / "tests", quick: bool = False,
-                 timeout_s: float | None = None, run: TierRun | None = None) -> list[dict]:
+                 timeout_s: float | None = None, run: TierRun | None = None, env_extra: dict | None = None,
+                 files: list[Path] | None = None) -> list[dict]:
     """Every GPU expectation with its outcome and the values its asserts compared (collected only,
     in a rehearsal). ``run`` receives the pytest process's exit status, time and stderr tail."""
     run = run if run is not None else TierRun()
@@ -136,6 +137,7 @@ def run_gpu_tier(out: Path, *, practice: bool, tests: Path = ROOT / "tests", qui
     if quick:
         env["GPUCOURSE_MEASURE"] = "quick"
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.update(env_extra or {})
     command = [sys.executable, "-m", "pytest", "-m", "gpu and not slow" if quick else "gpu",
                "-p", "gpucourse.tooling.tierplugin", "-p", "no:cacheprovider", "-o", "enable_assertion_pass_hook=true",
                "-q", "--continue-on-collection-errors", f"--gpureport-json={target}"]
@@ -145,7 +147,7 @@ def run_gpu_tier(out: Path, *, practice: bool, tests: Path = ROOT / "tests", qui
         command.append("--collect-only")
     shown = [a for a in command[1:] if not a.startswith("--gpureport-json")]
     run.command = "python " + " ".join(shown) + " <GPU test files>"
-    command += [str(p) for p in gpu_test_files(tests)]
+    command += [str(p) for p in (gpu_test_files(tests) if files is None else files)]
     # a fresh bytecode cache: test modules' asserts are rewritten again, now with the pass hook
     # (outside --out: a resumed report's folder is carried between machines and must stay small)
     env["PYTHONPYCACHEPREFIX"] = pycache = tempfile.mkdtemp(prefix="gpureport-pycache-")
@@ -490,6 +492,13 @@ def ceilings_fresh(practice: bool):
     return ceilings.fresh()
 
 
+def ceilings_handed_on() -> dict[str, str]:
+    """The environment that gives the tier's pytest the report's own fresh copy ceiling (ceilings.HANDED_ON_ENV)."""
+    from gpucourse.measure import ceilings
+
+    return ceilings.hand_on()
+
+
 def _run_steps(steps, budget_s, started, out, data_root, command, practice, quick, state, tier, results, context,
                save, meta) -> None:
     sticky = ""
@@ -562,7 +571,9 @@ def _run_step(step: Step, out: Path, data_root: Path, command: str, practice: bo
     began = time.monotonic()
     try:
         if step.name == "tier":
-            state["expectations"] = run_gpu_tier(out, practice=practice, quick=quick, run=tier,
+            with context():  # the copy ceiling this report records, measured now and handed to the tier (P4)
+                handed = {} if practice else ceilings_handed_on()
+            state["expectations"] = run_gpu_tier(out, practice=practice, quick=quick, run=tier, env_extra=handed,
                                                  timeout_s=None if left is None else max(left * 0.6, 30.0))
             counts = pd.Series([r["outcome"] for r in state["expectations"]]).value_counts().to_dict()
             step.detail = ", ".join(f"{n} {k}" for k, n in counts.items()) + (
