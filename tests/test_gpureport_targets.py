@@ -1,0 +1,78 @@
+"""The first reservation (issue 48): `gpu-report --targets` runs lessons 03, 04, 04a and 05's expectations first,
+under the full contract and never cut by a budget, then the sweeps behind those lessons' charts; planned ≤ 8 min."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from gpucourse.__main__ import main
+from gpucourse.measure import reference
+from gpucourse.tooling import gpureport
+
+TESTS = Path(__file__).parent
+
+
+def test_the_first_reservation_is_planned_within_eight_minutes():
+    steps = gpureport.plan_steps(quick=True, targets=True)
+    total = gpureport.STARTUP_S + sum(s.estimate_s for s in steps)
+    assert gpureport.estimate_s(targets=True) == total <= gpureport.TARGETS_PLAN_LIMIT_S == 480.0
+    assert gpureport.reservations(targets=True) == 1
+    assert all(s.estimate_s > 0 for s in steps)
+
+
+def test_the_targets_come_first_in_lesson_order_then_every_chart_of_their_lessons():
+    steps = gpureport.plan_steps(quick=True, targets=True)
+    assert steps[0].name == gpureport.TARGETS_TIER
+    assert [p.name for p in gpureport.target_test_files(TESTS)] == [
+        "test_gpu_coalescing.py", "test_gpu_tiling.py", "test_gpu_reductions.py", "test_gpu_occupancy.py"]
+    assert all(p.exists() and p in gpureport.gpu_test_files(TESTS) for p in gpureport.target_test_files(TESTS))
+    assert steps[0].estimate_s == gpureport.count_gpu_tests(files=gpureport.target_test_files(TESTS)) \
+        * gpureport.TIER_S_PER_TEST
+    lessons = {name for name in reference.load_all_sweeps()
+               if name.split(".")[0] in ("coalescing", "tiling", "reductions", "occupancy")}
+    assert {s.name.removeprefix("sweep ") for s in steps[1:]} == lessons == set(gpureport.TARGET_SWEEPS)
+
+
+def _steps_under_a_budget(monkeypatch, tmp_path, budget_s: float) -> list:
+    ran = []
+
+    def fake_step(step, *args):
+        ran.append(step.name)
+        step.status = "done"
+        return ""
+
+    monkeypatch.setattr(gpureport, "_run_step", fake_step)
+    steps = gpureport.plan_steps(quick=True, targets=True)
+    gpureport._run_steps(steps, budget_s, time.monotonic(), tmp_path, tmp_path, "make gpu-report TARGETS=1", False,
+                         True, {}, gpureport.TierRun(), {}, None, lambda meta: None, {})
+    return ran, steps
+
+
+def test_no_budget_can_cut_the_targets(monkeypatch, tmp_path):
+    ran, steps = _steps_under_a_budget(monkeypatch, tmp_path, budget_s=1.0)
+    assert ran == [gpureport.TARGETS_TIER]  # the sweeps are what a short budget skips
+    assert {s.status for s in steps[1:]} == {"skipped"}
+    ran, _ = _steps_under_a_budget(monkeypatch, tmp_path, budget_s=10_000.0)
+    assert ran == [s.name for s in steps]
+
+
+def test_the_targets_tier_runs_the_four_files_under_the_full_contract_with_the_reports_ceiling(monkeypatch, tmp_path):
+    calls = []
+    monkeypatch.setattr(gpureport, "ceilings_handed_on", lambda: {"GPUCOURSE_FRESH_CEILINGS": "{}"})
+    monkeypatch.setattr(gpureport, "run_gpu_tier", lambda out, **kw: calls.append(kw) or [])
+    step = gpureport.Step(gpureport.TARGETS_TIER, 100.0)
+    state, tier = {}, gpureport.TierRun()
+    gpureport._run_step(step, tmp_path, tmp_path, "make gpu-report TARGETS=1", False, True, 5.0, state, tier,
+                        {"written": []}, None)
+    (kw,) = calls
+    assert kw["files"] == gpureport.target_test_files()
+    assert kw["env_extra"] == {"GPUCOURSE_FRESH_CEILINGS": "{}", "GPUCOURSE_MEASURE": "full"}
+    assert kw.get("timeout_s") is None and not kw.get("quick")  # 5 s left in the budget: the tier is not cut
+
+
+def test_the_plan_command_shows_the_first_reservation(capsys):
+    assert main(["gpu-report", "--targets", "--plan"]) == 0
+    text = capsys.readouterr().out
+    assert text.splitlines()[0].startswith(gpureport.TARGETS_TIER)
+    assert f"{gpureport.estimate_s(targets=True):6.1f} s" in text and "reservations with --resume: 1" in text
