@@ -76,3 +76,10 @@ def test_the_plan_command_shows_the_first_reservation(capsys):
     text = capsys.readouterr().out
     assert text.splitlines()[0].startswith(gpureport.TARGETS_TIER)
     assert f"{gpureport.estimate_s(targets=True):6.1f} s" in text and "reservations with --resume: 1" in text
+
+
+def test_the_readme_gives_the_first_reservation_command_and_its_planned_seconds():
+    text = (TESTS.parent / "README.md").read_text(encoding="utf-8")
+    line = next(x for x in text.splitlines() if x.startswith("make gpu-report TARGETS=1"))
+    assert f"planned {gpureport.estimate_s(targets=True):.0f} s" in line
+    assert "--targets" in text and "never cut by `BUDGET`" in text

@@ -249,6 +249,26 @@ class Step:
     detail: str = ""
 
 
+_STEP_ROW = re.compile(r"^\| (?P<name>[^|]+?) \| done \| (?P<seconds>[\d.]+) \|", re.MULTILINE)
+
+
+def recorded_step_seconds(quick: bool, root: Path = ROOT / "data" / "reference") -> dict[str, float]:
+    """The seconds each step took in the last real report of this profile committed under ``root``
+    (``<gpu>/gpu-report.md``; never a rehearsal), the slowest GPU's where several have one: what the plan uses
+    instead of its model for a step that ran there. The tier is left out (its tests change from run to run)."""
+    seconds: dict[str, float] = {}
+    for path in sorted(root.glob("*/gpu-report.md")):
+        text = path.read_text(encoding="utf-8")
+        title = text.splitlines()[0] if text else ""
+        if "REHEARSAL" in title or ("(QUICK)" in title) != quick:
+            continue
+        for row in _STEP_ROW.finditer(text):
+            name = row["name"].strip()
+            if name != "tier":
+                seconds[name] = max(seconds.get(name, 0.0), float(row["seconds"]))
+    return seconds
+
+
 def plan_steps(quick: bool, tests: Path = ROOT / "tests", targets: bool = False) -> list[Step]:
     """Every step of a report with its estimated seconds on the GPU, from its plan and the harness's
     contract (the models above): no step is estimated at 0 s. ``targets``: the first reservation's steps."""
@@ -258,7 +278,8 @@ def plan_steps(quick: bool, tests: Path = ROOT / "tests", targets: bool = False)
             plan = plans.QUICK_PLANS.get(name)
             steps.append(Step(f"sweep {name}", SWEEP_FIXED_S + (plan.measurements if plan else 10)
                               * QUICK_S_PER_MEASUREMENT))
-        return [Step(s.name, round(s.estimate_s, 1)) for s in steps]
+        recorded = recorded_step_seconds(quick=True)  # its sweeps are the quick report's
+        return [Step(s.name, round(max(recorded.get(s.name, s.estimate_s), 0.1), 1)) for s in steps]
     sweeps = sorted(reference.load_all_sweeps())
     per_measurement_s = QUICK_S_PER_MEASUREMENT if quick else FULL_S_PER_MEASUREMENT
     steps = [Step("tier", count_gpu_tests(tests) * TIER_S_PER_TEST)]
@@ -270,15 +291,16 @@ def plan_steps(quick: bool, tests: Path = ROOT / "tests", targets: bool = False)
     steps.append(Step("spread", 2 * spread_points * per_measurement_s))
     steps.append(Step("widget", 6 * per_measurement_s))
     steps.append(Step("ncu catalogue", NCU_CATALOGUE_S))  # only where ncu and a GPU are (else skipped at once)
-    if not quick:  # the full report also runs every lesson and lab solution as plain Python, in GPU mode
-        steps += [Step(f"plain {path.stem}", STARTUP_S + len(plainrun.code_cells(path.read_text(encoding="utf-8")))
-                       * PLAIN_S_PER_CELL) for path in plainrun.sources()]
+    if not quick:  # the full report also runs every lesson and lab solution once, in GPU mode (issue 48): a
+        # lesson's widgets step runs its cells as plain Python and then moves its controls; a lab's grade step runs
+        # its solution (or, without nbgrader, runs it as plain Python instead): no separate plain step
         steps += [Step(f"widgets {path.stem}", widgetrun.estimate_s(path, STARTUP_S, PLAIN_S_PER_CELL))
                   for path in widgetrun.lessons()]  # every control moved, each move timed (≤ 1 s)
         steps += [Step(f"grade {lab}", GRADE_FIXED_S + len(known.EXPECTED) * (STARTUP_S + PLAIN_S_PER_CELL * len(
             plainrun.code_cells((ROOT / "solutions" / lab / f"{lab}.py").read_text(encoding="utf-8")))))
             for lab in lab_stems()]  # the solution and known-wrong submissions, graded once
-    return [Step(s.name, round(s.estimate_s, 1)) for s in steps]
+    recorded = recorded_step_seconds(quick)  # the last real run's seconds replace the model where it has them
+    return [Step(s.name, round(max(recorded.get(s.name, s.estimate_s), 0.1), 1)) for s in steps]
 
 
 def estimate_s(quick: bool = True, targets: bool = False) -> float:
@@ -572,7 +594,11 @@ def _lesson_step(step: Step, out: Path, left: float | None) -> tuple[str, str]:
         path = next(p for p in widgetrun.lessons() if p.stem == stem)
         return widgetrun.report_step(path, out, gpu=True, timeout_s=limit)
     if util.find_spec("nbgrader") is None or util.find_spec("jupytext") is None:  # a bare GPU node's stack
-        return "skipped", "nbgrader and jupytext are not installed here: grading needs the lab extra (.[lab])"
+        # the lab is still run once on the GPU: its solution as plain Python (what its plain step did before)
+        done = plainrun.run(next(p for p in plainrun.sources() if p.stem == stem), timeout_s=limit)
+        why = "nbgrader and jupytext are not installed here: grading needs the lab extra (.[lab])"
+        status = "done" if done.ok else "not run (time)" if done.timed_out else "failed"
+        return status, f"{why}; the solution ran as plain Python instead: {done.detail}"[:400]
     with tempfile.TemporaryDirectory(prefix="gpureport-grade-") as folder:
         # on a GPU through `make grade GPU=1` (the path no CPU test runs); `make grade` itself grades in simulator mode
         table = known.grade_known([stem], Path(folder), timeout_s=limit, gpu=runtime.is_gpu())
