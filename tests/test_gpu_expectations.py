@@ -144,11 +144,15 @@ def _keys_per_test(path: Path) -> dict[str, set[str]]:
     return out
 
 
-@pytest.mark.parametrize("name", TARGET_TESTS)
-def test_each_target_test_gives_one_verdict(name):
+@pytest.mark.parametrize("path", GPU_TESTS, ids=lambda p: p.name)
+def test_each_gpu_test_gives_one_verdict(path):
     # One expectation per GPU test: a failed assert must not hide the verdict of another (review P12).
-    several = {test: keys for test, keys in _keys_per_test(TESTS / name).items() if len(keys) > 1}
+    several = {test: keys for test, keys in _keys_per_test(path).items() if len(keys) > 1}
     assert several == {}
+
+
+def test_the_targets_are_among_the_gpu_tests():
+    assert set(TARGET_TESTS) <= {p.name for p in GPU_TESTS}
 
 
 def test_the_checker_of_one_verdict_sees_two(tmp_path):
