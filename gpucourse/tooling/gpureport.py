@@ -126,11 +126,20 @@ class TierRun:
     command: str = ""
 
 
+_MODULE_FIXTURE = re.compile(r"^@pytest\.fixture\(scope=\"module\"\)\ndef (\w+)\(", re.MULTILINE)
+_TEST_DEF = re.compile(r"^def test_\w+\(([^)]*)\)", re.MULTILINE)
+
+
 def count_gpu_tests(tests: Path = ROOT / "tests", files: list[Path] | None = None) -> int:
-    """GPU tests, counted from the source (``def test_``; a parametrised one counts once): the estimate's input."""
-    pattern = re.compile(r"^def test_", re.MULTILINE)
-    return sum(len(pattern.findall(p.read_text(encoding="utf-8")))
-               for p in (gpu_test_files(tests) if files is None else files))
+    """GPU tests, counted from the source (``def test_``; a parametrised one counts once): the estimate's input.
+    Tests that share a module fixture (its measurements made once, one verdict per test) count as one."""
+    count = 0
+    for path in (gpu_test_files(tests) if files is None else files):
+        text = path.read_text(encoding="utf-8")
+        shared = set(_MODULE_FIXTURE.findall(text))
+        used = [shared & {a.strip().split(":")[0] for a in m.group(1).split(",")} for m in _TEST_DEF.finditer(text)]
+        count += sum(not names for names in used) + len(set().union(*used))
+    return count
 
 
 def target_test_files(tests: Path = ROOT / "tests") -> list[Path]:
@@ -249,14 +258,14 @@ class Step:
     detail: str = ""
 
 
-_STEP_ROW = re.compile(r"^\| (?P<name>[^|]+?) \| done \| (?P<seconds>[\d.]+) \|", re.MULTILINE)
+_STEP_ROW = re.compile(r"^\| (?P<name>[^|]+?) \| done \| (?P<seconds>[\d.]+) \| (?P<estimate>[\d.]+) \|", re.MULTILINE)
 
 
-def recorded_step_seconds(quick: bool, root: Path = ROOT / "data" / "reference") -> dict[str, float]:
-    """The seconds each step took in the last real report of this profile committed under ``root``
-    (``<gpu>/gpu-report.md``; never a rehearsal), the slowest GPU's where several have one: what the plan uses
-    instead of its model for a step that ran there. The tier is left out (its tests change from run to run)."""
-    seconds: dict[str, float] = {}
+def recorded_step_seconds(quick: bool, root: Path = ROOT / "data" / "reference") -> dict[str, tuple[float, float]]:
+    """(seconds, the plan's estimate then) of each step in the last real report of this profile committed under
+    ``root`` (``<gpu>/gpu-report.md``; never a rehearsal), the slowest GPU's where several have one: what the plan
+    uses instead of its model for a step that ran there. The tier is left out (its tests change from run to run)."""
+    seconds: dict[str, tuple[float, float]] = {}
     for path in sorted(root.glob("*/gpu-report.md")):
         text = path.read_text(encoding="utf-8")
         title = text.splitlines()[0] if text else ""
@@ -264,9 +273,21 @@ def recorded_step_seconds(quick: bool, root: Path = ROOT / "data" / "reference")
             continue
         for row in _STEP_ROW.finditer(text):
             name = row["name"].strip()
-            if name != "tier":
-                seconds[name] = max(seconds.get(name, 0.0), float(row["seconds"]))
+            if name != "tier" and float(row["seconds"]) >= seconds.get(name, (0.0, 0.0))[0]:
+                seconds[name] = (float(row["seconds"]), float(row["estimate"]))
     return seconds
+
+
+def _with_recorded(steps: list[Step], quick: bool) -> list[Step]:
+    """The steps with the last real run's seconds in place of the model, scaled by how the model's estimate
+    moved since (a plan with more points, or a changed model): unchanged steps get exactly what they took."""
+    recorded = recorded_step_seconds(quick)
+    out = []
+    for step in steps:
+        took, then = recorded.get(step.name, (None, None))
+        estimate = step.estimate_s if took is None or not then else took * step.estimate_s / then
+        out.append(Step(step.name, round(max(estimate, 0.1), 1)))
+    return out
 
 
 def plan_steps(quick: bool, tests: Path = ROOT / "tests", targets: bool = False) -> list[Step]:
@@ -278,8 +299,7 @@ def plan_steps(quick: bool, tests: Path = ROOT / "tests", targets: bool = False)
             plan = plans.QUICK_PLANS.get(name)
             steps.append(Step(f"sweep {name}", SWEEP_FIXED_S + (plan.measurements if plan else 10)
                               * QUICK_S_PER_MEASUREMENT))
-        recorded = recorded_step_seconds(quick=True)  # its sweeps are the quick report's
-        return [Step(s.name, round(max(recorded.get(s.name, s.estimate_s), 0.1), 1)) for s in steps]
+        return _with_recorded([Step(s.name, round(s.estimate_s, 1)) for s in steps], quick=True)  # quick sweeps
     sweeps = sorted(reference.load_all_sweeps())
     per_measurement_s = QUICK_S_PER_MEASUREMENT if quick else FULL_S_PER_MEASUREMENT
     steps = [Step("tier", count_gpu_tests(tests) * TIER_S_PER_TEST)]
@@ -299,8 +319,7 @@ def plan_steps(quick: bool, tests: Path = ROOT / "tests", targets: bool = False)
         steps += [Step(f"grade {lab}", GRADE_FIXED_S + len(known.EXPECTED) * (STARTUP_S + PLAIN_S_PER_CELL * len(
             plainrun.code_cells((ROOT / "solutions" / lab / f"{lab}.py").read_text(encoding="utf-8")))))
             for lab in lab_stems()]  # the solution and known-wrong submissions, graded once
-    recorded = recorded_step_seconds(quick)  # the last real run's seconds replace the model where it has them
-    return [Step(s.name, round(max(recorded.get(s.name, s.estimate_s), 0.1), 1)) for s in steps]
+    return _with_recorded([Step(s.name, round(s.estimate_s, 1)) for s in steps], quick)
 
 
 def estimate_s(quick: bool = True, targets: bool = False) -> float:
