@@ -314,6 +314,28 @@ MUTATIONS: list[Mutation] = [
              "the padded transpose issues its four global loads back to back in sm_90 SASS (issue 48, P1: a guarded "
              "first shared store was scheduled above loads 2-4)",
              ["tests/test_hoisted_loads_sass.py"]),
+    # --- issue 48: the first GPU hour (P2, P3, P4, P11, the plan) ---
+    Mutation("tier-reads-a-cached-ceiling", "gpucourse/measure/ceilings.py",
+             "handed = None if refresh else _handed_on(name)", "handed = None",
+             "the GPU tier compares with the copy ceiling its report measured, not a cached one (P4)",
+             ["tests/test_ceilings.py", "-k", "hands"]),
+    Mutation("targets-cut-by-the-budget", "gpucourse/tooling/gpureport.py",
+             "elif left is not None and step.name != TARGETS_TIER and (left <= 0",
+             "elif left is not None and (left <= 0",
+             "no budget can cut the first reservation's expectations (P11)",
+             ["tests/test_gpureport_targets.py", "-k", "budget"]),
+    Mutation("one-element-gain-floor-lowered", "tests/gpu_expectations.py",
+             "ONE_ELEMENT_FLOOR = 0.97", "ONE_ELEMENT_FLOOR = 0.9",
+             "best_copy may not be slower than the one-element copy beyond noise on any GPU (P3)",
+             ["tests/test_gpu_expectations.py", "-k", "one_element"]),
+    Mutation("reduction-margin-overclaimed", "tests/gpu_expectations.py",
+             '"is 1.23×, not more', '"is 2.5×, not more',
+             "the reduction's bytes-in-flight margin is the one the recordings give (P2)",
+             ["tests/test_gpu_expectations.py", "-k", "reduction_margin"]),
+    Mutation("plan-recorded-seconds-unscaled", "gpucourse/tooling/gpureport.py",
+             "else took * step.estimate_s / then", "else took",
+             "a recorded step's seconds are scaled by how its plan grew since (a bigger sweep is not estimated "
+             "at its old seconds)", ["tests/test_gpureport_targets.py", "-k", "last_real_run"]),
     # --- lesson 05's speed experiment (issue 38 item 3): resident grid, Little's-law model, hoisted loads, G20 ---
     Mutation("occupancy-grid-not-resident", "gpucourse/lessons/occupancy/model.py",
              "return int(blocks_per_sm) * int(sm_count)", "return 4 * int(blocks_per_sm) * int(sm_count)",
