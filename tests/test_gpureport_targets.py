@@ -133,3 +133,11 @@ def test_the_full_plan_runs_each_lesson_and_lab_once():
     assert not [n for n in names if n.startswith("plain ")]
     stems = [n.split(" ", 1)[1] for n in names if n.startswith(("widgets ", "grade "))]
     assert len(stems) == len(set(stems))
+
+
+def test_a_targets_report_says_what_it_is(tmp_path):
+    report = gpureport.write_report(tmp_path, practice=True, expectations=[], spread_table=None, widget_s=None,
+                                    meta={"device": "X"}, data_folder=tmp_path / "data", quick=True, targets=True)
+    text = report.read_text()
+    assert text.startswith("# GPU report (REHEARSAL) (TARGETS): X") and "**TARGETS**" in text
+    assert "**QUICK**" not in text

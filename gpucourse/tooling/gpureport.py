@@ -269,11 +269,11 @@ def recorded_step_seconds(quick: bool, root: Path = ROOT / "data" / "reference")
     for path in sorted(root.glob("*/gpu-report.md")):
         text = path.read_text(encoding="utf-8")
         title = text.splitlines()[0] if text else ""
-        if "REHEARSAL" in title or ("(QUICK)" in title) != quick:
+        if "REHEARSAL" in title or ("(QUICK)" in title or "(TARGETS)" in title) != quick:  # targets: quick sweeps
             continue
         for row in _STEP_ROW.finditer(text):
             name = row["name"].strip()
-            if name != "tier" and float(row["seconds"]) >= seconds.get(name, (0.0, 0.0))[0]:
+            if name not in ("tier", TARGETS_TIER) and float(row["seconds"]) >= seconds.get(name, (0.0, 0.0))[0]:
                 seconds[name] = (float(row["seconds"]), float(row["estimate"]))
     return seconds
 
@@ -375,18 +375,24 @@ def _table(rows: list[dict], columns: list[str]) -> str:
 def write_report(out: Path, *, practice: bool, expectations: list[dict], spread_table: pd.DataFrame | None,
                  widget_s: float | None, meta: dict, data_folder: Path, steps: list[Step] | None = None,
                  tier: TierRun | None = None, quick: bool = False, budget_s: float | None = None,
-                 wall_s: float | None = None) -> Path:
+                 wall_s: float | None = None, targets: bool = False) -> Path:
     mark = ("**REHEARSAL** — made on a machine without a GPU: sweeps ran on Numba's simulator at small "
             "sizes and every time is a counted placeholder, not GPU performance. The GPU tier was "
             "collected, not run.\n\n" if practice else "")
-    if quick:
+    if targets:
+        mark += ("**TARGETS** — the first reservation (`gpu-report --targets`): the GPU expectations of lessons "
+                 "03, 04, 04a and 05 under the full contract, one verdict each, never cut by the budget; then the "
+                 "sweeps behind those lessons' charts with their quick plans (recordings under `quick/`, marked "
+                 "quick).\n\n")
+    elif quick:
         mark += ("**QUICK** — the validation profile: the harness's quick contract (≥ 0.1 s of GPU time a point) "
                  "and fewer points per sweep (plans.QUICK_PLANS). Its recordings are kept under `quick/`; "
                  "a lesson draws them labelled as quick (contract and date in the caption), never as a full "
                  "recording, and a full recording of a sweep takes precedence.\n\n")
     steps = steps or []
     passed = sum(r["outcome"] == "passed" for r in expectations)
-    sections = [f"# GPU report{' (REHEARSAL)' if practice else ''}{' (QUICK)' if quick else ''}: {meta['device']}\n",
+    profile = " (TARGETS)" if targets else " (QUICK)" if quick else ""
+    sections = [f"# GPU report{' (REHEARSAL)' if practice else ''}{profile}: {meta['device']}\n",
                 mark]
     if steps:
         done = sum(s.status == "done" for s in steps)
@@ -522,7 +528,7 @@ def build(out: Path, *, practice: bool = False, run_tier: bool = True, quick: bo
         state_path.write_text(json.dumps(state, indent=1, default=str))
         return write_report(out, practice=practice, expectations=state["expectations"], spread_table=results["spread"],
                             widget_s=state["widget_s"], meta=meta, data_folder=folder, steps=steps, tier=tier,
-                            quick=quick, budget_s=budget_s, wall_s=time.monotonic() - started)
+                            quick=quick, budget_s=budget_s, wall_s=time.monotonic() - started, targets=targets)
 
     with context():
         meta = harness.provenance(command, rehearsal=practice)
