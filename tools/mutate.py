@@ -332,8 +332,8 @@ MUTATIONS: list[Mutation] = [
              '"is 1.23×, not more', '"is 2.5×, not more',
              "the reduction's bytes-in-flight margin is the one the recordings give (P2)",
              ["tests/test_gpu_expectations.py", "-k", "reduction_margin"]),
-    Mutation("plan-recorded-seconds-unscaled", "gpucourse/tooling/gpureport.py",
-             "else took * step.estimate_s / then", "else took",
+    Mutation("plan-recorded-seconds-unscaled", "gpucourse/tooling/reportplan.py",
+             "else took * model_s / then", "else took",
              "a recorded step's seconds are scaled by how its plan grew since (a bigger sweep is not estimated "
              "at its old seconds)", ["tests/test_gpureport_targets.py", "-k", "last_real_run"]),
     # --- lesson 05's speed experiment (issue 38 item 3): resident grid, Little's-law model, hoisted loads, G20 ---
