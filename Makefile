@@ -93,8 +93,8 @@ doctor: setup ## the pre-flight check: versions, mode, GPU, a 10-second sanity b
 record: setup ## run every registered sweep on this GPU and write data/reference/<gpu>/
 	$(PY) -m gpucourse record
 
-gpu-report: setup ## GPU tier + every sweep recorded + spread + widget time in build/gpu-report/ (QUICK=1 BUDGET=s RESUME=1 RETRY=1 REHEARSAL=1)
-	$(PY) -m gpucourse gpu-report $(if $(REHEARSAL),--rehearsal) $(if $(QUICK),--quick) $(if $(BUDGET),--budget $(BUDGET)) $(if $(RESUME),--resume) $(if $(RETRY),--retry-failed)
+gpu-report: setup ## GPU tier + every sweep recorded + spread + widget time in build/gpu-report/ (TARGETS=1 QUICK=1 BUDGET=s RESUME=1 RETRY=1 REHEARSAL=1)
+	$(PY) -m gpucourse gpu-report $(if $(REHEARSAL),--rehearsal) $(if $(TARGETS),--targets) $(if $(QUICK),--quick) $(if $(BUDGET),--budget $(BUDGET)) $(if $(RESUME),--resume) $(if $(RETRY),--retry-failed)
 
 loadtest: setup ## LEARNERS="2 4 8" at once on the course's JupyterHub on 127.0.0.1 (root); table in build/loadtest (LOADTEST_OUT=)
 	$(PY) -m gpucourse.tooling.loadtest --learners "$(LEARNERS)" --out $(LOADTEST_OUT)

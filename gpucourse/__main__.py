@@ -53,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("--retry-failed", action="store_true",
                         help="with --resume: run the steps that failed again (kept as failed otherwise)")
     report.add_argument("--plan", action="store_true", help="print the steps and their estimates; run nothing")
+    report.add_argument("--targets", action="store_true",
+                        help="the first reservation: lessons 03/04/04a/05's expectations first (full contract, never "
+                             "cut by --budget), then the sweeps behind their charts (quick plans); planned ≤ 8 min")
     args = parser.parse_args(argv)
     try:
         return _run(args)
@@ -126,15 +129,15 @@ def _run(args) -> int:
         from gpucourse.tooling import gpureport
 
         if args.plan:
-            for step in gpureport.plan_steps(args.quick):
+            for step in gpureport.plan_steps(args.quick, targets=args.targets):
                 print(f"{step.name:36s} {step.estimate_s:6.1f} s")
-            print(f"{'estimated, start-up included':36s} {gpureport.estimate_s(args.quick):6.1f} s")
-            print(f"~10-minute reservations with --resume: {gpureport.reservations(args.quick)}")
+            print(f"{'estimated, start-up included':36s} {gpureport.estimate_s(args.quick, args.targets):6.1f} s")
+            print(f"~10-minute reservations with --resume: {gpureport.reservations(args.quick, args.targets)}")
             return 0
         if args.budget is not None and args.budget <= 0:
             raise InvalidConfig(f"--budget must be a positive number of seconds, got {args.budget:g}")
         done = gpureport.build(args.out, practice=args.rehearsal, quick=args.quick, budget_s=args.budget,
-                               resume=args.resume, retry_failed=args.retry_failed)
+                               resume=args.resume, retry_failed=args.retry_failed, targets=args.targets)
         failed = [s.name for s in done.steps if s.status == "failed"]
         print(f"wrote {done.path}, {done.data_folder} and {done.archive}"
               + (f"; failed steps: {', '.join(failed)}" if failed else ""))

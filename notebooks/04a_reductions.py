@@ -235,7 +235,9 @@ print(inspect.getsource(kernels.grid_stride_kernel))
 # by the memory's latency. A thread's four loads in the loop do not wait for each other (no add uses
 # them before all four are issued, and no store sits between them), so each thread keeps 16 bytes on
 # their way; with every resident thread doing that, an H200 has 4.3 MB in flight, more than its
-# bandwidth × latency needs (3.5 MB). The tree rungs keep one or two loads in flight per thread, and only for a
+# bandwidth × latency needs. How much more depends on the memory's loaded latency: at the 823 ns lesson 03
+# calibrated on the same H200, reading at its 4,271 GB/s copy ceiling needs 3.5 MB, a margin of only 1.2×;
+# under a loaded latency above about 1.2 µs the rung would fall below 85 % of that rate. The tree rungs keep one or two loads in flight per thread, and only for a
 # moment: a block loads once, then spends the rest of its life in barriers and shuffles with nothing
 # in flight, and the SM must retire it and start the next (**block turnover**). The latency is lessons
 # 03 and 05's: 823 ns on an H200, lesson 03's one-element copy's reads in flight ÷ its *read* rate, so

@@ -18,6 +18,19 @@ def gpu_report_rehearsal(tmp_path_factory):
     return gpureport.build(tmp_path_factory.mktemp("gpu-report"), practice=True)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def fresh_ceilings():
+    """On a GPU every ceiling a test compares with is measured once per session (or handed on by the
+    gpu-report that runs the tier: ceilings.HANDED_ON_ENV), never read from another day's cache."""
+    if not runtime.is_gpu():
+        yield
+        return
+    from gpucourse.measure import ceilings
+
+    with ceilings.fresh():
+        yield
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     # `make gpu-report` collects only the files that say so (gpureport.gpu_test_files): each file read once

@@ -53,6 +53,9 @@ FP32_LANES_PER_SM = {(7, 5): 64, (8, 0): 64, (8, 6): 128, (8, 9): 128, (9, 0): 1
                      (12, 0): 128}
 FMA_LATENCY_CYCLES = 4  # the lesson's assumption (occupancy_lesson.MODEL_FMA_LATENCY_CYCLES), not a measurement
 SCHEDULERS_PER_SM = 4  # four sub-partitions per SM since Volta (hardware.SUB_PARTITIONS)
+# best_copy ÷ the one-element copy is never asked below this, whatever the model's gain: the model never predicts
+# less than 1 (more bytes in flight cannot slow a copy), and 3 % is one run's noise between two 1-GiB copies.
+ONE_ELEMENT_FLOOR = 0.97
 
 # Lessons 03, 04a and 05's one calibration (gpucourse.measure.calibration, issue 47): the H200's loaded latency,
 # calibrated on lesson 03's recorded one-element copy, and its recorded copy ceiling. The derivations below
@@ -217,7 +220,8 @@ EXPECTATIONS: dict[str, Expectation] = {
         families(0.85, sm_90=0.90)),
     "coalescing.best_over_one_element_vs_model": Expectation(
         "bytes in flight, the evidence: best_copy's gain over the one-element copy (strided_copy, stride 1) "
-        "reaches ≥ 0.8 of the gain Little's law predicts for this device",
+        "reaches ≥ 0.85 (Hopper; 0.8 elsewhere) of the gain Little's law predicts for this device, and is never "
+        "below ONE_ELEMENT_FLOOR (0.97: best_copy no slower than the one-element copy, 3 % for noise)",
         f"the model's gain = min(ceiling, 2 × 64 KiB × SMs ÷ {_LATENCY_NS:.0f} ns) ÷ min(ceiling, 2 × 8 KiB × SMs "
         f"÷ {_LATENCY_NS:.0f} ns) (threads per SM from gpucourse.hardware, the ceiling measured in the same run). "
         f"Predicted: H200 {_gain(_CAL_CEILING, 132):.2f} (the recorded {_CAL_ONE:,.0f} GB/s vs its "
@@ -225,10 +229,18 @@ EXPECTATIONS: dict[str, Expectation] = {
         f"{_gain(8000, 148):.1f}, A100 and GDDR parts 1.0 (8 KiB/SM already covers their bandwidth). The "
         "one-element copy is not asked to reach 85 % of the ceiling any more: on an H200 the same arithmetic says "
         f"it cannot ({_CAL_ONE / _CAL_CEILING:.2f}, the course's recording), on a B200 ≈ "
-        f"{_one_element_gbps(148) / 7500:.1f}. 0.8: the {_LATENCY_NS:.0f}-ns latency is the H200's, taken for "
-        "every part (HBM3/3e latencies are alike; a shorter GDDR latency only makes the predicted gain 1.0, which "
-        "0.8 then allows as noise)",
-        everywhere(0.8)),
+        f"{_one_element_gbps(148) / 7500:.1f}. "
+        "The test asserts gain ≥ max(ONE_ELEMENT_FLOOR, threshold × model gain): the model never predicts a "
+        "gain below 1, so best_copy may not be slower than one run's noise. Hopper 0.85, derived: best_copy reaches "
+        "≥ 0.90 of the ceiling (coalescing.best_copy_over_copy_ceiling) and the one-element copy is the very point "
+        "the latency is calibrated on (its model equals its recording), so gain ≥ 0.90 ÷ 1.01 = 0.89 × the "
+        f"model's; 0.85 leaves 4 % for one run's noise. On an H200 that asks ≥ {0.85 * _gain(_CAL_CEILING, 132):.2f}. "
+        f"On an H100 SXM the model gain is only {_gain(3000, 132):.2f}, and a lighter-load latency of 708 ns (the L2 "
+        "sweep's grid-stride calibration) brings the one-element copy to the ceiling (gain 1.0): there the floor "
+        "binds, and the check says only that best_copy is not slower — the H200 is where it is evidence. "
+        f"Other families 0.8: the {_LATENCY_NS:.0f}-ns latency is the H200's, taken for every part (HBM3/3e "
+        "latencies are alike; a shorter GDDR latency only makes the predicted gain 1.0, which the floor then asks)",
+        families(0.8, sm_90=0.85)),
     "coalescing.stride32_over_stride1.max": Expectation(
         "float32 stride 32 reaches ≤ 0.16× the bandwidth of stride 1 (both with copy_ilp4, four loads per thread)",
         "the sector model: at stride 32 every lane has its own 32-byte sector, 4 useful bytes of 32 fetched for "
@@ -355,19 +367,21 @@ EXPECTATIONS: dict[str, Expectation] = {
         f"because it needs no latency or bandwidth figure (model on an H200: {_ILP4_25:.2f} ÷ {_ILP4_25:.2f} = 1.0)",
         everywhere(0.8)),
     "occupancy.memory_ilp4_low_over_high": Expectation(
-        "the resident-grid ILP-4 copy at 25 % occupancy keeps ≥ 0.45× its speed at 100 %",
+        "the resident-grid ILP-4 copy at 25 % occupancy keeps ≥ 0.55× (Hopper) its speed at 100 %",
         "Little's law with the H200's recorded inputs (occupancy_lesson.predictions: 4 × 16 warps = 64 warp "
         f"loads in flight of {_WARPS_NEEDED:.0f} needed → {_ILP4_25:.2f} of the ceiling, where the 100 % point "
         f"sits) gives {_ILP4_25:.2f}; with the lighter-load latency of the L2 sweep's grid-stride calibration "
-        "(8 KiB/SM ↔ 3.05 TB/s) 0.71 (review gpu-recordings.md §2.4: 0.6–0.75). 0.45 is below the model's "
-        f"{_ILP4_25:.2f} less the ILP-4 kernel's overhead margin (× 0.8 = {0.8 * _ILP4_25:.2f}, as above). Asserted "
-        "on Hopper only, whose inputs were recorded: a B200 has 1.7× the bandwidth per SM (8,000 GB/s ÷ 148), "
-        f"so at the same latency its ratio falls to ≈ {_B200_ILP4_25:.2f}, and GDDR parts reach their ceiling "
-        "with few bytes in flight (ratio near 1, which says nothing about ILP)",
+        "(8 KiB/SM ↔ 3.05 TB/s) 0.71 (review gpu-recordings.md §2.4: 0.6–0.75). Hopper 0.55 = 0.9 × the lowest of "
+        f"these models ({_ILP4_25:.2f}, at the heaviest latency recorded; the lighter load at 25 % can only shorten "
+        "it), the 10 % for one run's noise and the first attempt's shortfall (its recorded point sat at 0.94 × "
+        "this model). The ILP-4 kernel's own overhead cancels: both points run the same kernel (an earlier 0.45 "
+        "took it off again). Asserted on Hopper only, whose inputs were recorded: a B200 has 1.7× the bandwidth "
+        f"per SM (8,000 GB/s ÷ 148), so at the same latency its ratio falls to ≈ {_B200_ILP4_25:.2f}, and GDDR "
+        "parts reach their ceiling with few bytes in flight (ratio near 1, which says nothing about ILP)",
         families(Skip("derived only for Hopper (H100/H200), whose latency and copy ceiling are recorded; "
                       f"elsewhere the ratio depends on an unmeasured latency (B200 ≈ {_B200_ILP4_25:.2f}, GDDR "
                       "parts ≈ 1)"),
-                 sm_90=0.45)),
+                 sm_90=0.55)),
     "occupancy.ilp4_over_ilp1": Expectation(
         "at 12.5 % occupancy, four independent FMA chains per thread beat one by ≥ 1.3×",
         "Little's law for issue (_ilp_gain): warps per scheduler at 12.5 % = max warps/SM ÷ 32; a scheduler "
@@ -475,13 +489,18 @@ EXPECTATIONS: dict[str, Expectation] = {
     # --- lesson 04a and 04: bytes in flight (branch `ladders`, issue 38 item 2) ------------------------------
     "reductions.best_rung_over_cupy_sum": Expectation(
         "the course's best rung (the grid-stride rung) ÷ cupy.sum, GB/s, 2^26 float32 in one run",
-        "Little's law (lesson 04a's model, reductions.in_flight_table): the grid-stride rung keeps four 4-byte "
-        "loads in flight per resident thread for its whole life; on an H200 that is 132 SMs × 2,048 threads × "
-        "16 B = 4.3 MB, against the 1.08 MB × 4,271 / 2,655 ≈ 1.7 MB that lesson 03's one-load copy shows the "
-        "ceiling needs (its loaded latency ≤ 410 ns). So the rung is bandwidth-bound like cupy.sum (0.96 of the "
-        "copy ceiling at 2^26, H200 recording), and the rest costs little: ~1,000 block atomics and one launch "
-        "against a 65 µs read. The same arithmetic holds on every family (threads per SM × 16 B over its own "
-        "bandwidth × latency). Replaces `library_over_best ≥ 0.8`, which passed whatever the best rung did "
+        "Little's law: the grid-stride rung keeps four 4-byte loads in flight per resident thread for its whole "
+        "life (four partial sums; the SASS issues the four LDG back to back, tests/test_hoisted_loads_sass.py): "
+        "on an H200 132 SMs × 2,048 threads × 16 B = 4.33 MB (32 KiB/SM). A sum only reads, so it needs its "
+        "read rate × the loaded latency in flight: at most the copy ceiling's 4,271 GB/s (cupy.sum measured "
+        "4,116 at 2^26) × lesson 03's calibrated 823 ns (inflight.h200_calibration: the one-element copy's "
+        "8 KiB/SM ÷ its rate, reads and writes both counted, as the ceiling counts them) = 3.52 MB. The margin "
+        "is 1.23×, not more: the rung reaches 0.85 of the rate as long as the loaded latency stays under "
+        "4.33 MB ÷ (0.85 × 4,271 GB/s) = 1.19 µs (tests/test_gpu_expectations.py recomputes these figures). "
+        "(An earlier version divided the reads in flight by a copy's read+write rate and claimed 2.5×.) "
+        "Beyond bytes in flight the rung costs little: ~1,000 block atomics and one launch against a 65 µs "
+        "read. On other families: threads per SM × 16 B over the family's bandwidth per SM × latency; "
+        "GDDR parts need far less. Replaces `library_over_best ≥ 0.8`, which passed whatever the best rung did "
         "(measured 1.97). Prediction, first checked on the next GPU run", everywhere(0.85)),
     "reductions.best_rung_over_library.max": Expectation(
         "the course's best rung ÷ the best library sum stays below 1.1 (the libraries are the ceiling)",

@@ -52,9 +52,10 @@ def _levels(rig, name, targets):
     return ol.padding_levels(u.registers, u.shared_bytes, ol.SWEEP_THREADS, rig.cc, targets=targets)
 
 
-def test_memory_bound_kernel_needs_occupancy_to_hide_latency():
-    """The resident-grid copies (grid = driver blocks/SM × SMs): ILP 1 loses speed at low occupancy, ILP 4
-    at 25 % matches ILP 1 at 100 % (the same bytes in flight per SM)."""
+@pytest.fixture(scope="module")
+def memory_bound():
+    """The resident-grid copies (grid = driver blocks/SM × SMs) at 25 % and 100 % occupancy, ILP 1 and ILP 4,
+    measured once for the three tests below (one verdict per expectation)."""
     rig = ol.SpeedRig("memory")
     measured = {}  # ILP 1 and ILP 4, each (25 %, 100 %)
     for name in ("copy_resident", "copy_resident_ilp4"):
@@ -67,17 +68,41 @@ def test_memory_bound_kernel_needs_occupancy_to_hide_latency():
             assert rig.grid(name, ol.SWEEP_THREADS, pad) == level.active_blocks * rig.sm_count
         measured[name] = (rig.measure(name, ol.SWEEP_THREADS, low_pad),
                           rig.measure(name, ol.SWEEP_THREADS, high_pad))
-    (slow, fast), (slow4, fast4) = measured["copy_resident"], measured["copy_resident_ilp4"]
     assert all(m.measured for pair in measured.values() for m in pair)
-    # (the expectation that holds on every family first: a family's Skip ends the test where it is asked)
+    return measured
+
+
+def _ratio(record_property, slow, fast, threshold: float) -> tuple[float, tuple]:
+    record_property("ratio", round(float(slow.gbps / fast.gbps), 4))
+    record_property("threshold", threshold)
+    return slow.gbps / fast.gbps, (slow.summary(), fast.summary())
+
+
+def test_ilp4_at_low_occupancy_matches_ilp1_at_full(memory_bound, record_property):
+    """ILP 4 at 25 % occupancy matches ILP 1 at 100 %: the same bytes in flight per SM."""
     bound = expect("occupancy.memory_ilp4_low_over_ilp1_high")
-    assert slow4.gbps >= bound * fast.gbps, (slow4.summary(), fast.summary())
-    assert slow.gbps <= expect("occupancy.memory_low_over_high") * fast.gbps, (slow.summary(), fast.summary())
-    # Four loads in flight per thread keep most of the bandwidth at 25 % (derived for Hopper; skipped elsewhere)
-    assert slow4.gbps >= expect("occupancy.memory_ilp4_low_over_high") * fast4.gbps, (slow4.summary(), fast4.summary())
+    ratio, why = _ratio(record_property, memory_bound["copy_resident_ilp4"][0], memory_bound["copy_resident"][1],
+                        bound)
+    assert ratio >= bound, why
 
 
-def test_instruction_level_parallelism_makes_up_for_low_occupancy():
+def test_memory_bound_kernel_needs_occupancy_to_hide_latency(memory_bound, record_property):
+    """ILP 1 loses speed at low occupancy."""
+    bound = expect("occupancy.memory_low_over_high")
+    ratio, why = _ratio(record_property, *memory_bound["copy_resident"], bound)
+    assert ratio <= bound, why
+
+
+def test_four_loads_in_flight_keep_most_of_the_bandwidth_at_low_occupancy(memory_bound, record_property):
+    """Four loads in flight per thread keep most of the bandwidth at 25 % (derived for Hopper; skipped elsewhere)."""
+    bound = expect("occupancy.memory_ilp4_low_over_high")
+    ratio, why = _ratio(record_property, *memory_bound["copy_resident_ilp4"], bound)
+    assert ratio >= bound, why
+
+
+@pytest.fixture(scope="module")
+def fma_chains():
+    """The FMA chains, one and four per thread, at 12.5 % occupancy (measured once for the two tests below)."""
     rig = ol.SpeedRig("compute")
     u = rig.usage("fma")
     threads = ol.SWEEP_THREADS
@@ -87,11 +112,25 @@ def test_instruction_level_parallelism_makes_up_for_low_occupancy():
     assert same.active_blocks == level.active_blocks
     one_chain = rig.measure("fma", ol.SWEEP_THREADS, pad)
     four_chains = rig.measure("fma_ilp4", ol.SWEEP_THREADS, pad)
+    return one_chain, four_chains
+
+
+def test_instruction_level_parallelism_makes_up_for_low_occupancy(fma_chains, record_property):
     # Same FMAs, same occupancy (12.5 %): four independent chains per thread keep more FMAs in flight ...
-    gain = four_chains.tflops / one_chain.tflops
-    assert gain >= expect("occupancy.ilp4_over_ilp1"), (one_chain.summary(), four_chains.summary())
+    one_chain, four_chains = fma_chains
+    gain, bound = four_chains.tflops / one_chain.tflops, expect("occupancy.ilp4_over_ilp1")
+    record_property("ratio", round(float(gain), 4))
+    record_property("threshold", bound)
+    assert gain >= bound, (one_chain.summary(), four_chains.summary())
+
+
+def test_the_ilp_gain_stays_within_the_latency_model(fma_chains, record_property):
     # ... but no more than the latency model allows: a larger gain means loop overhead, not latency, binds.
-    assert gain <= expect("occupancy.ilp4_over_ilp1.max"), (one_chain.summary(), four_chains.summary())
+    one_chain, four_chains = fma_chains
+    gain, bound = four_chains.tflops / one_chain.tflops, expect("occupancy.ilp4_over_ilp1.max")
+    record_property("ratio", round(float(gain), 4))
+    record_property("threshold", bound)
+    assert gain <= bound, (one_chain.summary(), four_chains.summary())
 
 
 def test_four_fma_chains_need_little_occupancy():

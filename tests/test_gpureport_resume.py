@@ -15,7 +15,9 @@ def test_the_full_plan_estimates_every_step():  # G13: 45 steps were estimated a
     steps = gpureport.plan_steps(quick=False)
     zero = [s.name for s in steps if s.estimate_s <= 0]
     assert not zero, f"estimated at 0 s: {zero}"
-    assert sum(s.name.startswith("plain ") for s in steps) == len(plainrun.sources())
+    # every lesson and lab solution runs once (issue 48): a lesson in its widgets step, a lab in its grade step
+    once = sorted(s.name.split(" ", 1)[1] for s in steps if s.name.startswith(("widgets ", "grade ", "plain ")))
+    assert once == sorted(p.stem for p in plainrun.sources())
     assert gpureport.estimate_s(quick=False) > 2 * gpureport.estimate_s(quick=True)
 
 
@@ -81,17 +83,21 @@ def test_the_tier_leaves_no_bytecode_in_the_report_folder(tmp_path, monkeypatch)
     assert not [p for p in (tmp_path / "out").rglob("*") if "pycache" in str(p) or p.suffix == ".pyc"]
 
 
-def test_a_grade_step_is_skipped_with_its_reason_where_nbgrader_is_missing(monkeypatch, tmp_path):
+def test_a_grade_step_runs_the_lab_as_plain_python_where_nbgrader_is_missing(monkeypatch, tmp_path):
     """A bare GPU node (the site's stack and the wheelhouse) has no nbgrader or jupytext: the full report's
-    grade steps say so and are skipped instead of failing, and gpureport itself imports without jupytext."""
+    grade steps say so and run the lab's solution as plain Python instead (the lab's one run on the GPU),
+    and gpureport itself imports without jupytext."""
     import importlib.util
 
     from gpucourse.tooling import gpureport
 
     real = importlib.util.find_spec
     monkeypatch.setattr(gpureport.util, "find_spec", lambda name, *a: None if name == "nbgrader" else real(name, *a))
+    ran = []
+    monkeypatch.setattr(plainrun, "run", lambda path, timeout_s: ran.append(path.stem) or plainrun.PlainRun(
+        path, True, 2.0, "last line"))
     status, detail = gpureport._lesson_step(gpureport.Step("grade lab01_warps", 10.0), tmp_path, None)
-    assert status == "skipped" and "nbgrader" in detail
+    assert status == "done" and "nbgrader" in detail and "plain Python" in detail and ran == ["lab01_warps"]
     assert not (tmp_path / "grading.json").exists()
     source = Path(gpureport.__file__).read_text(encoding="utf-8")
     assert "tooling import build" not in source and "tooling.build import" not in source  # jupytext at import

@@ -49,9 +49,32 @@ def fresh():
         _FRESH.pop()
 
 
+# A report's fresh ceilings, handed to its child processes (the GPU tier's pytest): JSON {device key: {name: value}}.
+# The tier then compares with the very ceiling the report measured and records, never a cached one (issue 48, P4).
+HANDED_ON_ENV = "GPUCOURSE_FRESH_CEILINGS"
+
+
+def _handed_on(name: str) -> float | None:
+    try:
+        table = json.loads(os.environ.get(HANDED_ON_ENV) or "{}")
+    except ValueError:
+        return None
+    value = table.get(_cache_key(), {}).get(name) if isinstance(table, dict) else None
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def hand_on() -> dict[str, str]:
+    """The environment a child process needs to use this process's copy ceiling (inside ``fresh()``: measured
+    now, once): ``{HANDED_ON_ENV: ...}``, keyed by device and driver so another GPU never takes it."""
+    return {HANDED_ON_ENV: json.dumps({_cache_key(): {"copy_gbps": copy_gbps()}})}
+
+
 def _cached(name: str, measure_fn, refresh: bool) -> float:
     if not runtime.is_gpu():
         raise NoGPU("ceilings are measured on a GPU; in simulator mode charts use recorded ceilings")
+    handed = None if refresh else _handed_on(name)
+    if handed is not None:
+        return handed
     cache = _load()
     entry = cache.setdefault(_cache_key(), {})
     if _FRESH and name not in _FRESH[-1]:

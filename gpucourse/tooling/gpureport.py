@@ -56,6 +56,13 @@ from gpucourse.errors import RESTART, CourseError, NoGPU, explain_gpu_error
 from gpucourse.measure import gpuinfo, harness, plans, recording, reference, rehearsal, runtime
 from gpucourse.tooling import plainrun, widgetrun
 from gpucourse.tooling.grading import known
+from gpucourse.tooling.reportplan import (
+    TARGET_SWEEPS,
+    TARGET_TEST_FILES,
+    TARGETS_TIER,
+    recorded_step_seconds,
+    scaled_estimate,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -116,14 +123,30 @@ class TierRun:
     command: str = ""
 
 
-def count_gpu_tests(tests: Path = ROOT / "tests") -> int:
-    """GPU tests, counted from the source (``def test_``; a parametrised one counts once): the estimate's input."""
-    pattern = re.compile(r"^def test_", re.MULTILINE)
-    return sum(len(pattern.findall(p.read_text(encoding="utf-8"))) for p in gpu_test_files(tests))
+_MODULE_FIXTURE = re.compile(r"^@pytest\.fixture\(scope=\"module\"\)\ndef (\w+)\(", re.MULTILINE)
+_TEST_DEF = re.compile(r"^def test_\w+\(([^)]*)\)", re.MULTILINE)
+
+
+def count_gpu_tests(tests: Path = ROOT / "tests", files: list[Path] | None = None) -> int:
+    """GPU tests, counted from the source (``def test_``; a parametrised one counts once): the estimate's input.
+    Tests that share a module fixture (its measurements made once, one verdict per test) count as one."""
+    count = 0
+    for path in (gpu_test_files(tests) if files is None else files):
+        text = path.read_text(encoding="utf-8")
+        shared = set(_MODULE_FIXTURE.findall(text))
+        used = [shared & {a.strip().split(":")[0] for a in m.group(1).split(",")} for m in _TEST_DEF.finditer(text)]
+        count += sum(not names for names in used) + len(set().union(*used))
+    return count
+
+
+def target_test_files(tests: Path = ROOT / "tests") -> list[Path]:
+    """The GPU tests of lessons 03, 04, 04a and 05, in lesson order (the first reservation's tier)."""
+    return [tests / name for name in TARGET_TEST_FILES]
 
 
 def run_gpu_tier(out: Path, *, practice: bool, tests: Path = ROOT / "tests", quick: bool = False,
-                 timeout_s: float | None = None, run: TierRun | None = None) -> list[dict]:
+                 timeout_s: float | None = None, run: TierRun | None = None, env_extra: dict | None = None,
+                 files: list[Path] | None = None) -> list[dict]:
     """Every GPU expectation with its outcome and the values its asserts compared (collected only,
     in a rehearsal). ``run`` receives the pytest process's exit status, time and stderr tail."""
     run = run if run is not None else TierRun()
@@ -136,6 +159,7 @@ def run_gpu_tier(out: Path, *, practice: bool, tests: Path = ROOT / "tests", qui
     if quick:
         env["GPUCOURSE_MEASURE"] = "quick"
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.update(env_extra or {})
     command = [sys.executable, "-m", "pytest", "-m", "gpu and not slow" if quick else "gpu",
                "-p", "gpucourse.tooling.tierplugin", "-p", "no:cacheprovider", "-o", "enable_assertion_pass_hook=true",
                "-q", "--continue-on-collection-errors", f"--gpureport-json={target}"]
@@ -145,7 +169,7 @@ def run_gpu_tier(out: Path, *, practice: bool, tests: Path = ROOT / "tests", qui
         command.append("--collect-only")
     shown = [a for a in command[1:] if not a.startswith("--gpureport-json")]
     run.command = "python " + " ".join(shown) + " <GPU test files>"
-    command += [str(p) for p in gpu_test_files(tests)]
+    command += [str(p) for p in (gpu_test_files(tests) if files is None else files)]
     # a fresh bytecode cache: test modules' asserts are rewritten again, now with the pass hook
     # (outside --out: a resumed report's folder is carried between machines and must stay small)
     env["PYTHONPYCACHEPREFIX"] = pycache = tempfile.mkdtemp(prefix="gpureport-pycache-")
@@ -231,9 +255,22 @@ class Step:
     detail: str = ""
 
 
-def plan_steps(quick: bool, tests: Path = ROOT / "tests") -> list[Step]:
+def _with_recorded(steps: list[Step], quick: bool) -> list[Step]:
+    """The steps with the last real run's seconds in place of the model (reportplan.scaled_estimate)."""
+    recorded = recorded_step_seconds(quick)
+    return [Step(s.name, scaled_estimate(s.name, s.estimate_s, recorded)) for s in steps]
+
+
+def plan_steps(quick: bool, tests: Path = ROOT / "tests", targets: bool = False) -> list[Step]:
     """Every step of a report with its estimated seconds on the GPU, from its plan and the harness's
-    contract (the models above): no step is estimated at 0 s."""
+    contract (the models above): no step is estimated at 0 s. ``targets``: the first reservation's steps."""
+    if targets:
+        steps = [Step(TARGETS_TIER, count_gpu_tests(files=target_test_files(tests)) * TIER_S_PER_TEST)]
+        for name in TARGET_SWEEPS:
+            plan = plans.QUICK_PLANS.get(name)
+            steps.append(Step(f"sweep {name}", SWEEP_FIXED_S + (plan.measurements if plan else 10)
+                              * QUICK_S_PER_MEASUREMENT))
+        return _with_recorded([Step(s.name, round(s.estimate_s, 1)) for s in steps], quick=True)  # quick sweeps
     sweeps = sorted(reference.load_all_sweeps())
     per_measurement_s = QUICK_S_PER_MEASUREMENT if quick else FULL_S_PER_MEASUREMENT
     steps = [Step("tier", count_gpu_tests(tests) * TIER_S_PER_TEST)]
@@ -245,29 +282,29 @@ def plan_steps(quick: bool, tests: Path = ROOT / "tests") -> list[Step]:
     steps.append(Step("spread", 2 * spread_points * per_measurement_s))
     steps.append(Step("widget", 6 * per_measurement_s))
     steps.append(Step("ncu catalogue", NCU_CATALOGUE_S))  # only where ncu and a GPU are (else skipped at once)
-    if not quick:  # the full report also runs every lesson and lab solution as plain Python, in GPU mode
-        steps += [Step(f"plain {path.stem}", STARTUP_S + len(plainrun.code_cells(path.read_text(encoding="utf-8")))
-                       * PLAIN_S_PER_CELL) for path in plainrun.sources()]
+    if not quick:  # the full report also runs every lesson and lab solution once, in GPU mode (issue 48): a
+        # lesson's widgets step runs its cells as plain Python and then moves its controls; a lab's grade step runs
+        # its solution (or, without nbgrader, runs it as plain Python instead): no separate plain step
         steps += [Step(f"widgets {path.stem}", widgetrun.estimate_s(path, STARTUP_S, PLAIN_S_PER_CELL))
                   for path in widgetrun.lessons()]  # every control moved, each move timed (≤ 1 s)
         steps += [Step(f"grade {lab}", GRADE_FIXED_S + len(known.EXPECTED) * (STARTUP_S + PLAIN_S_PER_CELL * len(
             plainrun.code_cells((ROOT / "solutions" / lab / f"{lab}.py").read_text(encoding="utf-8")))))
             for lab in lab_stems()]  # the solution and known-wrong submissions, graded once
-    return [Step(s.name, round(s.estimate_s, 1)) for s in steps]
+    return _with_recorded([Step(s.name, round(s.estimate_s, 1)) for s in steps], quick)
 
 
-def estimate_s(quick: bool = True) -> float:
+def estimate_s(quick: bool = True, targets: bool = False) -> float:
     """The report's estimated GPU-machine seconds, from its own plan (start-up included)."""
-    return STARTUP_S + sum(step.estimate_s for step in plan_steps(quick))
+    return STARTUP_S + sum(step.estimate_s for step in plan_steps(quick, targets=targets))
 
 
-def reservations(quick: bool = False) -> int:
+def reservations(quick: bool = False, targets: bool = False) -> int:
     """How many ~10-minute reservations the report takes by its plan with ``--resume``: each gives
     ``RESERVATION_S - RESERVATION_STARTUP_S`` seconds to steps (the report's start-up included), steps
     are whole (``--budget`` stops before one that does not fit), in the plan's order."""
     usable_s = RESERVATION_S - RESERVATION_STARTUP_S - STARTUP_S - RESERVE_S
     count, left = 1, usable_s
-    for step in plan_steps(quick):
+    for step in (plan_steps(quick, targets=True) if targets else plan_steps(quick)):
         if step.estimate_s > usable_s:
             raise CourseError(f"step {step.name} ({step.estimate_s:.0f} s) cannot fit in one reservation")
         if step.estimate_s > left:
@@ -309,18 +346,24 @@ def _table(rows: list[dict], columns: list[str]) -> str:
 def write_report(out: Path, *, practice: bool, expectations: list[dict], spread_table: pd.DataFrame | None,
                  widget_s: float | None, meta: dict, data_folder: Path, steps: list[Step] | None = None,
                  tier: TierRun | None = None, quick: bool = False, budget_s: float | None = None,
-                 wall_s: float | None = None) -> Path:
+                 wall_s: float | None = None, targets: bool = False) -> Path:
     mark = ("**REHEARSAL** — made on a machine without a GPU: sweeps ran on Numba's simulator at small "
             "sizes and every time is a counted placeholder, not GPU performance. The GPU tier was "
             "collected, not run.\n\n" if practice else "")
-    if quick:
+    if targets:
+        mark += ("**TARGETS** — the first reservation (`gpu-report --targets`): the GPU expectations of lessons "
+                 "03, 04, 04a and 05 under the full contract, one verdict each, never cut by the budget; then the "
+                 "sweeps behind those lessons' charts with their quick plans (recordings under `quick/`, marked "
+                 "quick).\n\n")
+    elif quick:
         mark += ("**QUICK** — the validation profile: the harness's quick contract (≥ 0.1 s of GPU time a point) "
                  "and fewer points per sweep (plans.QUICK_PLANS). Its recordings are kept under `quick/`; "
                  "a lesson draws them labelled as quick (contract and date in the caption), never as a full "
                  "recording, and a full recording of a sweep takes precedence.\n\n")
     steps = steps or []
     passed = sum(r["outcome"] == "passed" for r in expectations)
-    sections = [f"# GPU report{' (REHEARSAL)' if practice else ''}{' (QUICK)' if quick else ''}: {meta['device']}\n",
+    profile = " (TARGETS)" if targets else " (QUICK)" if quick else ""
+    sections = [f"# GPU report{' (REHEARSAL)' if practice else ''}{profile}: {meta['device']}\n",
                 mark]
     if steps:
         done = sum(s.status == "done" for s in steps)
@@ -406,18 +449,22 @@ def _on_sigterm(signum, frame):
 
 
 def build(out: Path, *, practice: bool = False, run_tier: bool = True, quick: bool = False,
-          budget_s: float | None = None, resume: bool = False, retry_failed: bool = False) -> Report:
-    """Run every step and write the report after each one (inside a rehearsal when ``practice``)."""
+          budget_s: float | None = None, resume: bool = False, retry_failed: bool = False,
+          targets: bool = False) -> Report:
+    """Run every step and write the report after each one (inside a rehearsal when ``practice``).
+    ``targets``: the first reservation (TARGET_TEST_FILES under the full contract, then TARGET_SWEEPS quick)."""
+    quick = quick or targets  # the targets' sweeps use their quick plans; their tier runs the full contract
     out = Path(out)
     if not practice and not runtime.is_gpu():
         raise NoGPU("make gpu-report needs a GPU and there is none here; "
                     "`make gpu-report REHEARSAL=1` rehearses it on the CPU")
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
-    command = "make gpu-report" + (" QUICK=1" if quick else "") + (" REHEARSAL=1" if practice else "")
+    command = "make gpu-report" + (" TARGETS=1" if targets else " QUICK=1" if quick else "") + (
+        " REHEARSAL=1" if practice else "")
     context = rehearsal.rehearse if practice else contextlib.nullcontext
     with context():
-        signature = _signature(quick, practice)
+        signature = dict(_signature(quick, practice), targets=targets)
     state_path = out / STATE_FILE
     state = json.loads(state_path.read_text()) if resume and state_path.exists() else {}
     if state and state.get("signature") != signature:
@@ -425,7 +472,8 @@ def build(out: Path, *, practice: bool = False, run_tier: bool = True, quick: bo
                           "(or give another --out)")
     state = state or {"signature": signature, "steps": {}, "expectations": [], "tier": {}, "spread": None,
                       "widget_s": None}
-    steps = plan_steps(quick) if run_tier else [s for s in plan_steps(quick) if s.name != "tier"]
+    planned = plan_steps(quick, targets=True) if targets else plan_steps(quick)
+    steps = [s for s in planned if run_tier or s.name not in ("tier", TARGETS_TIER)]
     for step in steps:
         kept = state["steps"].get(step.name)
         if kept and (kept["status"] == "done" or (kept["status"] == "failed" and not retry_failed)):
@@ -451,7 +499,7 @@ def build(out: Path, *, practice: bool = False, run_tier: bool = True, quick: bo
         state_path.write_text(json.dumps(state, indent=1, default=str))
         return write_report(out, practice=practice, expectations=state["expectations"], spread_table=results["spread"],
                             widget_s=state["widget_s"], meta=meta, data_folder=folder, steps=steps, tier=tier,
-                            quick=quick, budget_s=budget_s, wall_s=time.monotonic() - started)
+                            quick=quick, budget_s=budget_s, wall_s=time.monotonic() - started, targets=targets)
 
     with context():
         meta = harness.provenance(command, rehearsal=practice)
@@ -490,6 +538,13 @@ def ceilings_fresh(practice: bool):
     return ceilings.fresh()
 
 
+def ceilings_handed_on() -> dict[str, str]:
+    """The environment that gives the tier's pytest the report's own fresh copy ceiling (ceilings.HANDED_ON_ENV)."""
+    from gpucourse.measure import ceilings
+
+    return ceilings.hand_on() if runtime.is_gpu() else {}
+
+
 def _run_steps(steps, budget_s, started, out, data_root, command, practice, quick, state, tier, results, context,
                save, meta) -> None:
     sticky = ""
@@ -500,7 +555,7 @@ def _run_steps(steps, budget_s, started, out, data_root, command, practice, quic
         left = None if budget_s is None else budget_s - (time.monotonic() - started) - RESERVE_S
         if sticky:
             step.status, step.detail = "not run", sticky
-        elif left is not None and (left <= 0 or step.estimate_s > left):
+        elif left is not None and step.name != TARGETS_TIER and (left <= 0 or step.estimate_s > left):
             step.status = "skipped"
             step.detail = f"the budget: {max(left, 0):.0f} s left, estimate {step.estimate_s:.0f} s"
         else:
@@ -535,7 +590,11 @@ def _lesson_step(step: Step, out: Path, left: float | None) -> tuple[str, str]:
         path = next(p for p in widgetrun.lessons() if p.stem == stem)
         return widgetrun.report_step(path, out, gpu=True, timeout_s=limit)
     if util.find_spec("nbgrader") is None or util.find_spec("jupytext") is None:  # a bare GPU node's stack
-        return "skipped", "nbgrader and jupytext are not installed here: grading needs the lab extra (.[lab])"
+        # the lab is still run once on the GPU: its solution as plain Python (what its plain step did before)
+        done = plainrun.run(next(p for p in plainrun.sources() if p.stem == stem), timeout_s=limit)
+        why = "nbgrader and jupytext are not installed here: grading needs the lab extra (.[lab])"
+        status = "done" if done.ok else "not run (time)" if done.timed_out else "failed"
+        return status, f"{why}; the solution ran as plain Python instead: {done.detail}"[:400]
     with tempfile.TemporaryDirectory(prefix="gpureport-grade-") as folder:
         # on a GPU through `make grade GPU=1` (the path no CPU test runs); `make grade` itself grades in simulator mode
         table = known.grade_known([stem], Path(folder), timeout_s=limit, gpu=runtime.is_gpu())
@@ -561,9 +620,14 @@ def _run_step(step: Step, out: Path, data_root: Path, command: str, practice: bo
     """Run one step, record its outcome on ``step``; returns why later GPU steps cannot run ("" if they can)."""
     began = time.monotonic()
     try:
-        if step.name == "tier":
-            state["expectations"] = run_gpu_tier(out, practice=practice, quick=quick, run=tier,
-                                                 timeout_s=None if left is None else max(left * 0.6, 30.0))
+        if step.name in ("tier", TARGETS_TIER):
+            handed = {} if practice else ceilings_handed_on()  # the report's copy ceiling, measured now (P4)
+            if step.name == TARGETS_TIER:  # the full contract, no time limit of the budget's: never cut (P11)
+                state["expectations"] = run_gpu_tier(out, practice=practice, run=tier, files=target_test_files(),
+                                                     env_extra={**handed, "GPUCOURSE_MEASURE": "full"})
+            else:
+                state["expectations"] = run_gpu_tier(out, practice=practice, quick=quick, run=tier, env_extra=handed,
+                                                     timeout_s=None if left is None else max(left * 0.6, 30.0))
             counts = pd.Series([r["outcome"] for r in state["expectations"]]).value_counts().to_dict()
             step.detail = ", ".join(f"{n} {k}" for k, n in counts.items()) + (
                 "; stopped at its time limit" if tier.timed_out else f"; pytest exit status {tier.returncode}")

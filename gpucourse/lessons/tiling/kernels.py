@@ -263,9 +263,10 @@ def shared_transpose_kernel(tile: int = 32, block_rows: int = 8, pad: int = 0):
         for k in range(K):  # all K global loads first: none waits for another
             y = y0 + k * R
             v[k] = src[y, x] if y < rows and x < cols else float32(0.0)
+        # Unconditional shared stores (v[k] is already 0 off the edge): ptxas for sm_90 schedules a guarded
+        # first store above loads 2-4, and a block then waits for two DRAM round trips instead of one.
         for k in range(K):
-            if y0 + k * R < rows and x < cols:
-                buf[ty + k * R, tx] = v[k]  # a warp writes a row of the tile
+            buf[ty + k * R, tx] = v[k]  # a warp writes a row of the tile
         cuda.syncthreads()
         x = cuda.blockIdx.y * T + tx  # the block writes the mirrored tile, row by row
         y0 = cuda.blockIdx.x * T + ty
