@@ -232,17 +232,16 @@ print(inspect.getsource(kernels.grid_stride_kernel))
 
 # %% [markdown]
 # Why it wins is **Little's law**: the bandwidth a GPU reaches is the bytes it has in flight divided
-# by the memory's latency. A thread's four loads in the loop do not wait for each other (no add uses
-# them before all four are issued, and no store sits between them), so each thread keeps 16 bytes on
-# their way; with every resident thread doing that, an H200 has 4.3 MB in flight, more than its
-# bandwidth × latency needs. How much more depends on the memory's loaded latency: at the 823 ns lesson 03
-# calibrated on the same H200, reading at its 4,271 GB/s copy ceiling needs 3.5 MB, a margin of only 1.2×;
-# under a loaded latency above about 1.2 µs the rung would fall below 85 % of that rate. The tree rungs keep one or two loads in flight per thread, and only for a
-# moment: a block loads once, then spends the rest of its life in barriers and shuffles with nothing
+# by the memory's latency. A thread's four loads in the loop do not wait for each other (nothing uses
+# them before all four are issued), so each thread keeps 16 bytes on their way; with every resident thread doing that, an H200 has 4.3 MB in flight, more than its
+# bandwidth × latency needs (3.5 MB) at its 4,271 GB/s copy ceiling and the 823 ns below: a margin of
+# only 1.2×; a loaded latency above about 1.2 µs would drop the rung below 85 % of that rate. The tree rungs
+# keep one or two loads in flight per thread, and only for a moment: a block loads once, then spends
+# the rest of its life in barriers and shuffles with nothing
 # in flight, and the SM must retire it and start the next (**block turnover**). The latency is lessons
 # 03 and 05's: 823 ns on an H200, lesson 03's one-element copy's reads in flight ÷ its *read* rate, so
-# a one-load rung's bound is that copy's read rate. The table is the model's upper bound per rung, for the GPU of the recording (or yours); lesson 05
-# measures the same law on a copy, with occupancy and loads per thread as the two knobs.
+# a one-load rung's bound is that copy's read rate. The table is the model's bound per rung, for the
+# recorded GPU; lesson 05 measures the same law on a copy.
 
 # %%
 reductions.in_flight_model()
