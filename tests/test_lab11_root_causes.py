@@ -206,7 +206,7 @@ def test_lab11_round_trip(tmp_path):
     for student in ("every_cause_string", "guessed", "made_up_values"):
         assert scores[student].cells == NOTHING, student
     assert scores["decoy_and_no_evidence"].cells == _lost("tally", "brighten")
-    assert scores["lazy_word"].cells == _lost("price_orders")
+    assert scores["lazy_word"].cells == NOTHING  # a class deciding its own == fails every hidden block (hidden.py)
     assert scores["replayed_kernels"].cells == _lost(*(f"ex2_test_{m}" for m in KERNELS))
     assert scores["hidden_read_and_annotation"].cells == _lost("ex3_test_clipped_step", "ex3_test_decay_all")
     assert scores["wrong_cause_waits_numpy"].cells == _lost("brighten", "ex3_test_clipped_step", "ex3_test_decay_all")

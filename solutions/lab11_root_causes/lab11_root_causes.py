@@ -349,6 +349,7 @@ assert p.value("l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_st.r
 assert rootcauses.evidence_matches("brighten", *evidence["brighten"]), "brighten: a fix without its evidence (exercise 1) earns nothing"
 ### BEGIN HIDDEN TESTS
 check(rootcauses.plain_word(causes.get("brighten")) == "uncoalesced" and rootcauses.plain_pair(evidence.get("brighten")) is not None
+      and rootcauses.shows("uncoalesced", rootcauses.plain_pair(evidence["brighten"])[0])
       and rootcauses.evidence_matches("brighten", *rootcauses.plain_pair(evidence["brighten"])),
       "brighten: a fix without its diagnosis (exercise 1) earns nothing")
 for seed in (rootcauses.SEED, 4611, rootcauses.fresh_seed()):  # other inputs, other sizes: a replayed output fails
@@ -370,6 +371,7 @@ assert p.value("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum") == 0,
 assert rootcauses.evidence_matches("tally", *evidence["tally"]), "tally: a fix without its evidence (exercise 1) earns nothing"
 ### BEGIN HIDDEN TESTS
 check(rootcauses.plain_word(causes.get("tally")) == "bank_conflicts" and rootcauses.plain_pair(evidence.get("tally")) is not None
+      and rootcauses.shows("bank_conflicts", rootcauses.plain_pair(evidence["tally"])[0])
       and rootcauses.evidence_matches("tally", *rootcauses.plain_pair(evidence["tally"])),
       "tally: a fix without its diagnosis (exercise 1) earns nothing")
 for seed in (rootcauses.SEED, 4611, rootcauses.fresh_seed()):  # other inputs, other sizes: a replayed output fails
@@ -393,6 +395,7 @@ assert p.value("smsp__thread_inst_executed_per_inst_executed.ratio") == 32, "pri
 assert rootcauses.evidence_matches("price_orders", *evidence["price_orders"]), "price_orders: a fix without its evidence (exercise 1) earns nothing"
 ### BEGIN HIDDEN TESTS
 check(rootcauses.plain_word(causes.get("price_orders")) == "divergence" and rootcauses.plain_pair(evidence.get("price_orders")) is not None
+      and rootcauses.shows("divergence", rootcauses.plain_pair(evidence["price_orders"])[0])
       and rootcauses.evidence_matches("price_orders", *rootcauses.plain_pair(evidence["price_orders"])),
       "price_orders: a fix without its diagnosis (exercise 1) earns nothing")
 for seed in (rootcauses.SEED, 4611, rootcauses.fresh_seed()):  # other inputs, other sizes: a replayed output fails
@@ -412,6 +415,7 @@ assert p.value("sm__maximum_warps_per_active_cycle_pct") == 100, "flip_blocks: o
 assert rootcauses.evidence_matches("flip_blocks", *evidence["flip_blocks"]), "flip_blocks: a fix without its evidence (exercise 1) earns nothing"
 ### BEGIN HIDDEN TESTS
 check(rootcauses.plain_word(causes.get("flip_blocks")) == "low_occupancy" and rootcauses.plain_pair(evidence.get("flip_blocks")) is not None
+      and rootcauses.shows("low_occupancy", rootcauses.plain_pair(evidence["flip_blocks"])[0])
       and rootcauses.evidence_matches("flip_blocks", *rootcauses.plain_pair(evidence["flip_blocks"])),
       "flip_blocks: a fix without its diagnosis (exercise 1) earns nothing")
 for seed in (rootcauses.SEED, 4611, rootcauses.fresh_seed()):  # other inputs, other sizes: a replayed output fails
@@ -492,6 +496,7 @@ assert rootcauses.evidence_matches("clipped_step", *evidence["clipped_step"]), (
 ### BEGIN HIDDEN TESTS
 check(rootcauses.plain_word(causes.get("clipped_step")) == "host_sync"
       and rootcauses.plain_pair(evidence.get("clipped_step")) is not None
+      and rootcauses.shows("host_sync", rootcauses.plain_pair(evidence["clipped_step"])[0])
       and rootcauses.evidence_matches("clipped_step", *rootcauses.plain_pair(evidence["clipped_step"])),
       "clipped_step: a fix without its diagnosis (exercise 1) earns nothing")
 for seed in (4611, rootcauses.fresh_seed()):
@@ -524,6 +529,7 @@ assert rootcauses.evidence_matches("decay_all", *evidence["decay_all"]), (
 ### BEGIN HIDDEN TESTS
 check(rootcauses.plain_word(causes.get("decay_all")) == "launch_bound"
       and rootcauses.plain_pair(evidence.get("decay_all")) is not None
+      and rootcauses.shows("launch_bound", rootcauses.plain_pair(evidence["decay_all"])[0])
       and rootcauses.evidence_matches("decay_all", *rootcauses.plain_pair(evidence["decay_all"])),
       "decay_all: a fix without its diagnosis (exercise 1) earns nothing")
 for seed in (4611, rootcauses.fresh_seed()):

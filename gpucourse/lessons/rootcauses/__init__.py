@@ -8,7 +8,7 @@
 """
 
 from gpucourse.lessons.rootcauses import kernels  # noqa: F401
-from gpucourse.lessons.rootcauses.judge import (  # noqa: F401
+from gpucourse.lessons.rootcauses.experiments import (  # noqa: F401
     fresh_seed,
     host_read_error,
     mystery_output,

@@ -1,4 +1,4 @@
-"""How lab 11 judges a fix by what it does, not by how it is spelled.
+"""Lab 11's experiments on a fix: how the lab judges it by what it does, not by how it is spelled.
 
 * ``host_read_error(step, *args)``: run a step where no tensor holds a value (PyTorch's ``meta`` device),
   so that any read of a value on the host fails, however it is spelled and wherever it happens (the
