@@ -17,12 +17,12 @@
 # GPU waiting — copies, launches, hidden synchronisations, memory round trips between small
 # kernels — and predict what pinned memory, streams, CUDA graphs and fusion each buy.**
 #
-# *50 minutes of core — objectives and wrap-up 5, the picture 4, §1 copies 8, §2 streams 12, §4 hidden
-# synchronisations 9, §5 fusion 12 — and 16 optional minutes — §3 launches and CUDA graphs 7, §6 the
-# L2 9 — then the capstone lab 08 "Why is my training step slow?" (50 min; it needs the core only) ·
+# *51 minutes of core — objectives and wrap-up 5, the picture 4, §1 copies 8, §2 streams 12, §4 hidden
+# synchronisations 9, §5 fusion and for-each 13 — and 16 optional minutes — §3 launches and CUDA
+# graphs 7, §6 the L2 9 — then the capstone lab 08 "Why is my training step slow?" (50 min; it needs the core only) ·
 # prerequisites: lessons 00 (events, asynchronous launches) and 03 (bytes and bandwidth); lesson 07
-# for the lab's bf16 step.* The optional sections say so in their titles: skip them in a 50-minute
-# slot, or leave them as reading.
+# for the lab's bf16 step.* The optional sections say so in their titles: skip them in a slot of
+# about 50 minutes, or leave them as reading.
 #
 # ## Objectives
 # By the end you can:
@@ -35,7 +35,8 @@
 #    a device value, a copy to the device without `non_blocking=True`), find them in a profile, and
 #    show on the timeline what each costs;
 # 5. count the bytes an unfused elementwise chain moves against the fused kernel, and use Amdahl's
-#    law to judge a claimed speed-up;
+#    law to judge a claimed speed-up; tell such a chain from a step that is launch-bound because it
+#    runs one small operator per tensor (the fix: a for-each operator);
 # 6. *(optional §6)* predict where a kernel's bandwidth drops as its working set outgrows the L2.
 #
 # Without a GPU every chart below is either counted (bytes, launches), the course's recording from
@@ -307,7 +308,7 @@ predictions.read_back(
     stands_in="the bars above (the recording, or the model)")
 
 # %% [markdown]
-# ## 5 · Fusion: bytes, not FLOPs (12 min)
+# ## 5 · Fusion: bytes, not FLOPs (13 min)
 #
 # The chain `y = (max(2x + bias, 0))² + 1`, written as five tensor operations, launches five
 # kernels; each reads its input from memory and writes its output back. One fused kernel reads `x`
@@ -364,6 +365,16 @@ feeding.fusion_figure(n=1 << 24)
 # %% [markdown]
 # `torch.compile` fuses such chains automatically (TorchInductor generates one Triton kernel for a
 # pointwise chain); it needs a working compiler toolchain, so the lesson does not depend on it.
+#
+# ### The other shape: one small operator per tensor
+# A weight decay or an optimizer that loops `for p in params: p.mul_(0.99)` is not a chain: each
+# tensor gets *one* operator, and nothing flows from one to the next. In a profile the same operator
+# appears once per tensor, and its count grows with the number of tensors; each kernel is tiny, so
+# the GPU waits for launches (a few µs each, §3): the step is **launch-bound**. Fusing a chain does not
+# help; PyTorch's *for-each* operators do: `torch._foreach_mul_(params, 0.99)` takes the whole list
+# and launches a few multi-tensor kernels (the optimizers' `foreach=True`). So: different operators
+# in a row over one tensor → fuse them (fewer bytes); the same operator over many tensors → one
+# for-each call or a CUDA graph (fewer launches).
 #
 # ### From the field: the "40 % utilisation mystery"
 # Source 001 tells of a transformer training loop stuck at 40 % GPU utilisation for two weeks; the

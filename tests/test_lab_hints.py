@@ -23,7 +23,7 @@ RECIPES = {
     "lab08_feeding": ["`aten::_local_scalar_dense`: Python asked", "`torch.nn.functional.gelu`", "approximate",
                       "torch.randn(steps, BATCH, FEATURES)", ".pin_memory()", "torch.autocast("],
     "lab09_collectives": ["`order[(i - s - 1) % p]`", "`order[(i - s) % p]`"],
-    "lab11_root_causes": ["`b * TALLY_BLOCK + t`", "`torch.clamp(max_norm / norm, max=1.0)`", "`torch._foreach_mul_`",
+    "lab11_root_causes": ["`b * TALLY_BLOCK + t`", "`torch.clamp(norm / max_norm, min=1.0)`", "`torch._foreach_mul_`",
                           "a tuple of four `float32` indexed by `k`"],
 }
 # Words that announce the goal and the evidence in every exercise's text.

@@ -46,6 +46,7 @@ HOSTILE_BATCH = ["tests/test_hostile.py", "-k", "exact_score"]  # one real gradi
 WARP = ["tests/test_microscope_warp.py"]
 OCC_EXPERIMENT = ["tests/test_occupancy_experiment.py"]
 WORK = ["tests/test_coalescing_work.py"]  # lesson 03, work per thread
+LAB11 = ["tests/test_lab11_root_causes.py"]  # its fast tests (the nbgrader round trip is -k round_trip)
 
 
 @dataclass(frozen=True)
@@ -463,6 +464,30 @@ MUTATIONS: list[Mutation] = [
              "np.ceil(np.log2(safe / largest))", "np.floor(np.log2(safe / largest))",
              "TransformerEngine's MXFP8 scale is rounded up, so no element saturates",
              ["tests/test_blockscaled.py", "-k", "rounded_up"]),
+    # --- lab 11: a fix is judged by what it does (issue 46) ------------------------------------------------
+    Mutation("lab11-fresh-inputs-are-the-lab-s", "gpucourse/lessons/rootcauses/model.py",
+             "    lab = seed == SEED\n    if name == \"brighten\":", "    lab = True\n    if name == \"brighten\":",
+             "another seed draws other inputs of other sizes: a kernel that replays the lab's output fails there",
+             LAB11 + ["-k", "replayed"]),
+    Mutation("lab11-fresh-seed-fixed", "gpucourse/lessons/rootcauses/experiments.py",
+             "return SEED + 1 + secrets.randbelow(10**6)", "return SEED",
+             "the grader's extra seed is drawn at random and is never the lab's", LAB11 + ["-k", "fresh_seed"]),
+    Mutation("lab11-step-run-with-values", "gpucourse/lessons/rootcauses/experiments.py",
+             'META = "meta"', 'META = "cpu"',
+             "a fixed step runs where no tensor holds a value, so any host read fails however it is spelled",
+             LAB11 + ["-k", "host_read or meta_run"]),
+    Mutation("lab11-printing-allowed", "gpucourse/lessons/rootcauses/experiments.py",
+             "    tensor_str._str = refuse\n", "    tensor_str._str = original\n",
+             "printing a tensor (a host read on a GPU, not on the meta device) fails the meta run",
+             LAB11 + ["-k", "host_read and print"]),
+    Mutation("lab11-annotation-is-a-parent", "gpucourse/lessons/rootcauses/model.py",
+             "while parent is not None and not _is_operator(parent):", "while False:",
+             "a profiler annotation around a loop does not hide the loop's operators from the count",
+             LAB11 + ["-k", "annotations"]),
+    Mutation("lab11-subclass-answers", "gpucourse/lessons/rootcauses/experiments.py",
+             "return answer if type(answer) is str else None", "return answer if isinstance(answer, str) else None",
+             "answers are compared only as plain data: a str subclass equal to everything is refused",
+             LAB11 + ["-k", "plain_data"]),
 ]
 
 

@@ -14,21 +14,22 @@
 # %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # # Lab 11 · Root causes: why is this one slow?
 #
-# *About 90 minutes. Goes after lesson 08 "Feeding the GPU"; uses lessons 02, 03, 04, 05 and 08.*
+# *About 100 minutes. Goes after lesson 08 "Feeding the GPU"; uses lessons 02, 03, 04, 05 and 08.*
 #
-# Six pieces of code, each slow for **one** reason the course has taught. Nobody tells you which.
-# For each one you **profile** it, **name** the cause in the course's fixed vocabulary, give the
-# **evidence** (the metric that shows that cause and its value, read from *your* profile output),
-# and **fix** it.
+# Six pieces of code, each slow for **one** reason the course has taught. Nobody tells you which, and
+# reading the code is not enough: some of them look like one cause and show another. For each one you
+# **profile** it, **name** the cause in the course's fixed vocabulary with the **evidence** (the metric
+# that shows that cause and its value, read from *your* profile output), and **fix** it.
 #
 # How you are graded (never on wall time, so the lab grades the same without a GPU):
 #
-# * **the name** (exercise 1): one word of the vocabulary per mystery; naming several at once earns 0;
-# * **the evidence** (exercise 2): a metric that shows the cause you named, with the value the grader
-#   recomputes from the mystery's own profile (a made-up or mistyped value earns 0);
-# * **the fixes** (exercises 3 and 4): the microscope's counts, the profiler's counts and the output of
-#   *your* fixed version, on the same inputs — the output must not change. **A fix earns its points only
-#   with the evidence for that mystery right**: a fix you cannot justify with a measurement is a guess.
+# * **the diagnosis** (exercise 1, one point per mystery): one word of the vocabulary and a metric of the
+#   mystery's profile that shows it, with the value the grader recomputes. A right word with no evidence
+#   for it, or with evidence of another cause, earns 0: a name you cannot back with a measurement is a guess;
+# * **the fixes** (exercises 2 and 3, one point per mystery): the microscope's counts, the profiler's counts
+#   and the output of *your* fixed version, on the lab's inputs **and on other inputs of other sizes the
+#   grader draws** (`rootcauses.launch(name, seed=…)`): the output must not change, so a fix must compute,
+#   not replay. **A fix earns its point only with that mystery's diagnosis right.**
 #
 # How to work: fill in every cell that says `YOUR CODE HERE` (delete the `raise
 # NotImplementedError()` line). Don't edit the test cells: they are locked and are graded
@@ -50,33 +51,21 @@ from gpucourse.microscope import profile
 from numba import cuda, float32, int32  # noqa: F401  (your fixed kernels use them)
 
 BINS, TALLY_BLOCK, ROW = rootcauses.kernels.BINS, rootcauses.kernels.TALLY_BLOCK, rootcauses.kernels.ROW
-
-
-def run_fixed(kernel, name):
-    """Run ``kernel`` on mystery ``name``'s inputs under the microscope: (its profile, its output)."""
-    _, grid, block, args = rootcauses.launch(name)
-    return profile(kernel, grid, block, *args), args[0]
-
-
-def mystery_output(name):
-    """The mystery kernel's own output on its inputs (what a fix must still give)."""
-    kernel, grid, block, args = rootcauses.launch(name)
-    profile(kernel, grid, block, *args)
-    return args[0]
-
+run_fixed = rootcauses.run_kernel  # run_fixed(kernel, name, seed=…): (its profile, its output) on name's inputs
+mystery_output = rootcauses.mystery_output  # mystery_output(name, seed=…): what a fix must still give there
 
 runtime.banner()
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "vocabulary", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## The vocabulary, and the metrics that show each cause
 #
-# The next cell prints the eight words you may use and, for each, the metrics that show it: ncu's names
-# (the microscope reports a traced launch under them: lessons 02, 03, 04, 05) and the profiler's rows
-# (lesson 08). Only six causes are in this lab; two words are decoys.
+# The next cell prints the eight words you may use, what each cause looks like in a profile, and the
+# metrics that show it: ncu's names (the microscope reports a traced launch under them: lessons 02, 03,
+# 04, 05) and the profiler's rows (lesson 08). Only six causes are in this lab; two words are decoys.
 
 # %% nbgrader={"grade": false, "grade_id": "show_vocabulary", "locked": true, "schema_version": 3, "solution": false, "task": false}
 for cause in rootcauses.CAUSES:
-    print(f"{cause}:")
+    print(f"{cause}: {rootcauses.CAUSE_SIGNS[cause]}")
     for metric in rootcauses.CAUSE_METRICS[cause]:
         print(f"    {metric}")
 
@@ -86,7 +75,8 @@ for cause in rootcauses.CAUSES:
 # Four kernels (`brighten`, `tally`, `price_orders`, `flip_blocks`) and two pieces of a training loop
 # (`clipped_step`, `decay_all`). Read them: the code is the code that runs. Each kernel takes its output
 # first; `rootcauses.launch(name)` gives `(kernel, grid, block, args)` with fresh inputs, the same every
-# call, and `rootcauses.step_inputs(name)` the arguments of a step.
+# call, and `rootcauses.step_inputs(name)` the arguments of a step. Give either a `seed=` to draw other
+# inputs of other sizes: a count that grows with the size of the inputs tells you something.
 
 # %% nbgrader={"grade": false, "grade_id": "show_mysteries", "locked": true, "schema_version": 3, "solution": false, "task": false}
 print(inspect.getsource(rootcauses.kernels))
@@ -121,13 +111,19 @@ for name, c in counts.items():
 ### END SOLUTION
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex1_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
-# ## Exercise 1 · Name each cause (6 points)
+# ## Exercise 1 · Diagnose each mystery (6 points, one per mystery)
 #
-# **Goal.** `causes`: a dictionary from each mystery's name (`rootcauses.MYSTERIES`) to **one** word of
-# `rootcauses.CAUSES`: the reason that mystery is slow.
+# **Goal.** Two dictionaries over the six mysteries (`rootcauses.MYSTERIES`): `causes`, from each mystery's
+# name to **one** word of `rootcauses.CAUSES` (the reason it is slow), and `evidence`, from each mystery's
+# name to a pair `(metric, value)`: a metric (or profiler row) that shows the cause you named, exactly as
+# your profile output prints it, and its value there (`p.value(metric)`, or the count in
+# `feeding.profile_counts`).
 #
-# **Evidence to reach**: your profiles above. One mystery, one cause: a list, or a string with several
-# words, earns 0 — naming everything is not a diagnosis.
+# **Evidence to reach**: for each mystery, the metric is one that shows the cause you named (the vocabulary
+# above) *and shows it present* in this mystery's profile, with the value the grader recomputes from the
+# mystery's own profile. One point per mystery, for the word and its evidence together: a list, or a
+# string with several words, earns 0; a right word with a made-up value, or with a metric of another
+# cause (the thread count, say), earns 0.
 #
 # *Hints: in the collapsed cell below. Try without them first.*
 
@@ -136,41 +132,15 @@ for name, c in counts.items():
 #
 # * Compare each kernel's numbers with what a healthy kernel shows: 4 sectors per request for 32 lanes
 #   reading consecutive 4-byte words; 1 wavefront per shared instruction; 32 threads per instruction;
-#   occupancy near 100 %.
-# * An index computed from `i` with `%` and `//` can walk memory in a different order than `i` does.
-# * For the steps: which rows would make a GPU's host wait, and which operator runs once per tensor?
+#   occupancy near 100 %. A kernel can show two unhealthy numbers: which one is its cause? Fix one in
+#   your head and ask which would still be slow.
+# * For the steps: which rows would make a GPU's host wait? Which counts change when you give
+#   `rootcauses.step_inputs(name, seed=…)` more tensors, and which operators are they?
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 ### BEGIN SOLUTION
 causes = {"brighten": "uncoalesced", "tally": "bank_conflicts", "price_orders": "divergence",
           "flip_blocks": "low_occupancy", "clipped_step": "host_sync", "decay_all": "launch_bound"}
-### END SOLUTION
-
-# %% nbgrader={"grade": true, "grade_id": "ex1_test", "locked": true, "points": 6, "schema_version": 3, "solution": false, "task": false}
-"""Check that each mystery has one cause from the vocabulary, and that it is the right one."""
-assert set(causes) == set(rootcauses.MYSTERIES), f"name a cause for each of {rootcauses.MYSTERIES}"
-for name, cause in causes.items():
-    assert isinstance(cause, str) and cause in rootcauses.CAUSES, (
-        f"{name}: one word of rootcauses.CAUSES, not {cause!r}")
-### BEGIN HIDDEN TESTS
-check(causes == {"brighten": "uncoalesced", "tally": "bank_conflicts", "price_orders": "divergence",
-                 "flip_blocks": "low_occupancy", "clipped_step": "host_sync", "decay_all": "launch_bound"})
-### END HIDDEN TESTS
-
-# %% [markdown] nbgrader={"grade": false, "grade_id": "ex2_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
-# ## Exercise 2 · The evidence (6 points)
-#
-# **Goal.** `evidence`: a dictionary from each mystery's name to a pair `(metric, value)`: the name of a metric (or
-# profiler row) that shows the cause you named, exactly as your profile output prints it, and its value
-# there. Read it from your own output (`p.value(metric)`, or the count in `feeding.profile_counts`);
-# the grader profiles the mystery again and compares.
-#
-# **Evidence to reach**: the metric shows the cause you named (the vocabulary's table above), and its value
-# is what the mystery's profile shows. A metric that does not show this cause (the
-# thread count, say) earns 0, even with its right value.
-
-# %% nbgrader={"grade": false, "grade_id": "ex2_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
-### BEGIN SOLUTION
 _metrics = {
     "brighten": "l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_ld.ratio",
     "tally": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
@@ -182,51 +152,142 @@ evidence["clipped_step"] = ("aten::_local_scalar_dense", counts["clipped_step"][
 evidence["decay_all"] = ("aten::mul_", counts["decay_all"]["aten::mul_"])
 ### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "ex2_test", "locked": true, "points": 6, "schema_version": 3, "solution": false, "task": false}
-"""Check that each piece of evidence is a metric the mystery's profile shows, with the value it shows,
-and that the metric is one that shows the mystery's cause."""
-assert set(evidence) == set(rootcauses.MYSTERIES), f"give evidence for each of {rootcauses.MYSTERIES}"
-for name, pair in evidence.items():
-    assert isinstance(pair, tuple) and len(pair) == 2, f"{name}: a pair (metric, value), not {pair!r}"
-    assert rootcauses.evidence_matches(name, *pair), f"{name}: {pair[0]!r} is not {pair[1]!r} in its profile"
+# %% nbgrader={"grade": true, "grade_id": "ex1_test_brighten", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""brighten: one word of the vocabulary, and a metric of its profile that shows that cause, with its value."""
+cause, pair = causes.get("brighten"), evidence.get("brighten")
+assert isinstance(cause, str) and cause in rootcauses.CAUSES, f"brighten: one word of rootcauses.CAUSES, not {cause!r}"
+assert isinstance(pair, tuple) and len(pair) == 2, f"brighten: a pair (metric, value), not {pair!r}"
+assert rootcauses.shows(cause, pair[0]), f"brighten: {pair[0]!r} is not a metric that shows {cause}"
+assert rootcauses.evidence_matches("brighten", *pair), f"brighten: {pair[0]!r} is not {pair[1]!r} in its profile"
 ### BEGIN HIDDEN TESTS
-TRUE_CAUSES = {"brighten": "uncoalesced", "tally": "bank_conflicts", "price_orders": "divergence",
-               "flip_blocks": "low_occupancy", "clipped_step": "host_sync", "decay_all": "launch_bound"}
-check(all(rootcauses.shows(TRUE_CAUSES[name], evidence[name][0]) for name in rootcauses.MYSTERIES))
-check(all(rootcauses.evidence_matches(name, *evidence[name]) for name in rootcauses.MYSTERIES))
-check(evidence["decay_all"][1] >= 8)
+check(rootcauses.plain_word(causes.get("brighten")) == "uncoalesced" if type(causes) is dict else False)
+check(type(evidence) is dict and rootcauses.plain_pair(evidence.get("brighten")) is not None
+      and rootcauses.plain_pair(evidence["brighten"])[0] in (
+         "l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_ld.ratio",
+         "l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_st.ratio")
+      and rootcauses.evidence_matches("brighten", *rootcauses.plain_pair(evidence["brighten"])))
 ### END HIDDEN TESTS
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "ex3_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
-# ## Exercise 3 · Fix the four kernels (4 points)
+# %% nbgrader={"grade": true, "grade_id": "ex1_test_tally", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""tally: one word of the vocabulary, and a metric of its profile that shows that cause, with its value."""
+cause, pair = causes.get("tally"), evidence.get("tally")
+assert isinstance(cause, str) and cause in rootcauses.CAUSES, f"tally: one word of rootcauses.CAUSES, not {cause!r}"
+assert isinstance(pair, tuple) and len(pair) == 2, f"tally: a pair (metric, value), not {pair!r}"
+assert rootcauses.shows(cause, pair[0]), f"tally: {pair[0]!r} is not a metric that shows {cause}"
+assert rootcauses.evidence_matches("tally", *pair), f"tally: {pair[0]!r} is not {pair[1]!r} in its profile"
+### BEGIN HIDDEN TESTS
+check(rootcauses.plain_word(causes.get("tally")) == "bank_conflicts" if type(causes) is dict else False)
+check(type(evidence) is dict and rootcauses.plain_pair(evidence.get("tally")) is not None
+      and rootcauses.plain_pair(evidence["tally"])[0] in (
+         "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+         "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+         "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum / smsp__sass_inst_executed_op_shared_ld.sum",
+         "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum / smsp__sass_inst_executed_op_shared_st.sum")
+      and rootcauses.evidence_matches("tally", *rootcauses.plain_pair(evidence["tally"])))
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "ex1_test_price_orders", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""price_orders: one word of the vocabulary, and a metric of its profile that shows that cause, with its value."""
+cause, pair = causes.get("price_orders"), evidence.get("price_orders")
+assert isinstance(cause, str) and cause in rootcauses.CAUSES, f"price_orders: one word of rootcauses.CAUSES, not {cause!r}"
+assert isinstance(pair, tuple) and len(pair) == 2, f"price_orders: a pair (metric, value), not {pair!r}"
+assert rootcauses.shows(cause, pair[0]), f"price_orders: {pair[0]!r} is not a metric that shows {cause}"
+assert rootcauses.evidence_matches("price_orders", *pair), f"price_orders: {pair[0]!r} is not {pair[1]!r} in its profile"
+### BEGIN HIDDEN TESTS
+check(rootcauses.plain_word(causes.get("price_orders")) == "divergence" if type(causes) is dict else False)
+check(type(evidence) is dict and rootcauses.plain_pair(evidence.get("price_orders")) is not None
+      and rootcauses.plain_pair(evidence["price_orders"])[0] in (
+         "smsp__thread_inst_executed_per_inst_executed.ratio",
+         "smsp__sass_branch_targets_threads_divergent.sum",
+         "smsp__sass_average_branch_targets_threads_uniform.pct")
+      and rootcauses.evidence_matches("price_orders", *rootcauses.plain_pair(evidence["price_orders"])))
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "ex1_test_flip_blocks", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""flip_blocks: one word of the vocabulary, and a metric of its profile that shows that cause, with its value."""
+cause, pair = causes.get("flip_blocks"), evidence.get("flip_blocks")
+assert isinstance(cause, str) and cause in rootcauses.CAUSES, f"flip_blocks: one word of rootcauses.CAUSES, not {cause!r}"
+assert isinstance(pair, tuple) and len(pair) == 2, f"flip_blocks: a pair (metric, value), not {pair!r}"
+assert rootcauses.shows(cause, pair[0]), f"flip_blocks: {pair[0]!r} is not a metric that shows {cause}"
+assert rootcauses.evidence_matches("flip_blocks", *pair), f"flip_blocks: {pair[0]!r} is not {pair[1]!r} in its profile"
+### BEGIN HIDDEN TESTS
+check(rootcauses.plain_word(causes.get("flip_blocks")) == "low_occupancy" if type(causes) is dict else False)
+check(type(evidence) is dict and rootcauses.plain_pair(evidence.get("flip_blocks")) is not None
+      and rootcauses.plain_pair(evidence["flip_blocks"])[0] in (
+         "sm__maximum_warps_per_active_cycle_pct",
+         "launch__occupancy_limit_shared_mem")
+      and rootcauses.evidence_matches("flip_blocks", *rootcauses.plain_pair(evidence["flip_blocks"])))
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "ex1_test_clipped_step", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""clipped_step: one word of the vocabulary, and a metric of its profile that shows that cause, with its value."""
+cause, pair = causes.get("clipped_step"), evidence.get("clipped_step")
+assert isinstance(cause, str) and cause in rootcauses.CAUSES, f"clipped_step: one word of rootcauses.CAUSES, not {cause!r}"
+assert isinstance(pair, tuple) and len(pair) == 2, f"clipped_step: a pair (metric, value), not {pair!r}"
+assert rootcauses.shows(cause, pair[0]), f"clipped_step: {pair[0]!r} is not a metric that shows {cause}"
+assert rootcauses.evidence_matches("clipped_step", *pair), f"clipped_step: {pair[0]!r} is not {pair[1]!r} in its profile"
+### BEGIN HIDDEN TESTS
+check(rootcauses.plain_word(causes.get("clipped_step")) == "host_sync" if type(causes) is dict else False)
+check(type(evidence) is dict and rootcauses.plain_pair(evidence.get("clipped_step")) is not None
+      and rootcauses.plain_pair(evidence["clipped_step"])[0] in (
+         "aten::_local_scalar_dense",
+         "host sync: bool(tensor) or an if")
+      and rootcauses.evidence_matches("clipped_step", *rootcauses.plain_pair(evidence["clipped_step"])))
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "ex1_test_decay_all", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""decay_all: one word of the vocabulary, and a metric of its profile that shows that cause, with its value."""
+cause, pair = causes.get("decay_all"), evidence.get("decay_all")
+assert isinstance(cause, str) and cause in rootcauses.CAUSES, f"decay_all: one word of rootcauses.CAUSES, not {cause!r}"
+assert isinstance(pair, tuple) and len(pair) == 2, f"decay_all: a pair (metric, value), not {pair!r}"
+assert rootcauses.shows(cause, pair[0]), f"decay_all: {pair[0]!r} is not a metric that shows {cause}"
+assert rootcauses.evidence_matches("decay_all", *pair), f"decay_all: {pair[0]!r} is not {pair[1]!r} in its profile"
+### BEGIN HIDDEN TESTS
+check(rootcauses.plain_word(causes.get("decay_all")) == "launch_bound" if type(causes) is dict else False)
+check(type(evidence) is dict and rootcauses.plain_pair(evidence.get("decay_all")) is not None
+      and rootcauses.plain_pair(evidence["decay_all"])[0] in (
+         "aten::mul_",)
+      and rootcauses.evidence_matches("decay_all", *rootcauses.plain_pair(evidence["decay_all"])))
+### END HIDDEN TESTS
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "ex2_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ## Exercise 2 · Fix the four kernels (4 points, one per kernel)
 #
 # **Goal.** `fixed_kernels`: a dictionary from each kernel mystery's name to your fixed kernel (a
-# `@cuda.jit` function with the **same arguments**), which gives the **same output** on the same inputs.
-# (On a GPU, numba-cuda needs a shared array's size as a constant: a number or a module-level name, not
-# an expression such as `A * B` inside the kernel; the simulator accepts either.)
+# `@cuda.jit` function with the **same arguments**), which gives the **same output** as the mystery on the
+# same inputs — the lab's, and others of other sizes (`seed=`). (On a GPU, numba-cuda needs a shared array's
+# size as a constant: a number or a module-level name, not an expression such as `A * B` inside the
+# kernel; the simulator accepts either.)
 #
-# **Evidence to reach** (`run_fixed(kernel, name)` runs yours on the mystery's inputs):
-#
-# * `brighten`: 4 sectors per request for its loads and stores;
-# * `tally`: no bank conflicts on its shared loads or stores;
-# * `price_orders`: no divergent branch, 32 threads per instruction;
-# * `flip_blocks`: `sm__maximum_warps_per_active_cycle_pct` 100.
-#
-# The points need exercise 2's evidence for all four kernels right.
+# **Evidence to reach** (`run_fixed(kernel, name, seed=…)` runs yours on the mystery's inputs): the metric
+# that showed the mystery's cause is now healthy, and nothing else got worse — on any seed. Each kernel's
+# point needs its diagnosis (exercise 1) right.
 #
 # *Hints: in the collapsed cell below. Try without them first.*
 
-# %% [markdown] jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "ex3_hints", "locked": true, "schema_version": 3, "solution": false, "task": false}
-# **Hints for exercise 3**
+# %% [markdown] jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "ex2_hints", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# **Hints for exercise 2: questions**
 #
-# * `brighten` is elementwise: the order in which threads take pixels does not change the result.
-# * `tally`: which bank does `table[t * ROW + b]` fall in for lanes t = 0…31? Lay the table out so that
-#   consecutive lanes hold consecutive words (`b * TALLY_BLOCK + t`).
+# * `brighten`: does the order in which threads take pixels change the result?
+# * `tally`: for lanes t = 0…31 of one instruction, which bank does each lane's word fall in? Which layout
+#   of the same table puts consecutive lanes in consecutive words?
+# * `price_orders`: what do the branches have in common, and what differs between them? Could the
+#   difference be data instead of code?
+# * `flip_blocks`: how much shared memory does one block use, and how much does it need?
+#
+# Still stuck? The fixes, nearly spelled out, are in the collapsed cell below.
+
+# %% [markdown] jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "ex2_fix_hints", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# **Hints for exercise 2: the fixes**
+#
+# * `brighten` is elementwise: thread i can take pixel i.
+# * `tally`: lay the table out bin-major, so that consecutive lanes hold consecutive words
+#   (`b * TALLY_BLOCK + t`).
 # * `price_orders`: every kind multiplies `qty * price` by a factor: look the factor up instead of
 #   branching (a tuple of four `float32` indexed by `k`).
-# * `flip_blocks`: how many floats does one block use?
+# * `flip_blocks`: stage only the block's own floats (`cuda.blockDim.x` of them; the lab launches 128).
 
-# %% nbgrader={"grade": false, "grade_id": "ex3_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade": false, "grade_id": "ex2_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 ### BEGIN SOLUTION
 @cuda.jit
 def brighten_fixed(out, img, height, width):
@@ -277,70 +338,139 @@ fixed_kernels = {"brighten": brighten_fixed, "tally": tally_fixed, "price_orders
                  "flip_blocks": flip_blocks_fixed}
 ### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "ex3_test", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
-"""Check that each fixed kernel gives the mystery's output and that its profile no longer shows the
-cause; the points need exercise 2's evidence for the four kernels right."""
-assert set(fixed_kernels) == set(rootcauses.KERNEL_MYSTERIES), f"fix each of {rootcauses.KERNEL_MYSTERIES}"
-fixed_profiles = {}
-for name, kernel in fixed_kernels.items():
-    fixed_profiles[name], output = run_fixed(kernel, name)
-    assert np.allclose(output, mystery_output(name), rtol=1e-6, atol=1e-6), f"{name}: the output changed"
-p = fixed_profiles["brighten"]
+# %% nbgrader={"grade": true, "grade_id": "ex2_test_brighten", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""brighten: the fixed kernel gives the mystery's output, and its profile no longer shows the cause; the
+point needs its diagnosis (exercise 1) right."""
+assert "brighten" in fixed_kernels, "fixed_kernels has no brighten"
+p, output = run_fixed(fixed_kernels["brighten"], "brighten")
+assert np.array_equal(output, mystery_output("brighten")), "brighten: the output changed"
 assert p.value("l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_ld.ratio") == 4, "brighten: loads"
 assert p.value("l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_st.ratio") == 4, "brighten: stores"
-p = fixed_profiles["tally"]
-assert p.value("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum") == 0, "tally: conflicts on loads"
-assert p.value("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum") == 0, "tally: conflicts on stores"
-p = fixed_profiles["price_orders"]
-assert p.value("smsp__sass_branch_targets_threads_divergent.sum") == 0, "price_orders: still divergent"
-assert p.value("smsp__thread_inst_executed_per_inst_executed.ratio") == 32, "price_orders: idle lanes"
-assert fixed_profiles["flip_blocks"].value("sm__maximum_warps_per_active_cycle_pct") == 100, "flip_blocks"
-for name in rootcauses.KERNEL_MYSTERIES:
-    assert name in evidence and rootcauses.evidence_matches(name, *evidence[name]), (
-        f"{name}: a fix without its evidence (exercise 2) earns nothing")
+assert rootcauses.evidence_matches("brighten", *evidence["brighten"]), "brighten: a fix without its evidence (exercise 1) earns nothing"
 ### BEGIN HIDDEN TESTS
-TRUE_CAUSES = {"brighten": "uncoalesced", "tally": "bank_conflicts", "price_orders": "divergence",
-               "flip_blocks": "low_occupancy"}
-check(all(rootcauses.shows(TRUE_CAUSES[n], evidence[n][0]) and rootcauses.evidence_matches(n, *evidence[n])
-          for n in TRUE_CAUSES))
-check(all(np.array_equal(run_fixed(fixed_kernels[n], n)[1], mystery_output(n)) for n in ("brighten", "tally", "flip_blocks")))
-check(np.allclose(run_fixed(fixed_kernels["price_orders"], "price_orders")[1], mystery_output("price_orders"), rtol=1e-6))
-check(run_fixed(fixed_kernels["tally"], "tally")[0].value(
-    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum / smsp__sass_inst_executed_op_shared_ld.sum") == 1)
-check(run_fixed(fixed_kernels["flip_blocks"], "flip_blocks")[0].value("launch__shared_mem_per_block_static") <= 1024)
+check(rootcauses.plain_word(causes.get("brighten")) == "uncoalesced" and rootcauses.plain_pair(evidence.get("brighten")) is not None
+      and rootcauses.shows("uncoalesced", rootcauses.plain_pair(evidence["brighten"])[0])
+      and rootcauses.evidence_matches("brighten", *rootcauses.plain_pair(evidence["brighten"])),
+      "brighten: a fix without its diagnosis (exercise 1) earns nothing")
+for seed in (rootcauses.SEED, 4611, rootcauses.fresh_seed()):  # other inputs, other sizes: a replayed output fails
+    p, output = rootcauses.run_kernel(fixed_kernels["brighten"], "brighten", seed)
+    check(np.array_equal(output, rootcauses.mystery_output("brighten", seed)), f"brighten: not the mystery's output on other inputs (seed={seed})")
+    check(p.value("l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_ld.ratio") <= 4
+          and p.value("l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_st.ratio") <= 4,  # a last warp in part: fewer
+          f"brighten: its profile on other inputs (seed={seed}) still shows the cause")
 ### END HIDDEN TESTS
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "ex4_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
-# ## Exercise 4 · Fix the two steps (2 points)
+# %% nbgrader={"grade": true, "grade_id": "ex2_test_tally", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""tally: the fixed kernel gives the mystery's output, and its profile no longer shows the cause; the
+point needs its diagnosis (exercise 1) right."""
+assert "tally" in fixed_kernels, "fixed_kernels has no tally"
+p, output = run_fixed(fixed_kernels["tally"], "tally")
+assert np.array_equal(output, mystery_output("tally")), "tally: the output changed"
+assert p.value("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum") == 0, "tally: conflicts on loads"
+assert p.value("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum") == 0, "tally: conflicts on stores"
+assert rootcauses.evidence_matches("tally", *evidence["tally"]), "tally: a fix without its evidence (exercise 1) earns nothing"
+### BEGIN HIDDEN TESTS
+check(rootcauses.plain_word(causes.get("tally")) == "bank_conflicts" and rootcauses.plain_pair(evidence.get("tally")) is not None
+      and rootcauses.shows("bank_conflicts", rootcauses.plain_pair(evidence["tally"])[0])
+      and rootcauses.evidence_matches("tally", *rootcauses.plain_pair(evidence["tally"])),
+      "tally: a fix without its diagnosis (exercise 1) earns nothing")
+for seed in (rootcauses.SEED, 4611, rootcauses.fresh_seed()):  # other inputs, other sizes: a replayed output fails
+    p, output = rootcauses.run_kernel(fixed_kernels["tally"], "tally", seed)
+    check(np.array_equal(output, rootcauses.mystery_output("tally", seed)), f"tally: not the mystery's output on other inputs (seed={seed})")
+    check(p.value("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum") == 0
+          and p.value("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum") == 0, f"tally: its profile on other inputs (seed={seed}) still shows the cause")
+check(all(rootcauses.run_kernel(fixed_kernels["tally"], "tally", seed)[0].value(
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum / smsp__sass_inst_executed_op_shared_ld.sum") == 1
+    for seed in (rootcauses.SEED, 4611)), "tally: more than one wavefront per shared load")
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "ex2_test_price_orders", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""price_orders: the fixed kernel gives the mystery's output, and its profile no longer shows the cause; the
+point needs its diagnosis (exercise 1) right."""
+assert "price_orders" in fixed_kernels, "fixed_kernels has no price_orders"
+p, output = run_fixed(fixed_kernels["price_orders"], "price_orders")
+assert np.allclose(output, mystery_output("price_orders"), rtol=1e-6, atol=1e-6), "price_orders: the output changed"
+assert p.value("smsp__sass_branch_targets_threads_divergent.sum") == 0, "price_orders: still divergent"
+assert p.value("smsp__thread_inst_executed_per_inst_executed.ratio") == 32, "price_orders: idle lanes"
+assert rootcauses.evidence_matches("price_orders", *evidence["price_orders"]), "price_orders: a fix without its evidence (exercise 1) earns nothing"
+### BEGIN HIDDEN TESTS
+check(rootcauses.plain_word(causes.get("price_orders")) == "divergence" and rootcauses.plain_pair(evidence.get("price_orders")) is not None
+      and rootcauses.shows("divergence", rootcauses.plain_pair(evidence["price_orders"])[0])
+      and rootcauses.evidence_matches("price_orders", *rootcauses.plain_pair(evidence["price_orders"])),
+      "price_orders: a fix without its diagnosis (exercise 1) earns nothing")
+for seed in (rootcauses.SEED, 4611, rootcauses.fresh_seed()):  # other inputs, other sizes: a replayed output fails
+    p, output = rootcauses.run_kernel(fixed_kernels["price_orders"], "price_orders", seed)
+    check(np.allclose(output, rootcauses.mystery_output("price_orders", seed), rtol=1e-6, atol=1e-6), f"price_orders: not the mystery's output on other inputs (seed={seed})")
+    check(p.value("smsp__sass_branch_targets_threads_divergent.sum") == 0
+          and p.value("smsp__thread_inst_executed_per_inst_executed.ratio") == 32, f"price_orders: its profile on other inputs (seed={seed}) still shows the cause")
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "ex2_test_flip_blocks", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""flip_blocks: the fixed kernel gives the mystery's output, and its profile no longer shows the cause; the
+point needs its diagnosis (exercise 1) right."""
+assert "flip_blocks" in fixed_kernels, "fixed_kernels has no flip_blocks"
+p, output = run_fixed(fixed_kernels["flip_blocks"], "flip_blocks")
+assert np.array_equal(output, mystery_output("flip_blocks")), "flip_blocks: the output changed"
+assert p.value("sm__maximum_warps_per_active_cycle_pct") == 100, "flip_blocks: occupancy"
+assert rootcauses.evidence_matches("flip_blocks", *evidence["flip_blocks"]), "flip_blocks: a fix without its evidence (exercise 1) earns nothing"
+### BEGIN HIDDEN TESTS
+check(rootcauses.plain_word(causes.get("flip_blocks")) == "low_occupancy" and rootcauses.plain_pair(evidence.get("flip_blocks")) is not None
+      and rootcauses.shows("low_occupancy", rootcauses.plain_pair(evidence["flip_blocks"])[0])
+      and rootcauses.evidence_matches("flip_blocks", *rootcauses.plain_pair(evidence["flip_blocks"])),
+      "flip_blocks: a fix without its diagnosis (exercise 1) earns nothing")
+for seed in (rootcauses.SEED, 4611, rootcauses.fresh_seed()):  # other inputs, other sizes: a replayed output fails
+    p, output = rootcauses.run_kernel(fixed_kernels["flip_blocks"], "flip_blocks", seed)
+    check(np.array_equal(output, rootcauses.mystery_output("flip_blocks", seed)), f"flip_blocks: not the mystery's output on other inputs (seed={seed})")
+    check(p.value("sm__maximum_warps_per_active_cycle_pct") == 100, f"flip_blocks: its profile on other inputs (seed={seed}) still shows the cause")
+check(rootcauses.run_kernel(fixed_kernels["flip_blocks"], "flip_blocks")[0].value("launch__shared_mem_per_block_static") <= 1024,
+      "flip_blocks: still more shared memory per block than the block needs")
+### END HIDDEN TESTS
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "ex3_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ## Exercise 3 · Fix the two steps (2 points, one per step)
 #
 # **Goal.** `clipped_step_fixed(model, opt, x, y, max_norm=1.0)`: the same step — the same loss, the same
-# weights after it — in which the host never waits for the GPU; `decay_all_fixed(params, rate)`: the
-# same weights after it, in at most 2 operators per call, however many tensors.
+# weights after it, on any inputs — in which the host never reads a tensor's value; `decay_all_fixed(params,
+# rate)`: the same weights after it, in at most 2 operators per call, however many tensors.
 #
 # **Evidence to reach**: `feeding.host_syncs(rootcauses.step_counts(clipped_step_fixed, "clipped_step"))`
-# empty; `rootcauses.top_level_ops(decay_all_fixed, *rootcauses.step_inputs("decay_all"))`, the operators
-# one call asks for itself (what a GPU would launch), at most 2 in all. The points need exercise 2's evidence for both right.
+# empty, and `rootcauses.host_read_error(clipped_step_fixed, *rootcauses.step_inputs("clipped_step"))` None
+# (it runs the step where no tensor holds a value: any read fails, however it is spelled);
+# `rootcauses.top_level_ops(decay_all_fixed, *rootcauses.step_inputs("decay_all"))`, the operators one call
+# asks for itself (what a GPU would launch), at most 2 in all. Each step's point needs its diagnosis
+# (exercise 1) right.
 #
 # *Hints: in the collapsed cell below. Try without them first.*
 
-# %% [markdown] jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "ex4_hints", "locked": true, "schema_version": 3, "solution": false, "task": false}
-# **Hints for exercise 4**
+# %% [markdown] jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "ex3_hints", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# **Hints for exercise 3: questions**
 #
-# * `if norm > max_norm:` asks Python for a bool of a tensor: on a GPU the host waits. A factor
-#   `torch.clamp(max_norm / norm, max=1.0)` is 1 where nothing is clipped, and multiplies on the device.
-# * PyTorch has "for each" operators that take a list of tensors: `torch._foreach_mul_` (on a GPU, a few
+# * `clipped_step`: which line needs a Python value of a tensor? Can the same arithmetic stay a tensor
+#   operation, with no choice made on the host?
+# * `decay_all`: the same operator with the same factor on every tensor of a list: does PyTorch have an
+#   operator that takes the whole list? (Lesson 08, §3.)
+#
+# Still stuck? The fixes, nearly spelled out, are in the collapsed cell below.
+
+# %% [markdown] jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "ex3_fix_hints", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# **Hints for exercise 3: the fixes**
+#
+# * `max(1.0, norm / max_norm)` compares a tensor with a float: Python needs a bool, so on a GPU the host
+#   waits, once per parameter. `torch.clamp(norm / max_norm, min=1.0)` is the same divisor, computed on
+#   the device.
+# * PyTorch's "for each" operators take a list of tensors: `torch._foreach_mul_` (on a GPU, a few
 #   multi-tensor kernels; on a CPU it loops underneath, which is why the count is of top-level operators).
 
-# %% nbgrader={"grade": false, "grade_id": "ex4_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade": false, "grade_id": "ex3_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 ### BEGIN SOLUTION
 def clipped_step_fixed(model, opt, x, y, max_norm=1.0):
     loss = torch.nn.functional.mse_loss(model(x), y)
     opt.zero_grad()
     loss.backward()
     norm = torch.sqrt(sum((p.grad ** 2).sum() for p in model.parameters()))
-    scale = torch.clamp(max_norm / norm, max=1.0)  # stays on the device: no host wait
+    divisor = torch.clamp(norm / max_norm, min=1.0)  # stays on the device: no host wait
     for p in model.parameters():
-        p.grad.mul_(scale)
+        p.grad.div_(divisor)
     opt.step()
     return loss.detach()
 
@@ -349,16 +479,44 @@ def decay_all_fixed(params, rate):
     torch._foreach_mul_(params, 1.0 - rate)
 ### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "ex4_test", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-"""Check that the fixed step does not wait and trains the same, and that the fixed decay runs at most 2
-operators and decays the same; the points need exercise 2's evidence for both steps right."""
+# %% nbgrader={"grade": true, "grade_id": "ex3_test_clipped_step", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""clipped_step: the fixed step reads no tensor's value on the host and trains the same; the point needs
+its diagnosis (exercise 1) right."""
 waits = feeding.host_syncs(rootcauses.step_counts(clipped_step_fixed, "clipped_step"))
 assert not waits, f"the host still waits: {waits}"
+read = rootcauses.host_read_error(clipped_step_fixed, *rootcauses.step_inputs("clipped_step"))
+assert read is None, f"the step reads a tensor's value on the host: {read}"
 model, opt, x, y = rootcauses.step_inputs("clipped_step")
 ref_model, ref_opt, _, _ = rootcauses.step_inputs("clipped_step")
 assert torch.allclose(clipped_step_fixed(model, opt, x, y), rootcauses.kernels.clipped_step(ref_model, ref_opt, x, y))
 assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(model.parameters(), ref_model.parameters())), (
     "clipped_step_fixed: the weights after the step changed")
+assert rootcauses.evidence_matches("clipped_step", *evidence["clipped_step"]), (
+    "clipped_step: a fix without its evidence (exercise 1) earns nothing")
+### BEGIN HIDDEN TESTS
+check(rootcauses.plain_word(causes.get("clipped_step")) == "host_sync"
+      and rootcauses.plain_pair(evidence.get("clipped_step")) is not None
+      and rootcauses.shows("host_sync", rootcauses.plain_pair(evidence["clipped_step"])[0])
+      and rootcauses.evidence_matches("clipped_step", *rootcauses.plain_pair(evidence["clipped_step"])),
+      "clipped_step: a fix without its diagnosis (exercise 1) earns nothing")
+for seed in (4611, rootcauses.fresh_seed()):
+    check(rootcauses.host_read_error(clipped_step_fixed, *rootcauses.step_inputs("clipped_step", seed)) is None,
+          f"clipped_step: the step reads a tensor's value on the host (seed={seed})")
+    for max_norm in (0.5, 1e6):  # clipped, and not clipped
+        model, opt, x, y = rootcauses.step_inputs("clipped_step", seed)
+        ref_model, ref_opt, _, _ = rootcauses.step_inputs("clipped_step", seed)
+        for _ in range(3):
+            loss = clipped_step_fixed(model, opt, x, y, max_norm=max_norm)
+            ref_loss = rootcauses.kernels.clipped_step(ref_model, ref_opt, x, y, max_norm=max_norm)
+            check(type(loss) is torch.Tensor and torch.allclose(loss, ref_loss, atol=1e-5),
+                  f"clipped_step: not the mystery's loss on other inputs (seed={seed})")
+        check(all(torch.allclose(a, b, atol=1e-5) for a, b in zip(model.parameters(), ref_model.parameters())),
+              f"clipped_step: not the mystery's weights on other inputs (seed={seed}, max_norm={max_norm})")
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "ex3_test_decay_all", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""decay_all: the fixed decay runs at most 2 operators and decays the same; the point needs its diagnosis
+(exercise 1) right."""
 decay_ops = sum(rootcauses.top_level_ops(decay_all_fixed, *rootcauses.step_inputs("decay_all")).values())
 assert decay_ops <= 2, f"decay_all_fixed runs {decay_ops} operators per call"
 params, rate = rootcauses.step_inputs("decay_all")
@@ -366,19 +524,22 @@ ref, _ = rootcauses.step_inputs("decay_all")
 decay_all_fixed(params, rate)
 rootcauses.kernels.decay_all(ref, rate)
 assert all(torch.equal(a, b) for a, b in zip(params, ref)), "decay_all_fixed: the weights changed"
-for name in rootcauses.STEP_MYSTERIES:
-    assert name in evidence and rootcauses.evidence_matches(name, *evidence[name]), (
-        f"{name}: a fix without its evidence (exercise 2) earns nothing")
+assert rootcauses.evidence_matches("decay_all", *evidence["decay_all"]), (
+    "decay_all: a fix without its evidence (exercise 1) earns nothing")
 ### BEGIN HIDDEN TESTS
-check(rootcauses.shows("host_sync", evidence["clipped_step"][0]))
-check(rootcauses.shows("launch_bound", evidence["decay_all"][0]))
-check(all(rootcauses.evidence_matches(n, *evidence[n]) for n in rootcauses.STEP_MYSTERIES))
-model, opt, x, y = rootcauses.step_inputs("clipped_step")
-ref_model, ref_opt, _, _ = rootcauses.step_inputs("clipped_step")
-for _ in range(3):
-    clipped_step_fixed(model, opt, x, y, max_norm=0.5)
-    rootcauses.kernels.clipped_step(ref_model, ref_opt, x, y, max_norm=0.5)
-check(all(torch.allclose(a, b, atol=1e-5) for a, b in zip(model.parameters(), ref_model.parameters())))
-many = [torch.ones(3) for _ in range(40)]
-check(sum(rootcauses.top_level_ops(decay_all_fixed, many, 0.5).values()) <= 2 and all(float(t[0]) == 0.5 for t in many))
+check(rootcauses.plain_word(causes.get("decay_all")) == "launch_bound"
+      and rootcauses.plain_pair(evidence.get("decay_all")) is not None
+      and rootcauses.shows("launch_bound", rootcauses.plain_pair(evidence["decay_all"])[0])
+      and rootcauses.evidence_matches("decay_all", *rootcauses.plain_pair(evidence["decay_all"])),
+      "decay_all: a fix without its diagnosis (exercise 1) earns nothing")
+for seed in (4611, rootcauses.fresh_seed()):
+    check(rootcauses.host_read_error(decay_all_fixed, *rootcauses.step_inputs("decay_all", seed)) is None,
+          f"decay_all: the decay reads or writes tensors' values outside torch's operators (seed={seed})")
+    check(sum(rootcauses.top_level_ops(decay_all_fixed, *rootcauses.step_inputs("decay_all", seed)).values()) <= 2,
+          f"decay_all: more than 2 operators per call on another list of tensors (seed={seed})")
+    params, rate = rootcauses.step_inputs("decay_all", seed)
+    ref, _ = rootcauses.step_inputs("decay_all", seed)
+    decay_all_fixed(params, rate)
+    rootcauses.kernels.decay_all(ref, rate)
+    check(all(torch.equal(a, b) for a, b in zip(params, ref)), f"decay_all: not the mystery's weights (seed={seed})")
 ### END HIDDEN TESTS

@@ -18,8 +18,8 @@ from numba import cuda, float32, int32
 HEIGHT, WIDTH = 32, 32          # brighten: a 32×32 image, stored row by row
 BINS = 8                        # tally: classes 0..7
 TALLY_BLOCK = 64                # tally: threads per block
-ROW = 32                        # tally: ints per thread's row of counts, "padded to a full row of banks"
-STAGE_FLOATS = 12288            # flip: the staging buffer, 48 KiB, "room for any block"
+ROW = 32                        # tally: ints per thread's row of counts
+STAGE_FLOATS = 12288            # flip: floats in the staging buffer
 # A shared array's size must be a constant when numba-cuda compiles for a GPU (the simulator accepts
 # an expression): one name for the product.
 TABLE_WORDS = TALLY_BLOCK * ROW
@@ -27,8 +27,7 @@ TABLE_WORDS = TALLY_BLOCK * ROW
 
 @cuda.jit
 def brighten(out, img, height, width):
-    """Brighten an image stored row by row. The camera code it came from walked pixels column by
-    column, so thread i still maps its number to that order before touching the image."""
+    """Brighten an image stored row by row: every pixel becomes ``min(1.5 * pixel + 0.1, 1)``."""
     i = cuda.grid(1)
     if i < height * width:
         pixel = (i % height) * width + i // height
@@ -71,7 +70,7 @@ def price_orders(out, qty, price, kind):
 
 @cuda.jit
 def flip_blocks(out, a):
-    """Reverse each block's chunk of ``a`` (a filter wants its taps backwards), staged in shared memory."""
+    """Reverse each block's chunk of ``a``, staged in shared memory."""
     stage = cuda.shared.array(STAGE_FLOATS, float32)
     t = cuda.threadIdx.x
     i = cuda.grid(1)
@@ -86,14 +85,13 @@ def clipped_step(model, opt, x, y, max_norm=1.0):
     opt.zero_grad()
     loss.backward()
     norm = torch.sqrt(sum((p.grad ** 2).sum() for p in model.parameters()))
-    if norm > max_norm:
-        for p in model.parameters():
-            p.grad.mul_(max_norm / norm)
+    for p in model.parameters():
+        p.grad.div_(max(1.0, norm / max_norm))
     opt.step()
     return loss.detach()
 
 
 def decay_all(params, rate):
-    """Weight decay on a model's many small tensors, in place."""
+    """Weight decay on a list of tensors, in place."""
     for p in params:
         p.mul_(1.0 - rate)
