@@ -4,6 +4,7 @@ limit is out of time, and gpu-report's step fails a GPU move over 1 s."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from gpucourse.viz.widgets import LiveChart
 
 
 def slow(n):
-    time.sleep(0.4 if n == 7 else 0.0)
+    time.sleep(3.0 if n == 7 else 0.0)
     return go.Figure()
 
 
@@ -53,7 +54,8 @@ def _lesson(tmp_path: Path, text: str = PLANTED) -> Path:
 def test_every_control_is_moved_timed_and_its_errors_reported(tmp_path):
     result = widgetrun.run(_lesson(tmp_path), timeout_s=120)
     assert "slow one" in result.slowest and "-> 7" in result.slowest, result
-    assert 0.4 <= result.slowest_s < 5
+    # 3 s: no other move of a busy machine comes near it (0.4 s once lost to a chart's first draw under load)
+    assert 3.0 <= result.slowest_s < 60
     errors = " | ".join(result.errors)
     assert "Dropdown 'breaks' -> 'bad'" in errors and "planted chart error" in errors, errors
     assert "ToggleButtons 'raw' -> 'b'" in errors and "ZeroDivisionError" in errors, errors
@@ -61,7 +63,8 @@ def test_every_control_is_moved_timed_and_its_errors_reported(tmp_path):
     assert "left alone" not in errors and not result.timed_out
     # slider: min, max, middle, back; dropdown, toggles: each option, back; the charts' "show data": on, off
     assert result.moves == 4 + 3 + 3 + 2 * 2, result
-    assert result.row(gpu=True)["≤ 1 s"] == "pass"
+    assert result.row(gpu=True)["≤ 1 s"] == "FAIL"  # a GPU's move over 1 s fails the row
+    assert dataclasses.replace(result, slowest_s=0.4).row(gpu=True)["≤ 1 s"] == "pass"
     assert result.row(gpu=False)["≤ 1 s"].startswith("recorded (simulator")
 
 
