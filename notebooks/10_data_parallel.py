@@ -99,14 +99,6 @@ dataparallel.counts_table(ranks_result)
 dataparallel.bucket_table(ranks_result)
 
 # %% [markdown]
-# The code that ran, hooks and buckets included — the code on the page is the code that ran:
-
-# %%
-import inspect
-
-print(inspect.getsource(dataparallel.BucketedReducer))
-
-# %% [markdown]
 # Every variant moves the same 43,808 bytes of gradients; what changes is the **number of calls** and **when
 # they start**. Per parameter and overlap make 8 calls, flat makes 1, the buckets 3 — the first bucket holds
 # only the last layer (2,080 bytes), so its all-reduce starts while backward is still in the third layer.
