@@ -45,6 +45,26 @@ def aside_own_chunk(world, order):
         world.data[r][:] = total
 
 
+def shifted_with_values_aside(world, order):
+    """A ring one chunk off (each message a growing partial sum, never counted twice), the sums written aside."""
+    p = world.ranks
+    total = np.sum(world.inputs, axis=0)
+    for s in range(p - 1):
+        for i in range(p):
+            world.send(order[i], order[(i + 1) % p], world.chunk(order[(i - s) % p]), reduce=True)
+        world.step()
+    for r in range(p):
+        world.data[r][:] = total
+
+
+def rank_order(world, order):
+    p = world.ranks
+    for s in range(p - 1):
+        for r in range(p):
+            world.send(r, (r + 1) % p, world.chunk((r - s - 1) % p), reduce=True)
+        world.step()
+
+
 def aside_right_messages_bypassed(world, order):
     """The right messages, delivered by World.step past the recording world, then the values written in."""
     p = world.ranks
@@ -100,6 +120,16 @@ def test_values_written_aside_behind_decoys_fail(learner):
     assert why is not None and "counted twice" in why
     why = collectives.judge_ring(learner["aside_right_messages_bypassed"], "reduce_scatter", [0, 2, 3, 1], 4 * 4 * 2)
     assert why is not None and "steps" in why  # nothing was delivered through the recording world
+
+
+def test_only_the_replay_values_count(learner):
+    why = collectives.judge_ring(learner["shifted_with_values_aside"], "reduce_scatter", [0, 2, 3, 1], 4 * 4 * 2)
+    assert why is not None and "do not leave NumPy's values" in why
+
+
+def test_every_message_follows_the_ring_order(learner):
+    why = collectives.judge_ring(learner["rank_order"], "reduce_scatter", [0, 2, 3, 1], 4 * 4 * 2)
+    assert why is not None and "in this ring order rank 0 sends to 2" in why
 
 
 def test_the_replay_not_the_learners_world_holds_the_values():
