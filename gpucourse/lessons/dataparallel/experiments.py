@@ -48,17 +48,18 @@ def rank_args(rank: int, world: int, backend: str, variants, cap_bytes: int, fir
 
 def run_ranks(variants=None, *, world: int = 2, backend: str = "gloo", cap_bytes: int = 24 * 1024,
               first_bucket_bytes: int = 1024, time_steps: int = 0, timeout_s: float = TIMEOUT_S,
-              reducer: tuple = (), start: str = START) -> dict:
+              reducer: tuple = (), start: str | None = None) -> dict:
     """Start ``world`` rank processes, wait at most ``timeout_s``, and return rank 0's results (and every
     rank's under "ranks"). A rank that fails or a run past the limit is one ``CourseError`` line.
     ``reducer``: a notebook's functions and its class ``Reducer`` (lab 10), run as the variant "learner" on a
     batch drawn afresh for the run (so no rank can compute another's gradients); ``start``: the rank's
-    program (``GUARDED_START``: armed with the grader's tripwires)."""
+    program (default ``START``; ``GUARDED_START``: armed with the grader's tripwires)."""
     from gpucourse.lessons.dataparallel import ranks  # the rank's own checks, before any process starts
 
     variants = list(ranks.VARIANTS if variants is None else ([variants] if isinstance(variants, str) else variants))
     timeout_s = validate.number("timeout_s", timeout_s, minimum=1.0, maximum=3600.0)
     payload = code_payload(*reducer) if reducer else b""
+    start = START if start is None else start
     batch_seed = secrets.randbelow(1 << 30) + 2 if reducer else 1
     with tempfile.TemporaryDirectory(prefix="ddp-ranks-") as out:
         reducer_file = ""
