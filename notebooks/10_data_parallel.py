@@ -19,7 +19,7 @@
 # save in memory and pay in traffic.**
 #
 # *45 minutes — objectives 3, the picture 2, §1 DDP from scratch 10, §2 overlap and buckets 14, §3 sharding
-# 13, §4 on real GPUs 2, key points 1 — then lab 10 "Buckets that overlap" (65 min) · prerequisites:
+# 13, §4 on real GPUs 2, key points 1 — then lab 10 "Buckets that overlap" (70 min) · prerequisites:
 # lesson 09 (collectives and their α-β cost), lesson 08 (streams and timelines).*
 #
 # ## Objectives
@@ -115,14 +115,6 @@ predictions.read_back(
 
 # %%
 dataparallel.bucket_table(ranks_result)
-
-# %% [markdown]
-# The code that ran, hooks and buckets included — the code on the page is the code that ran:
-
-# %%
-import inspect
-
-print(inspect.getsource(dataparallel.BucketedReducer))
 
 # %% [markdown]
 # Every variant moves the same 43,808 bytes of gradients; what changes is the **number of calls** and **when

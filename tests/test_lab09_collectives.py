@@ -3,10 +3,17 @@ and the known-wrong submissions lose exactly the points of what they get wrong:
 
 * the whole buffer every step (right values, p× the bytes): exercise 1;
 * the same, with the world's counters overwritten to the right numbers afterwards (hostile): exercise 1
-  (the hidden tests count deliveries apart from the counters the world shows);
+  (only the replay of the delivered messages on the grader's own world counts);
+* hostile, evidence not tied to the work: the sums computed aside and written into the world, behind decoy
+  messages of the right size on the right links (each rank's own chunk every step): exercises 1 and 2
+  (each message must carry a chunk the receiver needs);
+* hostile, the course's ring in rank order on a relabelled world (right messages, right values): through a
+  default argument (exercise 1) and through getattr with a constructed name (exercise 2): 0, by the
+  tripwire (gpucourse.tooling.grading.tripwire, collectives.RING_FORBIDDEN);
 * the library's ring in rank order, ignoring ``order`` (right values and bytes, wrong links): exercises 1 and 2;
 * an all-gather off by one chunk (wrong values): exercise 2;
-* a prediction that forgets the all-reduce's second half: exercise 3;
+* predictions that transcribe the lesson's one-ring formula for two rings, or take NVLS's busbw for β:
+  exercise 3;
 * the course patched (labtools.COURSE_PATCH) and IPython hooks (labtools.IPYTHON_HOOKS): 0.
 
 Graded on values, the microscope's exact bytes and steps, and the model: never on time."""
@@ -48,9 +55,55 @@ OFF_BY_ONE_AG = '''def ring_all_gather(world, order):
             world.send(order[i], order[(i + 1) % p], world.chunk(order[(i - s - 1) % p]))
         world.step()
 '''
-HALF_ALL_REDUCE = '''predicted_us = {"a": 7 * (2e-6 + 2**28 / 8 / 450e9) * 1e6,
-                "b": 15 * (2e-6 + 2**16 / 16 / 50e9) * 1e6, "c": 2 * 7 * (5e-6 + 2**20 / 63e9) * 1e6}
-crossover_bytes = 100e3
+ASIDE_OWN_CHUNK = '''def ring_reduce_scatter(world, order):
+    p = world.ranks
+    total = np.sum(world.inputs, axis=0)
+    for s in range(p - 1):
+        for i in range(p):
+            world.send(order[i], order[(i + 1) % p], world.chunk(order[i]), reduce=True)
+        world.step()
+    for r in range(p):
+        world.data[r][:] = total
+'''
+ASIDE_COPIED = '''def ring_all_gather(world, order):
+    p = world.ranks
+    gathered = np.concatenate([world.data[r][world.chunk(r)] for r in range(p)])
+    for s in range(p - 1):
+        for i in range(p):
+            world.send(order[i], order[(i + 1) % p], world.chunk(order[i]))
+        world.step()
+    for r in range(p):
+        world.data[r][:] = gathered
+'''
+RELABELLED = '''class _Relabel:
+    """The world seen in positions: the course's rank-order ring on it is a ring in ``order``."""
+
+    def __init__(self, world, order):
+        self.w, self.o, self.ranks = world, order, world.ranks
+
+    def chunk(self, c):
+        return self.w.chunk(self.o[c])
+
+    def send(self, src, dst, part, reduce=False):
+        self.w.send(self.o[src], self.o[dst], part, reduce=reduce)
+
+    def step(self):
+        self.w.step()
+
+
+def ring_reduce_scatter(world, order, _ring=collectives.kernels.ring_reduce_scatter):
+    _ring(_Relabel(world, order))
+'''
+RELABELLED_AG = '''def ring_all_gather(world, order):
+    getattr(collectives.kernels, "ring_all_" + "gather")(_Relabel(world, order))
+'''
+ONE_RING_FORMULA = '''predicted = {"two_rings_us": 7 * (2e-6 + 2**28 / 8 / 450e9) * 1e6,
+             "two_rings_bytes": 2e-6 * 450e9,
+             "nvls_busbw_gbps": 2**30 / (2e-6 + 2**30 / 450e9) * 2 * 7 / 8 / 1e9}
+'''
+BUSBW_IS_BETA = '''predicted = {"two_rings_us": 7 * (2e-6 + 2**28 / 16 / 450e9) * 1e6,
+             "two_rings_bytes": 2 * 2e-6 * 8 * 450e9,
+             "nvls_busbw_gbps": 450.0}
 '''
 
 
@@ -59,6 +112,7 @@ def test_lab09_round_trip(tmp_path):
     untouched = nbformat.read(released, as_version=4)
     text = released.read_text()
     assert "BEGIN SOLUTION" not in text and "BEGIN HIDDEN" not in text and "order[(i - s - 1) % p]), reduce" not in text
+    assert "order[(i - s" not in text, "the hints no longer give the index formula"
     solution = solution_notebook(LAB)
     scores = grade_lab(LAB, {
         "solution": solution,
@@ -67,7 +121,10 @@ def test_lab09_round_trip(tmp_path):
         "faked_counts": with_cells(solution, {"ex1_solution": FAKED_COUNTS}),
         "rank_order": with_cells(solution, {"ex1_solution": RANK_ORDER_RS, "ex2_solution": RANK_ORDER_AG}),
         "off_by_one": with_cells(solution, {"ex2_solution": OFF_BY_ONE_AG}),
-        "half_all_reduce": with_cells(solution, {"ex3_solution": HALF_ALL_REDUCE}),
+        "aside": with_cells(solution, {"ex1_solution": ASIDE_OWN_CHUNK, "ex2_solution": ASIDE_COPIED}),
+        "relabelled": with_cells(solution, {"ex1_solution": RELABELLED, "ex2_solution": RELABELLED_AG}),
+        "one_ring_formula": with_cells(solution, {"ex3_solution": ONE_RING_FORMULA}),
+        "busbw_is_beta": with_cells(solution, {"ex3_solution": BUSBW_IS_BETA}),
         # a wrong ring that passes nothing, behind a patch of the course's checks: 0 (GraderIntegrity)
         "patched_course": with_course_patched(with_cells(solution, {"ex1_solution": WHOLE_BUFFER})),
         **with_ipython_hooks(untouched),
@@ -80,5 +137,8 @@ def test_lab09_round_trip(tmp_path):
     assert scores["faked_counts"].cells == {**everything, "ex1_test": 0}
     assert scores["rank_order"].cells == {**everything, "ex1_test": 0, "ex2_test": 0}
     assert scores["off_by_one"].cells == {**everything, "ex2_test": 0}
-    assert scores["half_all_reduce"].cells == {**everything, "ex3_test": 0}
+    assert scores["aside"].cells == {**everything, "ex1_test": 0, "ex2_test": 0}
+    assert scores["relabelled"].cells == {**everything, "ex1_test": 0, "ex2_test": 0}
+    assert scores["one_ring_formula"].cells == {**everything, "ex3_test": 0}
+    assert scores["busbw_is_beta"].cells == {**everything, "ex3_test": 0}
     assert scores["patched_course"].total == 0

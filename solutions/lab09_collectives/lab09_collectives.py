@@ -18,15 +18,18 @@
 #
 # NCCL does not build its rings in rank order: it follows the wires (NVLink, PCIe, the network), so a ring on
 # 8 GPUs may visit them as 0 → 2 → 4 → 6 → 7 → 5 → 3 → 1 → 0. You will write the **ring reduce-scatter** and the
-# **ring all-gather** for any ring order on the collective microscope, then **predict** collective times
-# with the α-β model.
+# **ring all-gather** for any ring order on the collective microscope, then **predict** what the lesson's
+# formulas do not say outright: two rings at once, and the busbw of a reduction done inside the switch.
 #
 # How you are graded (never on wall time):
 #
-# * **values**: every rank holds exactly what NumPy says;
-# * **bytes and steps**: the microscope counts every message. A ring sends (p − 1)/p · S bytes per rank in
-#   p − 1 steps, each message to the next rank of *the ring order*. A version with the right values that
-#   sends more (the whole buffer each step, say) earns 0;
+# * **by the messages, replayed**: the world notes every message it delivers. The grader sends the same
+#   messages again on a fresh world with the same inputs, and only that replay counts: it must end with
+#   NumPy's values. Values written straight into the buffers count for nothing;
+# * **every message**: to the next rank of *the ring order*, one whole chunk the receiver needs, p − 1 steps,
+#   (p − 1)/p · S bytes per rank. A version with the right values that sends more (the whole buffer each
+#   step, say) earns 0. Use only the `world` you are given: the course's own rings (in rank order) and its
+#   runners, however they are reached, earn 0;
 # * **predictions**: within 2 % of the model.
 #
 # How to work: fill in every cell that says `YOUR CODE HERE` (delete the `raise
@@ -39,9 +42,8 @@ import numpy as np
 from IPython.display import display
 
 from gpucourse.measure import runtime  # first: it decides GPU or simulator before numba is imported
-from gpucourse.tooling.grading import check
+from gpucourse.tooling.grading import check, tripwire
 from gpucourse.lessons import collectives
-from gpucourse.lessons.collectives import World
 
 
 def run_ring(fn, op, ranks, nbytes, order=None, seed=0):
@@ -91,9 +93,9 @@ display(r.per_rank())
 # **Hints for exercise 1**
 #
 # * Work in **positions** i = 0 … p − 1 along the ring; the rank at position i is `order[i]`.
-# * Position i must end with chunk `order[i]` complete. In rank order the library sends chunk (r − s − 1) mod p at
-#   step s; in positions, send chunk `order[(i - s - 1) % p]`.
-# * Queue all p sends of a step, then call `world.step()` once.
+# * Follow one chunk: the rank that must end with it complete receives it last, so where does its journey start,
+#   and where is it after s steps? Every position sends in every step, each a different chunk.
+# * Queue all p sends of a step, then call `world.step()` once. Check your answer on p = 3 by hand first.
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def ring_reduce_scatter(world, order):
@@ -107,46 +109,17 @@ def ring_reduce_scatter(world, order):
 
 
 # %% nbgrader={"grade": true, "grade_id": "ex1_test", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
-"""Check the values, the steps, the bytes per rank and that every message follows the ring order."""
+"""Replay the messages your world delivered on a fresh world: the values, every message, steps and bytes."""
 for p, order in ((4, [0, 1, 2, 3]), (4, [0, 2, 3, 1]), (5, [4, 1, 0, 3, 2])):
-    run = run_ring(ring_reduce_scatter, "reduce_scatter", p, 4 * p * 8, order)
-    assert run.correct, f"p = {p}, order {order}: a rank's chunk is not the sum NumPy gives"
-    assert run.steps == p - 1, f"p = {p}: {run.steps} steps, a ring takes p − 1 = {p - 1}"
-    assert (run.bytes_sent == (p - 1) * 4 * 8).all(), f"p = {p}: bytes sent per rank {run.bytes_sent.tolist()}"
+    why = collectives.judge_ring(ring_reduce_scatter, "reduce_scatter", order, 4 * p * 8)
+    assert why is None, f"p = {p}, order {order}: {why}"
 ### BEGIN HIDDEN TESTS
-def _tapped(fn, op, p, nbytes, order, seed):
-    """Run fn on a world whose deliveries are recorded apart from the counters the world shows."""
-    log = []
-
-    class _Tap(World):
-        def step(self):
-            log.append([(m.src, m.dst, int(m.payload.nbytes), m.part.start, m.part.stop) for m in self.pending])
-            World.step(self)
-
-    world = _Tap(p, nbytes // 4, seed=seed)
-    inputs = [d.copy() for d in world.data]
-    fn(world, list(order))
-    total = np.sum(inputs, axis=0)
-    return world, log, inputs, total
-
-
-def _rs_ok(p, order, seed):
-    S = 4 * p * 6
-    world, log, inputs, total = _tapped(ring_reduce_scatter, "reduce_scatter", p, S, order, seed)
-    nxt = {order[i]: order[(i + 1) % p] for i in range(p)}
-    sent = np.zeros(p, dtype=np.int64)
-    for step in log:
-        for src, _dst, nb, _, _ in step:
-            sent[src] += nb
-    return (not world.pending and len(log) == p - 1 and all(len(step) == p for step in log)
-            and all(dst == nxt[src] for step in log for src, dst, *_ in step)
-            and bool((sent == (p - 1) * S // p).all())
-            and all(np.array_equal(world.data[r][world.chunk(r)], total[world.chunk(r)]) for r in range(p)))
-
-
 _rng = np.random.default_rng(9)
-check(all(_rs_ok(p, list(_rng.permutation(p)), seed=p) for p in range(2, 17)))
-check(_rs_ok(8, [0, 2, 4, 6, 7, 5, 3, 1], seed=1))
+_cases = [(list(_rng.permutation(p)), 4 * p * 6, p) for p in range(2, 17)] + [([0, 2, 4, 6, 7, 5, 3, 1], 4 * 8 * 6, 1)]
+with tripwire.armed(collectives.RING_FORBIDDEN) as _trips:
+    _why = [collectives.judge_ring(ring_reduce_scatter, "reduce_scatter", _o, _n, seed=_s) for _o, _n, _s in _cases]
+check(not _trips.tripped)
+check(all(_w is None for _w in _why))
 ### END HIDDEN TESTS
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex2_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -163,8 +136,8 @@ check(_rs_ok(8, [0, 2, 4, 6, 7, 5, 3, 1], seed=1))
 # %% [markdown] jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "ex2_hints", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # **Hints for exercise 2**
 #
-# * Position i starts with the finished chunk `order[i]`; at step s it passes on the chunk it received last,
-#   `order[(i - s) % p]`, without `reduce`.
+# * At step 0 a position can only pass on what it already holds; after that, what it received last is what
+#   its next neighbour lacks. Copy, do not add.
 # * After p − 1 steps every position has received the p − 1 chunks it did not have.
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -179,88 +152,89 @@ def ring_all_gather(world, order):
 
 
 # %% nbgrader={"grade": true, "grade_id": "ex2_test", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
-"""Check the values, the steps, the bytes per rank and that every message follows the ring order."""
+"""Replay the messages your world delivered on a fresh world: the values, every message, steps and bytes."""
 for p, order in ((4, [0, 1, 2, 3]), (4, [0, 2, 3, 1]), (5, [4, 1, 0, 3, 2])):
-    run = run_ring(ring_all_gather, "all_gather", p, 4 * p * 8, order)
-    assert run.correct, f"p = {p}, order {order}: a rank's buffer is not every chunk in place"
-    assert run.steps == p - 1, f"p = {p}: {run.steps} steps, a ring takes p − 1 = {p - 1}"
-    assert (run.bytes_sent == (p - 1) * 4 * 8).all(), f"p = {p}: bytes sent per rank {run.bytes_sent.tolist()}"
+    why = collectives.judge_ring(ring_all_gather, "all_gather", order, 4 * p * 8)
+    assert why is None, f"p = {p}, order {order}: {why}"
 ### BEGIN HIDDEN TESTS
-def _ag_ok(p, order, seed):
-    S = 4 * p * 6
-    log = []
-
-    class _Tap(World):
-        def step(self):
-            log.append([(m.src, m.dst, int(m.payload.nbytes)) for m in self.pending])
-            World.step(self)
-
-    world = _Tap(p, S // 4, seed=seed)
-    for r in range(p):
-        keep = world.data[r][world.chunk(r)].copy()
-        world.data[r][:] = 0
-        world.data[r][world.chunk(r)] = keep
-    want = np.concatenate([world.data[r][world.chunk(r)].copy() for r in range(p)])
-    ring_all_gather(world, list(order))
-    nxt = {order[i]: order[(i + 1) % p] for i in range(p)}
-    sent = np.zeros(p, dtype=np.int64)
-    for step in log:
-        for src, _, nb in step:
-            sent[src] += nb
-    return (not world.pending and len(log) == p - 1 and all(dst == nxt[src] for step in log for src, dst, _ in step)
-            and bool((sent == (p - 1) * S // p).all()) and all(np.array_equal(world.data[r], want) for r in range(p)))
-
-
 _rng = np.random.default_rng(10)
-check(all(_ag_ok(p, list(_rng.permutation(p)), seed=p) for p in range(2, 17)))
-check(_ag_ok(8, [0, 2, 4, 6, 7, 5, 3, 1], seed=2))
+_cases = [(list(_rng.permutation(p)), 4 * p * 6, p) for p in range(2, 17)] + [([0, 2, 4, 6, 7, 5, 3, 1], 4 * 8 * 6, 2)]
+with tripwire.armed(collectives.RING_FORBIDDEN) as _trips:
+    _why = [collectives.judge_ring(ring_all_gather, "all_gather", _o, _n, seed=_s) for _o, _n, _s in _cases]
+check(not _trips.tripped)
+check(all(_w is None for _w in _why))
 ### END HIDDEN TESTS
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex3_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
-# ## Exercise 3 · Predict with the α-β model (2 points)
+# ## Exercise 3 · Predict what the formulas do not say (2 points)
 #
-# **Goal.** `predicted_us`: a dictionary with the modelled time in **microseconds** of each of these, in the
-# lesson's model (a ring step costs α + (S/p)/β; no γ):
+# The lesson's model gives one ring's time: p − 1 steps, each α + (S/p)/β (no γ here). NVLink 4 on 8 GPUs:
+# α = 2 µs, β = 450 GB/s **in each direction at once** (a link is full duplex). One ring uses each link in
+# one direction only. Predict, in the lesson's model:
 #
-# * `"a"`: a ring **all-reduce** of 256 MiB (2²⁸ bytes) on 8 ranks over NVLink 4 (α = 2 µs, β = 450 GB/s);
-# * `"b"`: a ring **all-gather** of 64 KiB (2¹⁶ bytes, the whole gathered buffer) on 16 ranks over InfiniBand
-#   NDR (α = 2 µs, β = 50 GB/s);
-# * `"c"`: a **naive** (through rank 0) all-reduce of 1 MiB on 8 ranks over PCIe 5 (α = 5 µs, β = 63 GB/s):
-#   p − 1 messages of S in, then p − 1 messages of S out.
+# * `"two_rings_us"`: a **reduce-scatter** of 256 MiB (2²⁸ bytes) on the 8 GPUs run as **two rings at once**,
+#   in opposite directions, each ring reducing half of the buffer (NCCL builds several rings for this
+#   reason). Microseconds.
+# * `"two_rings_bytes"`: the smallest buffer S (bytes) at which the two rings make that reduce-scatter **1.5×
+#   faster** than one ring, on the same 8 GPUs and link.
+# * `"nvls_busbw_gbps"`: an all-reduce of 1 GiB (2³⁰ bytes) on the 8 GPUs **inside the switch** (NVLS, lesson
+#   09 part 2), idealised: each GPU's link carries its S once to the switch and the reduced S once back, both
+#   directions at the same time at β, plus one α. nccl-tests reports its busbw as for any all-reduce: what
+#   number (GB/s) does it print?
 #
-# and `crossover_bytes`: n* = α·β of InfiniBand NDR.
+# **Evidence to reach**: each within 2 % of the model. Compare the last one with β, and say why a busbw above
+# the line rate is no paradox.
 #
-# **Evidence to reach**: each within 2 % of the model. Use your counts from exercises 1 and 2: steps × α + bytes
-# per rank ÷ β.
+# *Hints: in the collapsed cell below. Try without them first.*
+
+# %% [markdown] jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "ex3_hints", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# **Hints for exercise 3**
+#
+# * Two rings: the step count does not change; what does one step's message on a link hold now?
+# * The 1.5× buffer: write both times as a function of S and solve; below it, which term of a step dominates?
+# * NVLS: the time first (what crosses one GPU's link, each way), then algbw = S / t, then nccl-tests' factor for
+#   an all-reduce, which does not know that the switch did the adding.
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 ### BEGIN SOLUTION
-def _ring(steps, p, S, alpha_s, beta):
-    return steps * (alpha_s + S / p / beta)
-
-
-predicted_us = {
-    "a": _ring(2 * 7, 8, 2**28, 2e-6, 450e9) * 1e6,
-    "b": _ring(15, 16, 2**16, 2e-6, 50e9) * 1e6,
-    "c": 2 * 7 * (5e-6 + 2**20 / 63e9) * 1e6,
+_p, _alpha_s, _beta = 8, 2e-6, 450e9
+predicted = {
+    # two rings: the same p − 1 steps, each link carries S/(2p) each way in a step
+    "two_rings_us": (_p - 1) * (_alpha_s + 2**28 / (2 * _p) / _beta) * 1e6,
+    # (α + x) = 1.5 (α + x/2) with x = S/(pβ): x = 2α, S = 2αpβ
+    "two_rings_bytes": 2 * _alpha_s * _p * _beta,
+    # t = α + S/β; busbw = S/t × 2(p − 1)/p: above β, since each GPU sent S, not 2(p − 1)/p · S
+    "nvls_busbw_gbps": 2**30 / (_alpha_s + 2**30 / _beta) * 2 * (_p - 1) / _p / 1e9,
 }
-crossover_bytes = 2e-6 * 50e9
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "ex3_test", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-"""Check each prediction against the model (within 2 %) and n* of InfiniBand NDR."""
-assert set(predicted_us) == {"a", "b", "c"}, "predict a, b and c"
-assert all(isinstance(v, (int, float)) and v > 0 for v in predicted_us.values()), "times in µs, positive numbers"
-assert isinstance(crossover_bytes, (int, float)) and crossover_bytes > 0, "n* in bytes, a positive number"
+"""Check each prediction against the model, within 2 %."""
+assert set(predicted) == {"two_rings_us", "two_rings_bytes", "nvls_busbw_gbps"}, "predict the three numbers"
+assert all(type(v) in (int, float) and v > 0 for v in predicted.values()), "each a positive number"
+assert predicted["nvls_busbw_gbps"] > 450, "busbw is algbw × 2(p − 1)/p: is your NVLS busbw a busbw?"
 ### BEGIN HIDDEN TESTS
-_L = collectives.model.Link
+_got = {k: float(v) for k, v in predicted.items() if type(v) in (int, float)}
+_nv = collectives.model.Link("nvlink4", 2e-6, 450e9, "lab 09")
+
+
+def _gain(half_bytes):
+    """One ring's time on 2·half over two rings' (each a ring on half) in the model."""
+    return (collectives.model.collective_time_s("reduce_scatter", "ring", 2 * half_bytes, 8, _nv)
+            / collectives.model.collective_time_s("reduce_scatter", "ring", half_bytes, 8, _nv))
+
+
+_low, _high = 4, 1 << 40  # the gain grows with S: bisect for 1.5 on the model itself
+while _high - _low > 1:
+    _mid = (_low + _high) // 2
+    _low, _high = (_mid, _high) if _gain(_mid) < 1.5 else (_low, _mid)
 _want = {
-    "a": collectives.model.collective_time_s("all_reduce", "ring", 2**28, 8, _L("nv", 2e-6, 450e9, "lab")),
-    "b": collectives.model.collective_time_s("all_gather", "ring", 2**16, 16, _L("ib", 2e-6, 50e9, "lab")),
-    "c": collectives.model.collective_time_s("all_reduce", "naive", 2**20, 8, _L("pcie", 5e-6, 63e9, "lab")),
+    "two_rings_us": collectives.model.collective_time_s("reduce_scatter", "ring", 2**27, 8, _nv) * 1e6,
+    "two_rings_bytes": 2 * _high,
+    "nvls_busbw_gbps": collectives.model.busbw_bytes_per_s("all_reduce", 2**30, 8, 2e-6 + 2**30 / 450e9) / 1e9,
 }
-check(all(abs(float(predicted_us[k]) - v * 1e6) <= 0.02 * v * 1e6 for k, v in _want.items()))
-check(abs(float(crossover_bytes) - 100e3) <= 2e3)
+check(set(_got) == set(_want))
+check(all(abs(_got[k] - v) <= 0.02 * v for k, v in _want.items()))
 ### END HIDDEN TESTS
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "wrapup", "locked": true, "schema_version": 3, "solution": false, "task": false}

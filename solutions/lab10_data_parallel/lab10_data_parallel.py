@@ -14,28 +14,33 @@
 # %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # # Lab 10 · Buckets that overlap
 #
-# *About 65 minutes. Goes after lesson 10 "Data-parallel training: overlap and sharding".*
+# *About 70 minutes. Goes after lesson 10 "Data-parallel training: overlap and sharding".*
 #
 # You build the heart of PyTorch's DistributedDataParallel: (1) put the parameters into buckets the way DDP
 # does, (2) compute from a timeline how much of the buckets' communication is exposed, and (3) write the
-# bucket hook that all-reduces each bucket during backward, and show, on two real processes (gloo, on this
-# machine), that the gradients equal one process's on the whole batch.
+# bucket reducer the way DDP lays it out, with every gradient a **view into its bucket's flat buffer** (no
+# copy in, none out), and show, on two real processes (gloo, on this machine), that the gradients equal one
+# process's on the whole batch.
 #
 # How you are graded (never on time, so the lab grades the same without a GPU): your buckets and your
-# exposed time against the rule on many hidden cases; your hook by the gradients the two processes end with
-# and by what they **counted** — how many all-reduces, and whether they started during backward.
+# exposed time against the rule on many hidden cases; your reducer by what the two processes **saw**: the
+# gradients they end with (on a batch drawn afresh for each run), what each all-reduce carried (checked
+# against the real gradients of its bucket), when the first one started (while later buckets' gradients were
+# still missing?) and where the gradients live at the end.
 #
 # How to work: fill in every cell that says `YOUR CODE HERE` (delete the `raise NotImplementedError()`
 # line). Don't edit the test cells: they are locked and are graded again, with more hidden cases, after you
-# submit. Write the code yourself: the tests check that it does not call the lesson's code
-# (`dataparallel.assign_buckets`, which is PyTorch's own bucketing, `BucketedReducer`, the timeline). In
-# JupyterLab, **Kernel → Restart Kernel and Run All Cells** before you submit, then use **Validate**.
+# submit. Write the code yourself: while your code runs, the grader watches for calls (however they are
+# spelled) to the lesson's code (`dataparallel.assign_buckets`, which is PyTorch's own bucketing,
+# `BucketedReducer`, the timeline), to PyTorch's bucketing and DDP, and to any `torch.distributed`
+# collective but the `comm` you are given; one such call costs the exercise's points. In JupyterLab,
+# **Kernel → Restart Kernel and Run All Cells** before you submit, then use **Validate**.
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
 import torch
 
 from gpucourse.measure import runtime  # first: it decides GPU or simulator
-from gpucourse.tooling.grading import check
+from gpucourse.tooling.grading import check, tripwire
 from gpucourse.tooling.grading import reaches_package as _reaches_the_course
 from gpucourse.lessons import dataparallel
 
@@ -97,16 +102,22 @@ assert assign_buckets([10, 10, 10, 10], 20) == [[3, 2], [1, 0]], assign_buckets(
 assert assign_buckets([10, 10, 10, 10], 20, first_bucket_bytes=5) == [[3], [2, 1], [0]]
 assert assign_buckets([10, 10, 10], 0) == [[2], [1], [0]], "cap 0: every parameter its own bucket"
 ### BEGIN HIDDEN TESTS
+import json as _json
 import random as _random
 
+_BUCKETING = {"gpucourse.lessons.dataparallel.kernels:assign_buckets": "the lesson's bucketing (PyTorch's)",
+              "gpucourse.lessons.dataparallel.model:layer_buckets": "the lesson's bucketing of layers",
+              "torch.distributed:_compute_bucket_assignment_by_size": "PyTorch's own bucketing"}
 _rng = _random.Random(10)
+_cases = []
 for _ in range(300):
     _sizes = [_rng.choice([4, 8, 100, 1000, 4096, 65536]) * _rng.randint(1, 9) for _ in range(_rng.randint(1, 30))]
-    _cap = _rng.choice([0, 1, 64, 1000, 4096, 50000, 10**9])
-    _first = _rng.choice([None, 0, 1, 512, 4096])
-    check(assign_buckets(list(_sizes), _cap, _first) == dataparallel.assign_buckets(_sizes, _cap, _first))
-check(assign_buckets([], 10) == [])
-check(assign_buckets([5, 5], 10, 10) == [[1, 0]])
+    _cases.append((_sizes, _rng.choice([0, 1, 64, 1000, 4096, 50000, 10**9]), _rng.choice([None, 0, 1, 512, 4096])))
+_cases += [([], 10, None), ([5, 5], 10, 10)]
+with tripwire.armed(_BUCKETING) as _trips:  # your answers first, frozen to plain lists; the expected ones after
+    _got = _json.dumps([assign_buckets(list(_s), _c, _f) for _s, _c, _f in _cases])
+check(not _trips.tripped)
+check(_json.loads(_got) == [dataparallel.assign_buckets(_s, _c, _f) for _s, _c, _f in _cases])
 ### END HIDDEN TESTS
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex2_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -163,27 +174,45 @@ assert abs(exposed_s([1, 2, 3], [0.5, 0.5, 0.5], 3) - 0.5) < 1e-12, exposed_s([1
 assert abs(exposed_s([3, 3, 3], [0.5, 0.5, 0.5], 3) - 1.5) < 1e-12, "buckets ready together queue on one stream"
 assert exposed_s([0.1], [0.1], 1.0) == 0, "an all-reduce that ends before backward is not exposed"
 ### BEGIN HIDDEN TESTS
+import random as _random
+
+_TIMELINE = {"gpucourse.lessons.dataparallel.model:ddp_schedule": "the lesson's timeline",
+             "gpucourse.lessons.dataparallel.model:summary": "the lesson's timeline",
+             "gpucourse.lessons.dataparallel.model:bucket_sweep": "the lesson's timeline"}
 _rng = _random.Random(20)
+_cases = []
 for _ in range(300):
     _n = _rng.randint(1, 12)
     _ready = sorted(_rng.uniform(0, 1) for _ in range(_n))
-    _costs = [_rng.uniform(0, 0.3) for _ in range(_n)]
-    _end = _ready[-1] + _rng.uniform(0, 0.2)
-    _free = 0.0
-    for _r, _c in zip(_ready, _costs):
-        _free = max(_free, _r) + _c
-    check(abs(exposed_s(list(_ready), list(_costs), _end) - max(0.0, _free - _end)) < 1e-9)
+    _cases.append((_ready, [_rng.uniform(0, 0.3) for _ in range(_n)], _ready[-1] + _rng.uniform(0, 0.2)))
 for _cap in (0.125, 25, 4096):
     _tl = dataparallel.ddp_schedule(dataparallel.transformer_layers(4, 512, 256),
                                     dataparallel.alpha_beta(5e-6, 50e9, 8), cap_bytes=int(_cap * 2**20))
     _c = _tl[_tl.stream == "communication"]
-    _b = dataparallel.summary(_tl)
-    _ready = [float(r) for r in _c.start_s]  # each start is the bucket's own ready time or later: same answer
-    check(abs(exposed_s(_ready, list(_c.end_s - _c.start_s), _b["compute_s"]) - _b["exposed_comm_s"]) < 1e-9)
+    # each start is the bucket's own ready time or later: the same answer
+    _cases.append(([float(r) for r in _c.start_s], [float(c) for c in _c.end_s - _c.start_s],
+                   dataparallel.summary(_tl)["compute_s"]))
+with tripwire.armed(_TIMELINE) as _trips:
+    _got = [exposed_s(list(_r), list(_c), _e) for _r, _c, _e in _cases]
+check(not _trips.tripped)
+check(all(type(_g) in (int, float) for _g in _got))  # plain numbers, frozen before any expected value exists
+_got = [float(_g) for _g in _got]
+_want = []
+for _r, _c, _e in _cases:
+    _free = 0.0
+    for _ri, _ci in zip(_r, _c):
+        _free = max(_free, _ri) + _ci
+    _want.append(max(0.0, _free - _e))
+check(all(abs(_g - _w) < 1e-9 for _g, _w in zip(_got, _want)))
 ### END HIDDEN TESTS
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex3_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
-# ## Exercise 3 · The bucket hook, on two processes (6 points)
+# ## Exercise 3 · Buckets as views of one flat buffer, on two processes (6 points)
+#
+# The lesson's `BucketedReducer` copies: at each launch it concatenates the bucket's gradients into a new
+# flat tensor, and after the all-reduce it copies the averages back into every `p.grad`. DDP copies neither
+# way: each bucket owns one flat buffer, and every gradient of the bucket **is a view** of its slice of that
+# buffer, so backward writes the gradients straight into what the all-reduce sends.
 #
 # **Goal.** A class `Reducer(model, comm, cap_bytes, first_bucket_bytes)` with a method `finish()`, which
 # the two processes use like this (each on its half of the batch):
@@ -195,28 +224,34 @@ for _cap in (0.125, 25, 4096):
 # ```
 #
 # * bucket the parameters with your `assign_buckets` (sizes in bytes: `p.numel() * p.element_size()`);
+# * give each bucket one flat buffer, and make every `p.grad` a view of its slice **before** backward;
+#   backward then adds each new gradient into the existing `p.grad`, in place;
 # * register a hook on every parameter with `p.register_post_accumulate_grad_hook(hook)` — PyTorch calls
-#   `hook(p)` once `p.grad` holds this step's gradient;
-# * when a bucket's last gradient arrives, copy the bucket's gradients into one flat tensor
-#   (`torch.cat([g.reshape(-1) …])`) and start `work = comm.all_reduce(flat, async_op=True)`;
-# * in `finish()`: `work.wait()` for each bucket, divide by `comm.world`, copy back into each `p.grad`.
+#   `hook(p)` once `p.grad` holds this step's gradient — and start a bucket's all-reduce,
+#   `comm.all_reduce(buffer, async_op=True)` (it returns a handle with `.wait()`), as soon as the bucket is
+#   complete, no later;
+# * in `finish()`: wait for every bucket and leave the average over the `comm.world` ranks in every `p.grad`,
+#   still a view of its bucket's buffer.
 #
-# `comm` is the lesson's counting communicator (`dataparallel.Comm`): use **only** `comm.all_reduce`, so that
-# the processes can count your calls. Your class and your `assign_buckets` are sent to the two processes as
-# code: there they may use `torch` and each other, nothing else of this notebook (no closures either).
+# `comm` is the lesson's counting communicator (`dataparallel.Comm`): use **only** `comm.all_reduce`. Your
+# class and your `assign_buckets` are sent to the two processes as code: there they may use `torch` and each
+# other, nothing else of this notebook (no closures either).
 #
-# **Evidence to reach**: the processes' gradients equal one process's (exercise 3a, 4 points); one all-reduce
-# per bucket, every one started **during** backward (3b, 2 points).
+# **Evidence to reach**: the processes' gradients equal one process's, and each all-reduce carried exactly
+# one bucket's real gradients (exercise 3a, 3 points); the first bucket's all-reduce started while later
+# buckets' gradients were still missing (3b, 1 point); at the end every gradient lives in the very buffer its
+# bucket's all-reduce was given (3c, 2 points).
 #
 # *Hints: in the collapsed cell below. Try without them first.*
 
 # %% [markdown] jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "ex3_hints", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # **Hints for exercise 3**
 #
-# * Keep, per bucket, a count of gradients still missing; the hook lowers it and launches at zero.
-# * `dataparallel.kernels.reduce_flat` (shown by `inspect.getsource`) copies gradients into a flat buffer and
-#   back: the same moves, once per bucket.
-# * Reset the counts in `finish()`, so that the next step starts fresh.
+# * `flat[offset:offset + n].view_as(p)` shares `flat`'s storage; assigning it to `p.grad` keeps it shared, as
+#   long as nothing replaces `p.grad` afterwards (`model.zero_grad()` sets it to `None` by default).
+# * Keep, per bucket, a count of gradients still missing; the hook lowers it.
+# * In place keeps the views: `buffer /= world`, not `buffer = buffer / world`.
+# * Reset what a step counts in `finish()`, so that the next step starts fresh.
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 class Reducer:
@@ -226,6 +261,16 @@ class Reducer:
         self.comm = comm
         self.buckets = assign_buckets([p.numel() * p.element_size() for p in self.params], cap_bytes,
                                       first_bucket_bytes)
+        self.buffers = []
+        for members in self.buckets:
+            buffer = torch.zeros(sum(self.params[i].numel() for i in members), dtype=self.params[members[0]].dtype,
+                                 device=self.params[members[0]].device)
+            offset = 0
+            for i in members:
+                p = self.params[i]
+                p.grad = buffer[offset:offset + p.numel()].view_as(p)  # backward adds into it, in place
+                offset += p.numel()
+            self.buffers.append(buffer)
         self.bucket_of = {i: b for b, members in enumerate(self.buckets) for i in members}
         self.missing = [len(b) for b in self.buckets]
         self.pending = []
@@ -237,84 +282,98 @@ class Reducer:
             b = self.bucket_of[index]
             self.missing[b] -= 1
             if self.missing[b] == 0:
-                flat = torch.cat([self.params[i].grad.reshape(-1) for i in self.buckets[b]])
-                self.pending.append((b, flat, self.comm.all_reduce(flat, async_op=True)))
+                self.pending.append((b, self.comm.all_reduce(self.buffers[b], async_op=True)))
         return hook
 
     def finish(self):
-        for b, flat, work in self.pending:
+        for b, work in self.pending:
             work.wait()
-            flat /= self.comm.world
-            offset = 0
-            for i in self.buckets[b]:
-                g = self.params[i].grad
-                g.copy_(flat[offset:offset + g.numel()].view_as(g))
-                offset += g.numel()
+            self.buffers[b] /= self.comm.world
         self.pending = []
         self.missing = [len(b) for b in self.buckets]
     ### END SOLUTION
 
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex3_show_text", "locked": true, "schema_version": 3, "solution": false, "task": false}
-# Your `Reducer` on two gloo processes (about 10 seconds; at most two minutes): what rank 0 counted, and the
+# Your `Reducer` on two gloo processes (about 10 seconds; at most two minutes): what rank 0 saw, and the
 # largest difference from one process's gradients.
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_show", "locked": true, "schema_version": 3, "solution": false, "task": false}
 def run_reducer():
-    """Your assign_buckets and Reducer, on two gloo processes (they get your code, torch, and nothing else)."""
-    return dataparallel.run_ranks(["flat"], reducer=(assign_buckets, Reducer), timeout_s=90)["results"]["learner"]
+    """Your assign_buckets and Reducer, on two gloo processes (they get your code, torch, and nothing else),
+    each armed with the grader's tripwires."""
+    return dataparallel.run_ranks(["flat"], reducer=(assign_buckets, Reducer), timeout_s=90,
+                                  start=dataparallel.experiments.GUARDED_START)["results"]["learner"]
 
 
 try:
     mine = run_reducer()
-    print({key: mine[key] for key in ("calls", "nbytes", "calls_during_backward", "max_abs_diff", "equal")})
+    print({key: mine[key] for key in ("calls", "payload_buckets", "first_bucket_missing", "grads_are_views",
+                                      "max_abs_diff", "equal", "tripped")})
 except NotImplementedError:
     print("Write Reducer first, then run this cell again.")
 
-# %% nbgrader={"grade": true, "grade_id": "ex3a_test", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
-"""Check that two gloo processes with your Reducer end with one process's gradients, using only
-comm.all_reduce."""
+# %% nbgrader={"grade": true, "grade_id": "ex3a_test", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+"""Check that two gloo processes with your Reducer end with one process's gradients, and that each all-reduce
+carried one bucket's real gradients, through comm.all_reduce only."""
 _names = dataparallel.experiments.code_names(assign_buckets, Reducer)
 _banned = _names & {"dist", "distributed", "gpucourse", "dataparallel", "open", "exec", "eval", "__import__",
                     "importlib", "sys", "os", "subprocess", "globals", "ranks", "reference", "batch",
                     "all_gather", "broadcast", "BucketedReducer", "reduce_flat", "calls", "nbytes", "sizes",
-                    "_count", "setattr", "__dict__", "__class__", "vars", "getattr"}
+                    "_count", "seen", "ready", "setattr", "__dict__", "__class__", "vars", "getattr"}
 assert not _banned, f"use only torch, your assign_buckets and comm.all_reduce; not {sorted(_banned)}"
 _result = run_reducer()
+assert not _result["tripped"], _result["tripped"][0]
 assert _result["equal"], f"the gradients differ from one process's by up to {_result['max_abs_diff']:.3g}"
-### BEGIN HIDDEN TESTS
-_grads, _ = dataparallel.experiments.ranks_reference()
-check(len(_result["grads"]) == len(_grads))
-check(max(abs(a - b) for a, b in zip(_result["grads"], _grads)) <= 1e-6)
-check(set(_result["calls"]) == {"all_reduce"})
-check(_result["nbytes"]["all_reduce"] == sum(p.numel() * 4 for p in dataparallel.small_model().parameters()))
-### END HIDDEN TESTS
-
-# %% nbgrader={"grade": true, "grade_id": "ex3b_test", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-"""Check one all-reduce per bucket, every one started during backward (the overlap), and the gradients."""
-_names = dataparallel.experiments.code_names(assign_buckets, Reducer)
-_banned = _names & {"dist", "distributed", "gpucourse", "dataparallel", "open", "exec", "eval", "__import__",
-                    "importlib", "sys", "os", "subprocess", "globals", "ranks", "reference", "batch",
-                    "all_gather", "broadcast", "BucketedReducer", "reduce_flat", "calls", "nbytes", "sizes",
-                    "_count", "setattr", "__dict__", "__class__", "vars", "getattr"}
-assert not _banned, f"use only torch, your assign_buckets and comm.all_reduce; not {sorted(_banned)}"
-_result = run_reducer()
-assert _result["equal"], "the gradients must be right first (exercise 3a)"
-assert _result["calls_during_backward"] == sum(_result["calls"].values()), (
-    f"{_result['calls_during_backward']} of {sum(_result['calls'].values())} all-reduces started during "
-    "backward: start each bucket's from the hook")
+assert None not in _result["payload_buckets"], (
+    f"all-reduce number {_result['payload_buckets'].index(None)} carried something other than one bucket's gradients")
 ### BEGIN HIDDEN TESTS
 _sizes = [p.numel() * 4 for p in dataparallel.small_model().parameters()]
-check(_result["calls"]["all_reduce"] == len(dataparallel.assign_buckets(_sizes, 24 * 1024, 1024)) == 3)
-check(_result["calls_during_backward"] == 3)
+_rule = dataparallel.assign_buckets(_sizes, 24 * 1024, 1024)
+check(_result["guarded"] and _result["tripped"] == [])
+check(sorted(_result["payload_buckets"]) == list(range(len(_rule))))
+check(_result["calls"] == {"all_reduce": len(_rule)})
+check(_result["nbytes"]["all_reduce"] == sum(_sizes))
+check(_result["buckets"] == _rule)
+_grads, _ = dataparallel.experiments.ranks_reference(2, _result["batch_seed"])
+check(len(_result["grads"]) == len(_grads) and max(abs(a - b) for a, b in zip(_result["grads"], _grads)) <= 1e-6)
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "ex3b_test", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""Check the overlap: the first bucket's all-reduce starts while later buckets' gradients are still missing."""
+_result = run_reducer()
+assert not _result["tripped"], _result["tripped"][0]
+assert _result["equal"] and None not in _result["payload_buckets"], "the gradients must be right first (3a)"
+assert _result["first_bucket_missing"], (
+    "the first bucket's all-reduce started when backward had produced every gradient: start each bucket's "
+    "from the hook that completes it")
+### BEGIN HIDDEN TESTS
+_sizes = [p.numel() * 4 for p in dataparallel.small_model().parameters()]
+_rule = dataparallel.assign_buckets(_sizes, 24 * 1024, 1024)
+check(_result["tripped"] == [] and sorted(_result["payload_buckets"]) == list(range(len(_rule))))
+check(_result["payload_buckets"] == list(range(len(_rule))))  # launched in bucket order, as backward fills them
+check(_result["first_bucket_missing"] == len(_sizes) - len(_rule[0]))  # launched the moment bucket 0 is full
+check(_result["calls_during_backward"] == len(_rule))
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "ex3c_test", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""Check the views: every gradient ends in the buffer its bucket's all-reduce was given (no copy in or out)."""
+_result = run_reducer()
+assert not _result["tripped"], _result["tripped"][0]
+assert _result["equal"] and None not in _result["payload_buckets"], "the gradients must be right first (3a)"
+assert _result["grads_are_views"], ("a p.grad is not a view of the buffer its bucket's all-reduce was given: "
+                                    "make the gradients views before backward and keep them")
+### BEGIN HIDDEN TESTS
+check(_result["tripped"] == [] and _result["grads_are_views"] is True)
+check(sorted(_result["payload_buckets"]) == [0, 1, 2])
 ### END HIDDEN TESTS
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "wrapup", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## What you built
 #
-# Your `Reducer` is DistributedDataParallel's reducer in thirty lines: reverse-order buckets, a small first one,
-# hooks that launch asynchronous all-reduces while backward runs, and an average at the end. What PyTorch adds:
-# the buckets are views into one contiguous gradient buffer (no copies), the order is checked and rebuilt
-# after the first step from the order gradients really arrived, unused parameters are handled, and on a GPU
-# the all-reduces run on NCCL's own stream. On an instructor's node, `python tools/ddp_ranks.py --backend nccl
-# --world 8` runs the lesson's variants on NCCL.
+# Your `Reducer` is DistributedDataParallel's reducer in forty lines: reverse-order buckets, a small first one,
+# gradients that are views of their bucket's buffer (`gradient_as_bucket_view=True` in DDP), hooks that launch
+# asynchronous all-reduces while backward runs, and an average at the end. What PyTorch adds: the order is
+# checked and rebuilt after the first step from the order gradients really arrived, unused parameters are
+# handled, and on a GPU the all-reduces run on NCCL's own stream. On an instructor's node,
+# `python tools/ddp_ranks.py --backend nccl --world 8` runs the lesson's variants on NCCL.

@@ -8,11 +8,14 @@
 
 from gpucourse.lessons.collectives import distworker, kernels, model  # noqa: F401
 from gpucourse.lessons.collectives.experiments import (  # noqa: F401
+    RING_FORBIDDEN,
     CollectiveRun,
+    RecordingWorld,
     closed_form_counts,
     execute,
     gloo_check,
     gloo_pingpong,
+    judge_ring,
     model_sweep,
     run,
     sizes_bytes,

@@ -107,6 +107,134 @@ def run(op: str, algorithm: str, ranks: int, nbytes: int, link: model.Link | Non
     return execute(op, algorithm, ranks, nbytes, link, gamma_s_per_byte, seed)
 
 
+# --- lab 09's grader: a learner's ring judged by the messages it delivered, replayed on a world of its own ---
+
+# The course's own rings (rank order) and its runners: a lab 09 ring that calls them (through any name, a default
+# argument or a relabelled world) is not the learner's ring. Targets for gpucourse.tooling.grading.tripwire.
+RING_FORBIDDEN = {
+    "gpucourse.lessons.collectives.kernels:ring_reduce_scatter": "write the ring yourself, not with the course's",
+    "gpucourse.lessons.collectives.kernels:ring_all_gather": "write the ring yourself, not with the course's",
+    "gpucourse.lessons.collectives.kernels:ring_all_reduce": "write the ring yourself, not with the course's",
+    "gpucourse.lessons.collectives.experiments:execute": "write the ring yourself, not with the course's runner",
+}
+
+
+class RecordingWorld(kernels.World):
+    """The world a learner's ring runs on. Besides what a ``World`` does, it notes each message as ``step()``
+    delivers it: (src, dst, part, into, reduce). Only these notes are graded, replayed on a fresh world
+    (``replay``): values written into this world's buffers, its counters or a message's payload count for
+    nothing, and a message delivered any other way than ``step()`` is missing from the replay."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.delivered: list[tuple[tuple, ...]] = []
+
+    def step(self) -> None:
+        if self.pending:
+            self.delivered.append(tuple((int(m.src), int(m.dst), m.part.start, m.part.stop, m.into.start,
+                                         m.into.stop, bool(m.reduce), m.buffer) for m in self.pending))
+        super().step()
+
+
+def replay(op: str, ranks: int, elements: int, seed: int, delivered) -> kernels.World:
+    """A fresh world with the same inputs (``seed``), laid out for ``op``, on which the noted messages are sent
+    again step by step: each carries what the fresh world holds when it is sent, never a recorded payload."""
+    world = kernels.World(ranks, elements, seed=seed, out=op == "all_to_all")
+    kernels.prepare(op, world)
+    for step in delivered:
+        for src, dst, start, stop, into_start, into_stop, reduce, buffer in step:
+            world.send(src, dst, slice(start, stop), reduce=reduce, into=slice(into_start, into_stop), buffer=buffer)
+        world.step()
+    return world
+
+
+def _chunk_of(world: kernels.World, start: int, stop: int) -> int | None:
+    """The chunk index whose elements are exactly start … stop − 1 (None: not one whole chunk)."""
+    for c in range(world.ranks):
+        part = world.chunk(c)
+        if (part.start, part.stop) == (start, stop):
+            return c
+    return None
+
+
+def _message_fault(op: str, world: kernels.World, s: int, message: tuple, have: list[list[frozenset]]) -> str:
+    """Why a message of step ``s`` is not one the ring needs ('' when it is); updates ``have`` (which ranks'
+    data each rank's chunk holds) when it is."""
+    src, dst, start, stop, into_start, into_stop, reduce, buffer = message
+    c = _chunk_of(world, start, stop)
+    if c is None or (into_start, into_stop) != (start, stop) or buffer != "data":
+        return f"step {s}: rank {src} sent elements {start}…{stop - 1} into {into_start}…{into_stop - 1}: " \
+               "a ring message carries one whole chunk into the same chunk"
+    carried, held = have[src][c], have[dst][c]
+    if op == "reduce_scatter":
+        if not reduce:
+            return f"step {s}: rank {src} sent chunk {c} without reduce=True: the receiver must add it in"
+        if carried & held:
+            return f"step {s}: rank {src} sent chunk {c} to rank {dst}, which already holds part of that sum: " \
+                   "some rank's data would be counted twice"
+        if len(carried) != s + 1:
+            return f"step {s}: rank {src} sent a chunk {c} that sums {len(carried)} rank(s); in a ring's step {s} " \
+                   f"every message carries a partial sum of {s + 1}"
+        have[dst][c] = carried | held
+    else:
+        if reduce:
+            return f"step {s}: rank {src} sent chunk {c} with reduce=True: an all-gather copies, it never adds"
+        if not carried:
+            return f"step {s}: rank {src} sent chunk {c}, which it does not hold yet"
+        if held:
+            return f"step {s}: rank {src} sent chunk {c} to rank {dst}, which already had it"
+        have[dst][c] = carried
+    return ""
+
+
+def judge_ring(fn, op: str, order, nbytes: int, seed: int = 0) -> str | None:
+    """Lab 09's judge of a learner's ``fn(world, order)`` for ``op`` ("reduce_scatter" or "all_gather"): None
+    when it is a ring in ``order``, else one line that says why not. ``fn`` runs on a ``RecordingWorld``; what
+    counts is the replay of the messages it delivered on a fresh world with the same inputs: every message to
+    the next rank of the order, carrying a whole chunk the receiver needs (for a reduce-scatter a partial
+    sum it does not already hold part of, growing by one rank per step; for an all-gather a chunk it lacks),
+    p − 1 steps, (p − 1)/p · S bytes sent per rank, and the replay's values equal to NumPy's."""
+    validate.choice("op", op, ("reduce_scatter", "all_gather"))
+    order = [int(r) for r in order]
+    p = len(order)
+    if sorted(order) != list(range(p)) or p < 2:
+        raise InvalidConfig(f"order must be a permutation of 0 … p − 1 with p ≥ 2, got {order}")
+    nbytes = validate.integer("nbytes", nbytes, minimum=ELEMENT_BYTES * p)
+    if nbytes % (ELEMENT_BYTES * p):
+        raise InvalidConfig(f"nbytes must split into {p} chunks of float32 elements, got {nbytes}")
+    elements = nbytes // ELEMENT_BYTES
+    world = RecordingWorld(p, elements, seed=seed)
+    kernels.prepare(op, world)
+    fn(world, list(order))
+    if world.pending:
+        return "messages were queued but never delivered: call world.step() after the last sends"
+    delivered = [tuple(step) for step in world.delivered]
+    try:
+        fresh = replay(op, p, elements, seed, delivered)
+    except InvalidConfig as exc:
+        return f"the messages your world delivered do not replay: {exc}"
+    following = {order[i]: order[(i + 1) % p] for i in range(p)}
+    have = [[frozenset([r]) if op == "reduce_scatter" or c == r else frozenset() for c in range(p)]
+            for r in range(p)]
+    for s, step in enumerate(delivered):
+        for message in step:
+            src, dst = message[0], message[1]
+            if dst != following[src]:
+                return (f"step {s}: rank {src} sent to rank {dst}; in this ring order rank {src} sends to "
+                        f"{following[src]}")
+            fault = _message_fault(op, fresh, s, message, have)
+            if fault:
+                return fault
+    if len(delivered) != p - 1:
+        return f"{len(delivered)} steps were delivered; a ring on {p} ranks takes p − 1 = {p - 1}"
+    want = (p - 1) * nbytes // p
+    if not (fresh.bytes_sent == want).all():
+        return f"bytes sent per rank {fresh.bytes_sent.tolist()}; a ring sends (p − 1)/p · S = {want} each"
+    if not kernels.values_match(op, fresh):
+        return "replayed on a fresh world with the same inputs, your messages do not leave NumPy's values"
+    return None
+
+
 def sizes_bytes(low: int = 8, high: int = 8 << 30, factor: int = 2) -> list[int]:
     """nccl-tests' ``-b low -e high -f factor`` sizes."""
     low = validate.integer("low", low, minimum=1)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import marshal
+import secrets
 import sys
 import tempfile
 import types
@@ -28,28 +29,40 @@ from gpucourse.measure import ranklaunch, runtime
 
 RANK_MODULE = "gpucourse.lessons.dataparallel.ranks"
 START = f"import sys; from {RANK_MODULE.rsplit('.', 1)[0]} import ranks; sys.exit(ranks.main(sys.argv[1:]))"
+# A grader's start: each rank arms gpucourse.tooling.grading.tripwire around the learner's Reducer (ranks.main's
+# guard), the grader's communicator its boundary (what it calls for the learner is not the learner's call). Only a
+# string here (lessons sit below tooling); lab 10 passes it to run_ranks.
+GUARDED_START = ("import sys; from gpucourse.tooling.grading import tripwire; "
+                 f"from {RANK_MODULE.rsplit('.', 1)[0]} import ranks; "
+                 "tripwire.boundary(ranks.WatchedComm.all_reduce); "
+                 "sys.exit(ranks.main(sys.argv[1:], guard=tripwire.armed))")
 TIMEOUT_S = 120.0
 
 
 def rank_args(rank: int, world: int, backend: str, variants, cap_bytes: int, first_bucket_bytes: int,
-              time_steps: int, timeout_s: float, out: str = "", reducer_file: str = "") -> list[str]:
+              time_steps: int, timeout_s: float, out: str = "", reducer_file: str = "",
+              batch_seed: int = 1) -> list[str]:
     args = ["--rank", str(rank), "--world", str(world), "--backend", backend, "--variants", ",".join(variants),
             "--cap-bytes", str(cap_bytes), "--first-bucket-bytes", str(first_bucket_bytes),
-            "--time-steps", str(time_steps), "--timeout-s", str(timeout_s)]
+            "--time-steps", str(time_steps), "--timeout-s", str(timeout_s), "--batch-seed", str(batch_seed)]
     return args + (["--out", out] if out else []) + (["--reducer-file", reducer_file] if reducer_file else [])
 
 
 def run_ranks(variants=None, *, world: int = 2, backend: str = "gloo", cap_bytes: int = 24 * 1024,
               first_bucket_bytes: int = 1024, time_steps: int = 0, timeout_s: float = TIMEOUT_S,
-              reducer: tuple = ()) -> dict:
+              reducer: tuple = (), start: str | None = None) -> dict:
     """Start ``world`` rank processes, wait at most ``timeout_s``, and return rank 0's results (and every
     rank's under "ranks"). A rank that fails or a run past the limit is one ``CourseError`` line.
-    ``reducer``: a notebook's functions and its class ``Reducer`` (lab 10), run as the variant "learner"."""
+    ``reducer``: a notebook's functions and its class ``Reducer`` (lab 10), run as the variant "learner" on a
+    batch drawn afresh for the run (so no rank can compute another's gradients); ``start``: the rank's
+    program (default ``START``; ``GUARDED_START``: armed with the grader's tripwires)."""
     from gpucourse.lessons.dataparallel import ranks  # the rank's own checks, before any process starts
 
     variants = list(ranks.VARIANTS if variants is None else ([variants] if isinstance(variants, str) else variants))
     timeout_s = validate.number("timeout_s", timeout_s, minimum=1.0, maximum=3600.0)
     payload = code_payload(*reducer) if reducer else b""
+    start = START if start is None else start
+    batch_seed = secrets.randbelow(1 << 30) + 2 if reducer else 1
     with tempfile.TemporaryDirectory(prefix="ddp-ranks-") as out:
         reducer_file = ""
         if payload:
@@ -57,10 +70,10 @@ def run_ranks(variants=None, *, world: int = 2, backend: str = "gloo", cap_bytes
             Path(reducer_file).write_bytes(payload)
             variants = [*variants, "learner"] if "learner" not in variants else variants
         ranks.parse(rank_args(0, world, backend, variants, cap_bytes, first_bucket_bytes, time_steps, timeout_s,
-                              reducer_file=reducer_file))
-        ranklaunch.run([[sys.executable, "-c", START, *rank_args(r, world, backend, variants, cap_bytes,
+                              reducer_file=reducer_file, batch_seed=batch_seed))
+        ranklaunch.run([[sys.executable, "-c", start, *rank_args(r, world, backend, variants, cap_bytes,
                                                                  first_bucket_bytes, time_steps, timeout_s, out,
-                                                                 reducer_file)] for r in range(world)],
+                                                                 reducer_file, batch_seed)] for r in range(world)],
                        timeout_s=timeout_s, what=f"{world} {backend} ranks",
                        rank_envs=[{"WORLD_SIZE": str(world), "RANK": str(r)} for r in range(world)])
         found = [json.loads(Path(out, f"rank{r}.json").read_text(encoding="utf-8")) for r in range(world)]
@@ -105,14 +118,14 @@ def code_names(*objects) -> set[str]:
     return names
 
 
-def ranks_reference(world: int = 2) -> tuple[list[float], list[float]]:
+def ranks_reference(world: int = 2, batch_seed: int = 1) -> tuple[list[float], list[float]]:
     """What the ranks compare with, computed here: one process on the whole batch, its gradients (flat) and
     its parameters after one SGD step."""
     import torch
 
     from gpucourse.lessons.dataparallel import ranks
 
-    grads, params = ranks.reference(torch.device("cpu"), world)
+    grads, params = ranks.reference(torch.device("cpu"), world, batch_seed)
     return [g for t in grads for g in t.reshape(-1).tolist()], params.tolist()
 
 
