@@ -321,10 +321,10 @@ as_compiled
 predictions.read_back(
     {"per lane": prediction_atomics_per_lane, "ballot": prediction_atomics_ballot,
      "per lane on a GPU": prediction_atomics_per_lane_on_a_gpu},
-    {"per lane": atomics.loc["per lane", "atomic lanes"], "ballot": atomics.loc["ballot", "atomic lanes"],
-     "per lane on a GPU": f"{atomics.loc['ballot', 'atomic lanes']}, one per warp with a passing lane (ptxas "
-                          "aggregates the same-address add: the SASS above)"},
-    counted="the microscope counts the source's lanes, exactly, in both modes")
+    {"per lane": f"about {512 * (1 - 0.9):.0f} (10 % of 512)", "ballot": f"at most {512 // 32} (one a warp)",
+     "per lane on a GPU": "as many as the ballot: ptxas aggregates a same-address add (the SASS above)"},
+    counted=f"the microscope counted {atomics.loc['per lane', 'atomic lanes']} and "
+            f"{atomics.loc['ballot', 'atomic lanes']} atomic lanes, exactly, in both modes")
 
 # %% [markdown]
 # Read the per-lane kernel's SASS: `VOTEU.ANY` (which lanes are here), `UFLO` (the lowest of them
