@@ -84,8 +84,8 @@ print(inspect.getsource(tiling.tiled_matmul_kernel))
 # they all read (a broadcast): how many bytes for it? Write both numbers down.
 
 # %%
-predict_tiled_bytes = ...  # an integer: bytes requested by the tiled kernel (T = 8, N = 16)
-predict_naive_bytes = ...  # and by the naive kernel
+prediction_tiled_bytes = ...  # an integer: bytes requested by the tiled kernel (T = 8, N = 16)
+prediction_naive_bytes = ...  # and by the naive kernel
 
 # %% [markdown]
 # The microscope runs each kernel in the simulator and adds up the bytes every warp request
@@ -96,6 +96,16 @@ predict_naive_bytes = ...  # and by the naive kernel
 counts = tiling.traffic_table(n=16, tile=8)
 counts[["rung", "n", "load_bytes", "store_bytes", "counted_bytes", "model_bytes", "flop_per_byte",
         "max_bank_ways", "correct"]]
+
+# %%
+from gpucourse.viz import predictions
+
+traffic = counts.set_index("rung")
+predictions.read_back(
+    {"tiled": prediction_tiled_bytes, "naive": prediction_naive_bytes},
+    {"tiled": traffic.loc["tiled 8", "model_bytes"], "naive": traffic.loc["naive", "model_bytes"]},
+    counted=f"the microscope counted {traffic.loc['tiled 8', 'counted_bytes']} and "
+            f"{traffic.loc['naive', 'counted_bytes']} bytes, exactly, in both modes", unit="B")
 
 # %% [markdown]
 # FLOP per byte is what places a kernel on the **roofline**: below the ridge point a kernel is
@@ -170,8 +180,8 @@ tiling.fraction_figure()
 # share of cuBLAS do you expect from a Numba kernel: 20 %, 50 %, 90 %?
 
 # %%
-predict_lds128_per_64_ffma = ...  # an integer
-predict_share_of_cublas = ...  # a fraction, e.g. 0.5
+prediction_lds128_per_64_ffma = ...  # an integer
+prediction_share_of_cublas = ...  # a fraction, e.g. 0.5
 
 # %% [markdown]
 # Each rung, what changed, what `ptxas` made of it and its speed: measured now on a GPU; without
@@ -184,6 +194,18 @@ predict_share_of_cublas = ...  # a fraction, e.g. 0.5
 steps = tiling.ladder_table()
 print("speed:", steps.attrs["source"])
 steps
+
+# %%
+from gpucourse.lessons.tiling.compiled import PREDICTIONS
+
+vectorised = steps.set_index("rung").loc["vectorised 128/8"]
+ffma_per_load = vectorised.get("FFMA per shared load")  # NaN where this machine has no ptxas
+timed = vectorised["GFLOP/s"] is not None and vectorised["GFLOP/s"] == vectorised["GFLOP/s"]
+predictions.read_back(
+    {"LDS.128 per 64 FFMA": prediction_lds128_per_64_ffma, "of cuBLAS": prediction_share_of_cublas},
+    {"LDS.128 per 64 FFMA": round(64 / ffma_per_load) if ffma_per_load > 0 else "no SASS here",
+     "of cuBLAS": PREDICTIONS["vectorised 128/8"]}, measured=vectorised["of cuBLAS"],
+    stands_in=steps.attrs["source"] if timed else "nothing yet (no GPU has timed this rung)")
 
 # %% [markdown]
 # What the SASS says (compiled for cc 9.0 by this machine's `ptxas`; the counts are pinned in
@@ -237,8 +259,8 @@ print(tiling.SGEMM_CUDA_SOURCE)
 # instead: which outputs go wrong now? Could a test that checks the result ever pass?
 
 # %%
-predict_without_barrier_1 = "..."
-predict_without_barrier_2 = "..."
+prediction_without_barrier_1 = "..."
+prediction_without_barrier_2 = "..."
 
 # %% [markdown]
 # Numba's plain simulator runs threads one after another and can hide a race. The
@@ -263,6 +285,13 @@ no_load_barrier.races[["line_a", "source_a", "line_b", "source_b", "array", "kin
 # %%
 lucky = tiling.barrier_experiment("no barrier after the compute", schedule="round-robin")
 print(lucky.summary())
+
+# %%
+predictions.read_back(
+    {"without barrier 1": prediction_without_barrier_1, "without barrier 2": prediction_without_barrier_2},
+    "each missing barrier lets a thread read a tile element before it is written or after it is overwritten; "
+    "which outputs go wrong depends on the schedule, and a result check can pass by luck",
+    counted=f"the microscope, in both modes: {no_load_barrier.summary()}; {lucky.summary()}")
 
 # %% [markdown]
 # ## Explain (part A)
@@ -352,10 +381,10 @@ for bad in (lambda: tiling.check_tile(33), lambda: tiling.check_register_blockin
 # words, half-warp phases)? Write your four answers.
 
 # %%
-predict_ways_32x32 = ...
-predict_ways_32x33 = ...
-predict_ways_16x17 = ...
-predict_ways_32x32_float64 = ...
+prediction_ways_32x32 = ...
+prediction_ways_32x33 = ...
+prediction_ways_16x17 = ...
+prediction_ways_32x32_float64 = ...
 
 # %% [markdown]
 # Each square is one lane, placed in the bank its word falls in; a column of k squares is a
@@ -365,6 +394,15 @@ predict_ways_32x32_float64 = ...
 
 # %%
 tiling.bank_explorer()
+
+# %%
+predictions.read_back(
+    {"32×32": prediction_ways_32x32, "32×33": prediction_ways_32x33, "16×17": prediction_ways_16x17,
+     "32×32 float64": prediction_ways_32x32_float64},
+    {"32×32": tiling.transpose_bank_ways(32, 0)["column"], "32×33": tiling.transpose_bank_ways(32, 1)["column"],
+     "16×17": tiling.transpose_bank_ways(16, 1, 8)["column"],
+     "32×32 float64": tiling.transpose_bank_ways(32, 0, dtype="float64")["column"]},
+    counted="bank arithmetic on every lane's word, exact in both modes (the explorer above draws each case)")
 
 # %% [markdown]
 # ## The transpose ladder

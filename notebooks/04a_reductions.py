@@ -97,9 +97,9 @@ print(inspect.getsource(kernels.strided_index_kernel))
 # of its lanes adds.) And what is the worst **bank conflict** of the strided-index kernel?
 
 # %%
-predict_interleaved_add_issues = ...  # per block of 256
-predict_sequential_add_issues = ...
-predict_strided_index_max_ways = ...
+prediction_interleaved_add_issues = ...  # per block of 256
+prediction_sequential_add_issues = ...
+prediction_strided_index_max_ways = ...
 
 # %% [markdown]
 # The microscope runs each version on 1,000 numbers (a ragged size: the last block is partly
@@ -130,6 +130,20 @@ counts[["variant", "blocks", "loads per thread (most)", "warp line issues", "add
 
 # %%
 reductions.counts_figure(n=1000, block=256)
+
+# %%
+from gpucourse.lessons.reductions import model
+from gpucourse.viz import predictions
+
+per_block = counts.set_index("variant")
+predictions.read_back(
+    {"interleaved": prediction_interleaved_add_issues, "sequential": prediction_sequential_add_issues,
+     "strided-index ways": prediction_strided_index_max_ways},
+    {"interleaved": model.add_warp_issues(256, "interleaved"), "sequential": model.add_warp_issues(256, "sequential"),
+     "strided-index ways": model.strided_index_max_ways(256)},
+    counted="the microscope counted " + ", ".join(
+        f"{v}: {per_block.loc[v, 'add issues'] // per_block.loc[v, 'blocks']} add issues a block"
+        for v in ("interleaved", "sequential")) + f", {per_block.loc['strided index', 'max bank ways']}-way at worst")
 
 # %% [markdown]
 # The strided-index rung in Nsight Compute's words: shared-memory wavefronts per instruction is the
@@ -273,12 +287,13 @@ print(inspect.getsource(kernels.count_above_ballot))
 # the L2 for the per-lane kernel?
 
 # %%
-predict_atomics_per_lane = ...
-predict_atomics_ballot = ...
-predict_atomics_per_lane_on_a_gpu = ...
+prediction_atomics_per_lane = ...
+prediction_atomics_ballot = ...
+prediction_atomics_per_lane_on_a_gpu = ...
 
 # %%
-reductions.ballot_counts(n=512, threshold=0.9)
+atomics = reductions.ballot_counts(n=512, threshold=0.9).set_index("version")
+atomics
 
 # %% [markdown]
 # The microscope counts what the **source** asks for: about 10 % of 512 lanes pass, so about 50
@@ -302,6 +317,15 @@ print(as_compiled.attrs["source"])
 for name, lines in as_compiled.attrs["sass"].items():
     print(f"{name}: " + " | ".join(lines))
 as_compiled
+
+# %%
+predictions.read_back(
+    {"per lane": prediction_atomics_per_lane, "ballot": prediction_atomics_ballot,
+     "per lane on a GPU": prediction_atomics_per_lane_on_a_gpu},
+    {"per lane": f"about {512 * (1 - 0.9):.0f} (10 % of 512)", "ballot": f"at most {512 // 32} (one a warp)",
+     "per lane on a GPU": "as many as the ballot: ptxas aggregates a same-address add (the SASS above)"},
+    counted=f"the microscope counted {atomics.loc['per lane', 'atomic lanes']} and "
+            f"{atomics.loc['ballot', 'atomic lanes']} atomic lanes, exactly, in both modes")
 
 # %% [markdown]
 # Read the per-lane kernel's SASS: `VOTEU.ANY` (which lanes are here), `UFLO` (the lowest of them
@@ -350,8 +374,8 @@ ncu.beside_recorded(trace(kernels.count_above_per_lane, 2, 256, half, np.float32
 # For one block of 64: how many adds does each scan do, and how many barriers does each warp cross?
 
 # %%
-predict_hillis_steele_adds = ...
-predict_blelloch_adds = ...
+prediction_hillis_steele_adds = ...
+prediction_blelloch_adds = ...
 
 # %% [markdown]
 # <details><summary>Description of the picture</summary>
@@ -366,7 +390,15 @@ predict_blelloch_adds = ...
 reductions.scan_figure(block=64)
 
 # %%
-reductions.scan_counts(block=64)
+scans = reductions.scan_counts(block=64).set_index("scan")
+scans
+
+# %%
+predictions.read_back(
+    {"Hillis-Steele": prediction_hillis_steele_adds, "Blelloch": prediction_blelloch_adds},
+    {"Hillis-Steele": model.hillis_steele_adds(64), "Blelloch": model.blelloch_adds(64)},
+    counted="the microscope counted " + ", ".join(
+        f"{scan}: {scans.loc[scan, 'adds per block (counted)']:.0f}" for scan in ("Hillis-Steele", "Blelloch")))
 
 # %% [markdown]
 # Hillis–Steele does 2.5× the adds in about half the steps. It wins when there are about as many

@@ -133,9 +133,9 @@ def test_the_read_back_check_finds_a_prediction_never_read(tmp_path):
 # ("Predict before you …") must be a "### Predict" cell too.
 
 PREDICT_HEADING = "### Predict"
-# Lessons owned by other work (issue 47's other half: lessons 04 and 04a) that still ask
-# without reading back: each must still fail the check, so that converting one forces its removal here.
-NOT_YET_READ_BACK = {"04_shared_memory", "04a_reductions"}
+# Lessons that still ask without reading back (none now): each must still fail the check, so that
+# converting one forces its removal here.
+NOT_YET_READ_BACK: set[str] = set()
 
 
 def predict_problems(source_path) -> list[str]:
