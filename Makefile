@@ -27,7 +27,7 @@ endif
 
 LABS := $(notdir $(wildcard solutions/lab*))
 
-.PHONY: help setup wheelhouse lab test test-extra test-fast test-gpu test-platforms lint notebooks labs check-generated grade feedback doctor record gpu-report mutate book loadtest clean
+.PHONY: help setup wheelhouse lab test test-times test-extra test-fast test-gpu test-platforms lint notebooks labs check-generated grade feedback doctor record gpu-report mutate book loadtest clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -70,6 +70,9 @@ PYTEST_2 := -n 2 --dist loadgroup --no-loadscope-reorder
 test: setup ## the whole suite: lint, unit tests, notebooks, labs, nbgrader, browser, website, hub
 	$(PY) -m ruff check .
 	$(PY) -m pytest $(PYTEST_2) -m "not extra" --durations=25
+
+test-times: setup ## the last pytest run's wall time and slowest tests (build/test-times.json; TIME_BUDGET=s: fail if over)
+	$(PY) tools/suite_times.py $(if $(TIME_BUDGET),--budget-s $(TIME_BUDGET))
 
 test-extra: setup ## slow meta-checks CI runs after `make test`: the mutation pass (tests marked extra)
 	$(PY) -m pytest -m extra

@@ -1,11 +1,23 @@
 import os
+import sys
 
 import pytest
 
 os.environ.setdefault("PLOTLY_RENDERER", "json")
 
 from gpucourse.measure import runtime  # noqa: E402  (decides the mode before numba is imported)
+from gpucourse.tooling.build import ROOT  # noqa: E402
 from gpucourse.tooling.gpureport import GPU_MARK  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "tools"))
+import suite_times  # noqa: E402
+
+
+def pytest_configure(config):
+    # the run's wall time and slowest tests, printed at its end and kept in build/test-times.json
+    # (issue 50); on xdist's controller only, which receives every worker's reports
+    if not hasattr(config, "workerinput"):
+        config.pluginmanager.register(suite_times.SuiteTimes(config), "suite_times")
 
 
 @pytest.fixture(scope="session")
