@@ -74,8 +74,9 @@ test: setup ## the whole suite: lint, unit tests, notebooks, labs, nbgrader, bro
 test-times: setup ## the last pytest run's wall time and slowest tests (build/test-times.json; TIME_BUDGET=s: fail if over)
 	$(PY) tools/suite_times.py $(if $(TIME_BUDGET),--budget-s $(TIME_BUDGET))
 
-test-extra: setup ## slow meta-checks CI runs after `make test`: the mutation pass (tests marked extra)
-	$(PY) -m pytest -m extra
+# Two workers: the mutation pass (two mutations at a time, each in its own copy) beside the hub's fault tests.
+test-extra: setup ## slow meta-checks CI runs after `make test`: the mutation pass, the hub's faults (tests marked extra)
+	$(PY) -m pytest $(PYTEST_2) -m extra
 
 test-fast: setup ## unit tests only (no notebooks, nbgrader or browser)
 	$(PY) -m pytest -m "not slow and not gpu"
