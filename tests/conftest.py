@@ -56,8 +56,32 @@ def pytest_collection_modifyitems(config, items):
             _hold_group(item)
     # Longest first, so that no worker is left alone with a long test at the end (`make test` passes
     # --no-loadscope-reorder so xdist hands out work in this order): the slow tests, the groups that
-    # share a fixture first among them, then the many quick ones. Otherwise the collection's order.
-    items.sort(key=lambda item: ("slow" not in item.keywords, item.get_closest_marker("xdist_group") is None))
+    # share a fixture first among them, then the many quick ones; within each, by the seconds the last
+    # run took (build/test-times.json: a group by its tests' sum; a test it did not run goes first).
+    # Otherwise the collection's order.
+    cost = _unit_seconds(items, suite_times.recorded_seconds(config.rootpath))
+    items.sort(key=lambda item: ("slow" not in item.keywords, item.get_closest_marker("xdist_group") is None,
+                                 -cost.get(_unit(item), float("inf"))))
+
+
+def _unit(item) -> str:
+    """What xdist hands out whole: the test's group, or the test itself."""
+    groups = sorted(str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                    for m in item.iter_markers("xdist_group"))
+    return "@" + "_".join(groups) if groups else suite_times.plain_id(item.nodeid)
+
+
+def _unit_seconds(items, recorded: dict[str, float]) -> dict[str, float]:
+    """Each unit's seconds in the last run; a unit with a test that run did not time is left out."""
+    cost: dict[str, float] = {}
+    unknown = set()
+    for item in items:
+        unit, seconds = _unit(item), recorded.get(suite_times.plain_id(item.nodeid))
+        if seconds is None:
+            unknown.add(unit)
+        else:
+            cost[unit] = cost.get(unit, 0.0) + seconds
+    return {unit: s for unit, s in cost.items() if unit not in unknown}
 
 
 def _hold_group(item) -> None:

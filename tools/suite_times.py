@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from collections import defaultdict
@@ -54,12 +55,31 @@ class SuiteTimes:
         return summarise(self.tests, round(time.time() - self.started, 1), list(self.config.invocation_params.args))
 
     def pytest_sessionfinish(self, session) -> None:
+        if not self.tests:  # --collect-only, or nothing selected: keep the last run's record
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text(json.dumps(self.summary(), indent=1) + "\n", encoding="utf-8")
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
+        if not self.tests:
+            return
         for line in report_lines(self.summary(), where=self.path):
             terminalreporter.write_line(line)
+
+
+def plain_id(nodeid: str) -> str:
+    """A test's id without the ``@group`` xdist's loadgroup appends (tests/conftest.py)."""
+    return re.sub(r"@[\w.-]+$", "", nodeid)
+
+
+def recorded_seconds(root: Path) -> dict[str, float]:
+    """Each test's seconds in the last run under ``root`` (tests/conftest.py orders the next run by them);
+    empty where there was none or the file cannot be read."""
+    try:
+        tests = json.loads((Path(root) / "build" / "test-times.json").read_text(encoding="utf-8"))["tests"]
+        return {plain_id(nodeid): float(entry["seconds"]) for nodeid, entry in tests.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
 
 
 def summarise(tests: dict[str, dict], wall_s: float, args: list[str]) -> dict:
