@@ -44,6 +44,9 @@ class SuiteTimes:
         entry = self.tests.setdefault(report.nodeid, {"seconds": 0.0, "outcome": "passed"})
         entry["seconds"] += report.duration
         entry[f"{report.when}_s"] = round(report.duration, 3)
+        if getattr(report, "start", None) is not None:  # epoch seconds: when each worker was busy with what
+            entry["start"] = round(min(entry.get("start", report.start), report.start), 1)
+            entry["stop"] = round(max(entry.get("stop", report.stop), report.stop), 1)
         if report.failed or (report.skipped and entry["outcome"] == "passed"):
             entry["outcome"] = "failed" if report.failed else "skipped"
         node = getattr(report, "node", None)  # xdist's worker, on the controller
