@@ -6,9 +6,9 @@ import pytest
 os.environ.setdefault("PLOTLY_RENDERER", "json")
 
 from gpucourse.measure import runtime  # noqa: E402  (decides the mode before numba is imported)
-from gpucourse.tooling.build import ROOT  # noqa: E402
-from gpucourse.tooling.gpureport import GPU_MARK  # noqa: E402
+from gpucourse.tooling.gpureport import GPU_MARK, ROOT  # noqa: E402
 
+# (gpureport's ROOT, not tooling.build's: that imports jupytext, which a site's bare stack running the GPU tier lacks)
 sys.path.insert(0, str(ROOT / "tools"))
 import suite_times  # noqa: E402
 
