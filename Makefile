@@ -74,12 +74,13 @@ test: setup ## the whole suite: lint, unit tests, notebooks, labs, nbgrader, bro
 test-times: setup ## the last pytest run's wall time and slowest tests (build/test-times.json; TIME_BUDGET=s: fail if over)
 	$(PY) tools/suite_times.py $(if $(TIME_BUDGET),--budget-s $(TIME_BUDGET))
 
-# Two workers: the mutation pass (two mutations at a time, each in its own copy) beside the hub's fault tests.
-test-extra: setup ## slow meta-checks CI runs after `make test`: the mutation pass, the hub's faults (tests marked extra)
+# Two workers: the mutation pass (two mutations at a time, each in its own copy) beside the hub's fault tests,
+# the lessons and labs run as plain Python and the offline install (issue 50: moved here from `make test`).
+test-extra: setup ## slower assurance CI runs after `make test` (tests marked extra): mutation pass, hub faults, plain runs, offline install
 	$(PY) -m pytest $(PYTEST_2) -m extra
 
 test-fast: setup ## unit tests only (no notebooks, nbgrader or browser)
-	$(PY) -m pytest -m "not slow and not gpu"
+	$(PY) -m pytest -m "not slow and not gpu and not extra"
 
 test-gpu: setup ## the GPU tier (needs an NVIDIA GPU): pytest -m gpu, then every lesson and lab in GPU mode
 	GPUCOURSE_MODE=gpu $(PY) -m pytest -m gpu
