@@ -57,7 +57,7 @@ def pytest_collection_modifyitems(config, items):
     # Longest first, so that no worker is left alone with a long test at the end (`make test` passes
     # --no-loadscope-reorder so xdist hands out work in this order): the slow tests, the groups that
     # share a fixture first among them, then the many quick ones; within each, by the seconds the last
-    # run took (build/test-times.json: a group by its tests' sum; a test it did not run goes first).
+    # run took (build/test-durations.json: a group by its tests' sum; a test it did not run goes first).
     # Otherwise the collection's order.
     cost = _unit_seconds(items, suite_times.recorded_seconds(config.rootpath))
     items.sort(key=lambda item: ("slow" not in item.keywords, item.get_closest_marker("xdist_group") is None,

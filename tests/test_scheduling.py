@@ -52,7 +52,7 @@ def test_a_shared_module_fixture_is_made_once_and_slow_tests_go_first(tmp_path):
 
 
 def test_the_last_runs_times_order_the_slow_tests_longest_first(tmp_path):
-    """build/test-times.json (tools/suite_times.py) orders the next run: a group by its tests' sum, a test the
+    """build/test-durations.json (tools/suite_times.py) orders the next run: a group by its tests' sum, a test the
     last run did not time first; without it, the collection's order."""
     shutil.copy(ROOT / "tests" / "conftest.py", tmp_path / "conftest.py")
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    slow: slow\n    gpu: gpu\n")
@@ -70,8 +70,7 @@ def test_the_last_runs_times_order_the_slow_tests_longest_first(tmp_path):
     assert order() == ["test_e.py", "test_a.py", "test_b.py", "test_c.py", "test_d.py"]
     assert not (tmp_path / "build").exists(), "a run that ran no test keeps the last run's record"
     seconds = {"test_a.py": 1.0, "test_b.py": 9.0, "test_c.py": 5.0, "test_e.py": 0.5}  # test_d.py: not timed
-    tests = {f"{f}::test_{i}" + ("@e" if f == "test_e.py" else ""): {"seconds": s} for f, s in seconds.items()
-             for i in range(3)}
+    tests = {f"{f}::test_{i}" + ("@e" if f == "test_e.py" else ""): s for f, s in seconds.items() for i in range(3)}
     (tmp_path / "build").mkdir()
-    (tmp_path / "build" / "test-times.json").write_text(json.dumps({"tests": tests}))
+    (tmp_path / "build" / "test-durations.json").write_text(json.dumps(tests))
     assert order() == ["test_e.py", "test_d.py", "test_b.py", "test_c.py", "test_a.py"]

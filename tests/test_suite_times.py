@@ -42,6 +42,19 @@ def test_each_test_counts_its_set_up_and_teardown_and_files_and_workers_add_up(t
     assert record["tests_run"] == 4 and record["args"] == ["-n", "2"] and record["wall_s"] >= 0
 
 
+def test_a_narrow_run_updates_the_durations_it_timed_and_keeps_the_others(tmp_path):
+    _record(tmp_path)
+    durations = tmp_path / "build" / "test-durations.json"
+    assert json.loads(durations.read_text())["tests/test_b.py::test_lab"] == 30.6
+    config = SimpleNamespace(rootpath=tmp_path, invocation_params=SimpleNamespace(args=()))
+    narrow = suite_times.SuiteTimes(config)
+    narrow.pytest_runtest_logreport(_report("tests/test_b.py::test_lab@grp", "call", 12.0))
+    narrow.pytest_sessionfinish(None)
+    known = suite_times.recorded_seconds(tmp_path)
+    assert known["tests/test_b.py::test_lab"] == 12.0 and known["tests/test_a.py::test_site"] == 42.1
+    assert json.loads((tmp_path / "build" / "test-times.json").read_text())["tests_run"] == 1  # the last run's
+
+
 def test_the_budget_check_fails_a_run_over_budget_and_names_its_slowest_tests(tmp_path):
     record = _record(tmp_path)
     record["wall_s"] = 901.0

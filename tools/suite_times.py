@@ -3,6 +3,7 @@
 A pytest plugin (tests/conftest.py loads it): every run writes ``build/test-times.json`` (the run's wall
 time, each test's seconds with its set-up and teardown, per file and per xdist worker) and ends its
 report with the wall time and the slowest tests, so a run that got slower says so, and says where.
+``build/test-durations.json`` keeps each test's latest seconds across runs: the next run's order.
 
     python tools/suite_times.py                          # the summary of the last run
     python tools/suite_times.py --budget-s 900           # the same, and exit 1 if that run took longer
@@ -26,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TIMES_PATH = ROOT / "build" / "test-times.json"
 SLOWEST_SHOWN = 15
+DURATIONS_NAME = "test-durations.json"  # in build/, beside test-times.json: each test's latest seconds
 # `.ci/run`'s limit for `make test`'s pytest run: the README's 10 minutes (set-up, lint and pytest
 # together) and half as much again, so that a loaded machine does not fail it but a regression of minutes does
 CI_BUDGET_S = 900
@@ -62,6 +64,12 @@ class SuiteTimes:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text(json.dumps(self.summary(), indent=1) + "\n", encoding="utf-8")
+        # every test's latest seconds, kept across runs (a narrow run updates its tests, forgets no other):
+        # what tests/conftest.py orders the next run by
+        durations = self.path.parent / DURATIONS_NAME
+        known = recorded_seconds(self.path.parent.parent)
+        known.update({plain_id(nodeid): round(entry["seconds"], 2) for nodeid, entry in self.tests.items()})
+        durations.write_text(json.dumps(dict(sorted(known.items())), indent=0) + "\n", encoding="utf-8")
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if not self.tests:
@@ -76,12 +84,12 @@ def plain_id(nodeid: str) -> str:
 
 
 def recorded_seconds(root: Path) -> dict[str, float]:
-    """Each test's seconds in the last run under ``root`` (tests/conftest.py orders the next run by them);
-    empty where there was none or the file cannot be read."""
+    """Each test's seconds the last time it ran under ``root`` (build/test-durations.json; tests/conftest.py
+    orders the next run by them); empty where there was none or the file cannot be read."""
     try:
-        tests = json.loads((Path(root) / "build" / "test-times.json").read_text(encoding="utf-8"))["tests"]
-        return {plain_id(nodeid): float(entry["seconds"]) for nodeid, entry in tests.items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        known = json.loads((Path(root) / "build" / DURATIONS_NAME).read_text(encoding="utf-8"))
+        return {plain_id(nodeid): float(seconds) for nodeid, seconds in known.items()}
+    except (OSError, ValueError, TypeError, AttributeError):
         return {}
 
 
