@@ -20,6 +20,14 @@ def pytest_configure(config):
         config.pluginmanager.register(suite_times.SuiteTimes(config), "suite_times")
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """xdist's controller reads the tests' latest times once and hands them to every worker: both order
+    their collection alike (xdist stops a run whose workers collected in different orders) even if the
+    file changes while they start."""
+    node.workerinput["suite_durations"] = suite_times.recorded_seconds(node.config.rootpath)
+
+
 @pytest.fixture(scope="session")
 def gpu_report_rehearsal(tmp_path_factory):
     """`make gpu-report REHEARSAL=1` once per run (about two minutes of CPU): its report is what
@@ -59,7 +67,9 @@ def pytest_collection_modifyitems(config, items):
     # share a fixture first among them, then the many quick ones; within each, by the seconds the last
     # run took (build/test-durations.json: a group by its tests' sum; a test it did not run goes first).
     # Otherwise the collection's order.
-    cost = _unit_seconds(items, suite_times.recorded_seconds(config.rootpath))
+    workerinput = getattr(config, "workerinput", {})  # on xdist's workers: what the controller read (below)
+    recorded = workerinput.get("suite_durations") or suite_times.recorded_seconds(config.rootpath)
+    cost = _unit_seconds(items, recorded)
     items.sort(key=lambda item: ("slow" not in item.keywords, item.get_closest_marker("xdist_group") is None,
                                  -cost.get(_unit(item), float("inf"))))
 
