@@ -27,7 +27,7 @@ endif
 
 LABS := $(notdir $(wildcard solutions/lab*))
 
-.PHONY: help setup wheelhouse lab test test-extra test-fast test-gpu test-platforms lint notebooks labs check-generated grade feedback doctor record gpu-report mutate book loadtest clean
+.PHONY: help setup wheelhouse lab test test-times test-extra test-fast test-gpu test-platforms lint notebooks labs check-generated grade feedback doctor record gpu-report mutate book loadtest clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -71,11 +71,16 @@ test: setup ## the whole suite: lint, unit tests, notebooks, labs, nbgrader, bro
 	$(PY) -m ruff check .
 	$(PY) -m pytest $(PYTEST_2) -m "not extra" --durations=25
 
-test-extra: setup ## slow meta-checks CI runs after `make test`: the mutation pass (tests marked extra)
-	$(PY) -m pytest -m extra
+test-times: setup ## the last pytest run's wall time and slowest tests (build/test-times.json; TIME_BUDGET=s: fail if over)
+	$(PY) tools/suite_times.py $(if $(TIME_BUDGET),--budget-s $(TIME_BUDGET))
+
+# Two workers: the mutation pass (two mutations at a time, each in its own copy) beside the hub's fault tests,
+# the lessons and labs run as plain Python and the offline install (issue 50: moved here from `make test`).
+test-extra: setup ## slower assurance CI runs after `make test` (tests marked extra): mutation pass, hub faults, plain runs, offline install
+	$(PY) -m pytest $(PYTEST_2) -m extra
 
 test-fast: setup ## unit tests only (no notebooks, nbgrader or browser)
-	$(PY) -m pytest -m "not slow and not gpu"
+	$(PY) -m pytest -m "not slow and not gpu and not extra"
 
 test-gpu: setup ## the GPU tier (needs an NVIDIA GPU): pytest -m gpu, then every lesson and lab in GPU mode
 	GPUCOURSE_MODE=gpu $(PY) -m pytest -m gpu

@@ -1,11 +1,31 @@
 import os
+import sys
 
 import pytest
 
 os.environ.setdefault("PLOTLY_RENDERER", "json")
 
 from gpucourse.measure import runtime  # noqa: E402  (decides the mode before numba is imported)
-from gpucourse.tooling.gpureport import GPU_MARK  # noqa: E402
+from gpucourse.tooling.gpureport import GPU_MARK, ROOT  # noqa: E402
+
+# (gpureport's ROOT, not tooling.build's: that imports jupytext, which a site's bare stack running the GPU tier lacks)
+sys.path.insert(0, str(ROOT / "tools"))
+import suite_times  # noqa: E402
+
+
+def pytest_configure(config):
+    # the run's wall time and slowest tests, printed at its end and kept in build/test-times.json
+    # (issue 50); on xdist's controller only, which receives every worker's reports
+    if not hasattr(config, "workerinput"):
+        config.pluginmanager.register(suite_times.SuiteTimes(config), "suite_times")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """xdist's controller reads the tests' latest times once and hands them to every worker: both order
+    their collection alike (xdist stops a run whose workers collected in different orders) even if the
+    file changes while they start."""
+    node.workerinput["suite_durations"] = suite_times.recorded_seconds(node.config.rootpath)
 
 
 @pytest.fixture(scope="session")
@@ -57,8 +77,34 @@ def pytest_collection_modifyitems(config, items):
             _hold_group(item)
     # Longest first, so that no worker is left alone with a long test at the end (`make test` passes
     # --no-loadscope-reorder so xdist hands out work in this order): the slow tests, the groups that
-    # share a fixture first among them, then the many quick ones. Otherwise the collection's order.
-    items.sort(key=lambda item: ("slow" not in item.keywords, item.get_closest_marker("xdist_group") is None))
+    # share a fixture first among them, then the many quick ones; within each, by the seconds the last
+    # run took (build/test-durations.json: a group by its tests' sum; a test it did not run goes first).
+    # Otherwise the collection's order.
+    workerinput = getattr(config, "workerinput", {})  # on xdist's workers: what the controller read (below)
+    recorded = workerinput.get("suite_durations") or suite_times.recorded_seconds(config.rootpath)
+    cost = _unit_seconds(items, recorded)
+    items.sort(key=lambda item: ("slow" not in item.keywords, item.get_closest_marker("xdist_group") is None,
+                                 -cost.get(_unit(item), float("inf"))))
+
+
+def _unit(item) -> str:
+    """What xdist hands out whole: the test's group, or the test itself."""
+    groups = sorted(str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                    for m in item.iter_markers("xdist_group"))
+    return "@" + "_".join(groups) if groups else suite_times.plain_id(item.nodeid)
+
+
+def _unit_seconds(items, recorded: dict[str, float]) -> dict[str, float]:
+    """Each unit's seconds in the last run; a unit with a test that run did not time is left out."""
+    cost: dict[str, float] = {}
+    unknown = set()
+    for item in items:
+        unit, seconds = _unit(item), recorded.get(suite_times.plain_id(item.nodeid))
+        if seconds is None:
+            unknown.add(unit)
+        else:
+            cost[unit] = cost.get(unit, 0.0) + seconds
+    return {unit: s for unit, s in cost.items() if unit not in unknown}
 
 
 def _hold_group(item) -> None:

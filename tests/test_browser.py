@@ -63,10 +63,12 @@ JS_SLIDER = """(h) => ({now: parseFloat(h.getAttribute('aria-valuenow')),
                        max: parseFloat(h.getAttribute('aria-valuemax'))})"""
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def lab():
     """One JupyterLab and one browser for this worker's browser tests (each pytest worker that
-    gets some of them starts its own, on its own port and config folder)."""
+    gets some of them starts its own, on its own port and config folder). Session-scoped, not
+    module-scoped: tests/conftest.py puts a module's tests that share a module fixture on one worker,
+    and the lessons in the browser are the suite's longest stretch, so they spread over both."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     with lab_server() as (base, token), browser_page() as page:

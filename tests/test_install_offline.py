@@ -30,7 +30,8 @@ import pytest
 from gpucourse.tooling import install, sitestack
 from gpucourse.tooling.build import ROOT
 
-pytestmark = pytest.mark.slow
+# Marked extra (issue 50): `make test-extra` runs it, CI after `make test`, beside the other platforms' checks
+pytestmark = [pytest.mark.slow, pytest.mark.extra]
 
 # A bare site stack, as every GPU image has it; their own dependencies come along, at locks/cu13.txt's pins.
 # Nothing more: a package listed here that the lock's packages need would hide a wheel missing from the wheelhouse.

@@ -3,6 +3,7 @@ expensive fixture run on one worker, so the fixture is made once per run; the sl
 
 Checked on a small suite of its own, run the way the Makefile runs the real one."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -48,3 +49,28 @@ def test_a_shared_module_fixture_is_made_once_and_slow_tests_go_first(tmp_path):
     files = [line.split("::")[0] for line in listed if "::" in line]
     assert files[0] == "test_zslow.py" and set(files[1:13]) == {"test_grouped.py", "test_module_fixture.py"}
     assert set(files[13:]) == {"test_quick.py"}, files
+
+
+def test_the_last_runs_times_order_the_slow_tests_longest_first(tmp_path):
+    """build/test-durations.json (tools/suite_times.py) orders the next run: a group by its tests' sum, a test the
+    last run did not time first; without it, the collection's order."""
+    shutil.copy(ROOT / "tests" / "conftest.py", tmp_path / "conftest.py")
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    slow: slow\n    gpu: gpu\n")
+    slow = "import pytest\n\npytestmark = pytest.mark.slow\n" + "".join(f"\ndef test_{i}():\n    pass\n"
+                                                                   for i in range(3))
+    for name in ("a", "b", "c", "d"):
+        (tmp_path / f"test_{name}.py").write_text(slow)
+    grouped = slow.replace("pytest.mark.slow", '[pytest.mark.slow, pytest.mark.xdist_group("e")]')
+    (tmp_path / "test_e.py").write_text(grouped)
+
+    def order():
+        listed = _run(tmp_path, "--collect-only").stdout.split()
+        return list(dict.fromkeys(line.split("::")[0] for line in listed if "::" in line))
+
+    assert order() == ["test_e.py", "test_a.py", "test_b.py", "test_c.py", "test_d.py"]
+    assert not (tmp_path / "build").exists(), "a run that ran no test keeps the last run's record"
+    seconds = {"test_a.py": 1.0, "test_b.py": 9.0, "test_c.py": 5.0, "test_e.py": 0.5}  # test_d.py: not timed
+    tests = {f"{f}::test_{i}" + ("@e" if f == "test_e.py" else ""): s for f, s in seconds.items() for i in range(3)}
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "test-durations.json").write_text(json.dumps(tests))
+    assert order() == ["test_e.py", "test_d.py", "test_b.py", "test_c.py", "test_a.py"]

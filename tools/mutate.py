@@ -3,6 +3,7 @@
     python tools/mutate.py            # every mutation; exit 1 if one survives (or is stale)
     python tools/mutate.py --list     # the list, without running anything
     python tools/mutate.py --only fp16-nan-payload alloc-align-32
+    python tools/mutate.py --jobs 1   # one at a time (default: two, each in its own copy, on 2 cores)
 
 Each mutation replaces one exact piece of text in one file of a temporary copy of the
 repository, runs the test files that cover that rule against the copy (``PYTHONPATH`` and the
@@ -17,11 +18,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import queue
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 COPY_IGNORE = shutil.ignore_patterns(
     ".git", ".venv", "venv*", "__pycache__", ".pytest_cache", ".ruff_cache", "_build", "node_modules",
     "*.ipynb", "autograded", "feedback", "submitted", "gradebook.db",
+    "build",  # build/: generated (screenshots, the website, the platforms' environments), no test reads it
 )
 MUTATION_TIMEOUT_S = 600
 
@@ -576,12 +580,31 @@ def apply(copy: Path, m: Mutation) -> str | None:
     return text
 
 
+def run_one(copies: queue.Queue, m: Mutation, timeout_s: int) -> tuple[str, str, float]:
+    """One mutation in a copy no other job is using: its verdict, pytest's last line, seconds."""
+    copy = copies.get()
+    try:
+        start = time.monotonic()
+        original = apply(copy, m)
+        if original is None:
+            return ("not applicable" if m.optional else "stale"), f"text not in {m.file}", time.monotonic() - start
+        try:
+            rc, last = run_tests(copy, m.tests, timeout_s)
+        finally:
+            (copy / m.file).write_text(original)
+        return {0: "survived", 1: "killed"}.get(rc, "error"), last, time.monotonic() - start
+    finally:
+        copies.put(copy)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="*", help="names of the mutations to run")
     parser.add_argument("--list", action="store_true", help="print the list and exit")
     parser.add_argument("--timeout", type=int, default=MUTATION_TIMEOUT_S, help="seconds per mutation")
     parser.add_argument("--no-baseline", action="store_true", help="skip checking the tests pass unmutated")
+    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                        help="mutations run at once, each in its own copy of the repository (default: 2 on 2 cores)")
     args = parser.parse_args(argv)
     names = {m.name for m in MUTATIONS}
     if len(names) != len(MUTATIONS):
@@ -597,28 +620,32 @@ def main(argv=None) -> int:
 
     results: dict[str, list[str]] = {"killed": [], "survived": [], "stale": [], "not applicable": [],
                                      "error": []}
+    jobs = max(1, min(args.jobs, len(chosen)))
     with tempfile.TemporaryDirectory(prefix="gpucourse-mutate-") as tmp:
-        copy = copy_repository(Path(tmp))
-        check_imports_the_copy(copy)
-        if not args.no_baseline:  # a failing test would "kill" every mutation: check the tests pass first
-            for tests in {tuple(m.tests) for m in chosen}:
-                rc, last = run_tests(copy, list(tests), args.timeout)
-                if rc != 0:
-                    print(f"baseline: {' '.join(tests)} fails unmutated ({last}); fix that first")
-                    return 2
-        for m in chosen:
-            start = time.monotonic()
-            original = apply(copy, m)
-            if original is None:
-                verdict, last = ("not applicable" if m.optional else "stale"), f"text not in {m.file}"
-            else:
-                try:
-                    rc, last = run_tests(copy, m.tests, args.timeout)
-                finally:
-                    (copy / m.file).write_text(original)
-                verdict = {0: "survived", 1: "killed"}.get(rc, "error")
-            results[verdict].append(m.name)
-            print(f"{verdict:>14}  {m.name:24} {time.monotonic() - start:6.1f} s  {last}", flush=True)
+        # one copy per job: a job mutates its own copy's file and puts it back before the next takes it
+        copies: queue.Queue = queue.Queue()
+        for job in range(jobs):
+            copy = copy_repository(Path(tmp) / f"job{job}")
+            check_imports_the_copy(copy)
+            copies.put(copy)
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            if not args.no_baseline:  # a failing test would "kill" every mutation: check the tests pass first
+                def unmutated(tests: tuple[str, ...]) -> tuple[tuple[str, ...], int, str]:
+                    copy = copies.get()
+                    try:
+                        return (tests, *run_tests(copy, list(tests), args.timeout))
+                    finally:
+                        copies.put(copy)
+
+                for tests, rc, last in pool.map(unmutated, sorted({tuple(m.tests) for m in chosen})):
+                    if rc != 0:
+                        print(f"baseline: {' '.join(tests)} fails unmutated ({last}); fix that first")
+                        return 2
+            # results are printed in the list's order, each as soon as it and those before it are done
+            for m, (verdict, last, seconds) in zip(chosen, pool.map(lambda m: run_one(copies, m, args.timeout),
+                                                                     chosen)):
+                results[verdict].append(m.name)
+                print(f"{verdict:>14}  {m.name:24} {seconds:6.1f} s  {last}", flush=True)
     print()
     for verdict, found in results.items():
         print(f"{verdict}: {len(found)}" + (f" ({', '.join(found)})" if found and verdict != "killed" else ""))
