@@ -163,6 +163,8 @@ assert abs(exposed_s([1, 2, 3], [0.5, 0.5, 0.5], 3) - 0.5) < 1e-12, exposed_s([1
 assert abs(exposed_s([3, 3, 3], [0.5, 0.5, 0.5], 3) - 1.5) < 1e-12, "buckets ready together queue on one stream"
 assert exposed_s([0.1], [0.1], 1.0) == 0, "an all-reduce that ends before backward is not exposed"
 ### BEGIN HIDDEN TESTS
+import random as _random
+
 _rng = _random.Random(20)
 for _ in range(300):
     _n = _rng.randint(1, 12)
