@@ -194,7 +194,18 @@ print(json.dumps(result))
 '''
 
 
-@pytest.mark.parametrize("name", list(UNSEEN_TAMPERING))
+# names built at run time (``getattr(fn, code)``, ``vars(m)['__builtins__']``): the scan flags them now, the
+# snapshot puts them back all the same (next test)
+SEEN_SINCE = {"function code", "builtins"}
+
+
+@pytest.mark.parametrize("name", sorted(SEEN_SINCE))
+def test_the_scan_now_sees_names_built_at_run_time(name):
+    tampering, _ = scan_learner_code(UNSEEN_TAMPERING[name], {"np", "check", "textwrap"}, LOCKED)
+    assert tampering, name
+
+
+@pytest.mark.parametrize("name", sorted(set(UNSEEN_TAMPERING) - SEEN_SINCE))
 def test_the_scan_does_not_see_these_changes(name):
     tampering, _ = scan_learner_code(UNSEEN_TAMPERING[name], {"np", "check", "textwrap"}, LOCKED)
     assert not tampering, name  # so grading must not rely on the scan for them (next test)
