@@ -13,15 +13,19 @@ So a hidden block never touches a learner's object directly; it goes through thi
   ``torch.Tensor`` becomes a fresh CPU tensor (detached). Anything else (a learner's class, a lazy
   object, a subclass of a builtin, an object array, a cycle) raises ``AnswerRefused`` with a message that
   says what it was; ``run_hidden_tests`` shows that message, and the cell scores 0.
-* ``call(fn, *args, **kwargs)`` → ``freeze(fn(*args, **kwargs))``, with ``fn`` (the learner's function, or a
-  grader's lambda that launches the learner's kernel) run on a fresh thread: no frame of the grader is on
-  its stack, so walking up frames finds nothing of the test. The result is frozen and the rest of the
+* ``call(fn, *args, **kwargs)`` → ``freeze(fn(*args, **kwargs))``, with ``fn`` (the learner's function) run
+  on a fresh thread: no frame of the grader is on its stack, so walking up frames finds nothing of the
+  test. ``call_each(fn, cases)`` runs ``fn(*case)`` for each case on one thread; ``launch(kernel, grid,
+  block, *args)`` runs a learner's Numba kernel there. Never pass a function written in the hidden block
+  (a lambda): its globals are the block's namespace, readable from the learner's frame (ValueError).
+  The result is frozen and the rest of the
   learner's objects are released there too (their finalizers run on that thread). Afterwards the call is
   refused if the learner's code left a thread running, or installed a tracer, a profiler, a GC callback or
   an import hook (each of which would run learner code later, inside the comparison). An exception from
   ``fn`` becomes an ``AnswerRefused`` that names only its type.
 
-Use in a hidden block (``run_hidden_tests`` binds ``freeze`` and ``call`` too, the grader's own)::
+Use in a hidden block (``run_hidden_tests`` binds ``freeze``, ``call``, ``call_each`` and ``launch``, the
+grader's own)::
 
     got = call(occupancy_by_hand, 96, 90, 0, (9, 0))        # BEFORE or after expected values: no matter,
     answer = freeze(answers, "answers")                      # no learner code runs after this line
@@ -152,13 +156,33 @@ def _hooks_state() -> tuple:
 
 def call(fn, *args, **kwargs):
     """``freeze(fn(*args, **kwargs))`` with ``fn`` run on a fresh thread (module docstring)."""
+    return _on_a_thread(lambda: fn(*args, **kwargs), fn)
+
+
+def call_each(fn, cases) -> list:
+    """``[freeze(fn(*case)) for case in cases]``, all on one fresh thread (cheaper than one ``call`` each)."""
+    cases = [tuple(case) for case in cases]
+    return _on_a_thread(lambda: [fn(*case) for case in cases], fn)
+
+
+def launch(kernel, grid, block, *args) -> None:
+    """``kernel[grid, block](*args)`` on a fresh thread (a Numba kernel of the learner's); what it wrote is
+    in the grader's own arrays, read after it returns. Returns None (frozen)."""
+    return _on_a_thread(lambda: kernel[grid, block](*args), kernel)
+
+
+def _on_a_thread(run, fn):
+    code = getattr(fn, "__code__", None)
+    if code is not None and code.co_filename == "<hidden tests>":
+        # its globals are the hidden block's namespace: the learner's code could read them from its frame
+        raise ValueError("call() takes the learner's function itself, not a function of the hidden block")
     before_threads = set(sys._current_frames())
     before_hooks = _hooks_state()
     outcome: dict = {}
 
     def worker() -> None:
         try:
-            result = fn(*args, **kwargs)
+            result = run()
             try:
                 outcome["value"] = freeze(result, "what your function returned")
             except AnswerRefused as refused:

@@ -17,7 +17,9 @@ import sys
 
 from gpucourse.tooling.grading.frozen import AnswerRefused
 from gpucourse.tooling.grading.frozen import call as _call
+from gpucourse.tooling.grading.frozen import call_each as _call_each
 from gpucourse.tooling.grading.frozen import freeze as _freeze
+from gpucourse.tooling.grading.frozen import launch as _launch
 from gpucourse.tooling.grading.snapshot import custom_comparisons, of_the_course, restore_snapshot
 from gpucourse.tooling.grading.tripwire import armed, boundary
 
@@ -127,11 +129,12 @@ def run_hidden_tests(code: str, namespace: dict, local_namespace: dict | None = 
     First everything the grader's header snapshotted before any learner code ran is put back
     (``snapshot_environment``): hidden tests see the real NumPy, builtins and imported names
     whatever the submission changed. The block runs in a PRIVATE namespace (a copy of the notebook's
-    names, with the grader's ``check``, ``freeze`` and ``call`` bound): nothing it binds — expected values
-    above all — is visible to the learner's functions, whose globals are the notebook's. Learner values
-    and calls go through ``freeze``/``call`` (``frozen.py``), so no learner code runs where expected values
-    live. The targets the block declares in ``FORBIDDEN = {"module:qualname": "why"}`` are armed
-    (``tripwire.py``) while it runs: a call from the learner's code fails the block with that reason.
+    names, with the grader's ``check``, ``freeze``, ``call``, ``call_each`` and ``launch`` bound): nothing it
+    binds — expected values above all — is visible to the learner's functions, whose globals are the
+    notebook's. Learner values and calls go through ``freeze``/``call`` (``frozen.py``), so no learner
+    code runs where expected values live. The targets the block declares in
+    ``FORBIDDEN = {"module:qualname": "why"}`` are armed (``tripwire.py``) while it runs: a call from the
+    learner's code fails the block with that reason.
     Output is muted while it runs (so a learner's function cannot print the hidden inputs), and any other
     failure — an assertion, an exception raised by the learner's code, an interrupt — becomes one generic
     ``HiddenTestFailed`` line; a refused answer (``AnswerRefused``) or a tripped wire says why. A change to
@@ -144,7 +147,7 @@ def run_hidden_tests(code: str, namespace: dict, local_namespace: dict | None = 
     private = dict(namespace)
     if local_namespace is not None and local_namespace is not namespace:
         private.update(local_namespace)
-    private.update(check=_CHECK, freeze=_freeze, call=_call)
+    private.update(check=_CHECK, freeze=_freeze, call=_call, call_each=_call_each, launch=_launch)
     failed, why, trips = False, None, None
     try:
         targets = forbidden_targets(code)
