@@ -41,7 +41,7 @@ import gc
 import sys
 import threading
 
-from gpucourse.tooling.grading.tripwire import learner_on_stack
+from gpucourse.tooling.grading.tripwire import is_learner_code, learner_on_stack
 
 _SCALARS = (bool, int, float, complex, str, bytes, type(None))
 _CONTAINERS = (dict, list, tuple, set, frozenset)
@@ -198,10 +198,7 @@ def _on_a_thread(run, fn):
     thread = threading.Thread(target=worker, name="gpucourse-graded-call", daemon=True)
     thread.start()
     thread.join()
-    frames = sys._current_frames()  # a thread of the learner's still running (a library's idle one is fine)
-    left = [t for t, top in frames.items() if t not in before_threads and t != thread.ident
-            and learner_on_stack(top)]
-    del frames
+    left = _learner_threads(before_threads, thread.ident)
     changed = _hooks_state() != before_hooks
     if changed:
         _put_back_hooks(before_hooks)
@@ -216,6 +213,23 @@ def _on_a_thread(run, fn):
     if "error" in outcome:
         raise AnswerRefused(f"your function raised {outcome['error']} on the grader's inputs")
     return outcome["value"]
+
+
+def _learner_threads(before: set, worker: int | None) -> list[int]:
+    """Threads started since ``before`` that run the learner's code: one with a learner frame on its stack,
+    or a ``threading.Thread`` whose target or ``run`` is the learner's (it may not have entered it yet). A
+    library's idle thread is fine."""
+    found = []
+    for ident, top in sys._current_frames().items():
+        if ident in before or ident == worker:
+            continue
+        thread = threading._active.get(ident)
+        target = getattr(thread, "_target", None)
+        run = getattr(type(thread), "run", None)
+        codes = [getattr(f, "__code__", None) for f in (target, getattr(target, "__func__", None), run)]
+        if learner_on_stack(top) or any(c is not None and is_learner_code(c) for c in codes):
+            found.append(ident)
+    return found
 
 
 def _put_back_hooks(state: tuple) -> None:
