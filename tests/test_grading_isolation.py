@@ -45,7 +45,7 @@ HIDDEN_CALLED = "expected = {7919: 7920}\ncheck(call(add_one, 7919) == 7920)"
 def test_the_learner_code_is_a_cell_and_the_libraries_are_not():
     assert is_learner_code(compile("1", LEARNER_FILE, "exec"))
     assert is_learner_code(compile("1", "<ipython-input-3-abc>", "exec"))
-    assert not is_learner_code(threading.Thread.run.__code__) and not is_learner_code(np.pad.__code__)
+    assert not is_learner_code(threading.Thread.run.__code__) and not is_learner_code(np.testing.assert_allclose.__code__)
     assert not is_learner_code(run_hidden_tests.__code__)
     assert not is_learner_code(compile("1", "<hidden tests>", "exec"))
 
