@@ -128,6 +128,9 @@ def test_every_lab_can_be_hardened(lab):
     "import torch as np",
     "def f():\n    global np\n    np = None",
     "import sys as s\ns.modules.clear()",
+    "frame = getattr(f, 'f_' + 'back')",  # names folded from constants (issue 46)
+    "object.__getattribute__(f, 'kcab_f'[::-1])",
+    "vars(fn)['__glo' + 'bals__']",
 ])
 def test_tampering_is_found(code):
     tampering, _ = scan_learner_code(code, {"np", "check", "cuda"}, LOCKED)

@@ -45,7 +45,8 @@ HIDDEN_CALLED = "expected = {7919: 7920}\ncheck(call(add_one, 7919) == 7920)"
 def test_the_learner_code_is_a_cell_and_the_libraries_are_not():
     assert is_learner_code(compile("1", LEARNER_FILE, "exec"))
     assert is_learner_code(compile("1", "<ipython-input-3-abc>", "exec"))
-    assert not is_learner_code(threading.Thread.run.__code__) and not is_learner_code(np.testing.assert_allclose.__code__)
+    assert not is_learner_code(threading.Thread.run.__code__)
+    assert not is_learner_code(np.testing.assert_allclose.__code__)
     assert not is_learner_code(run_hidden_tests.__code__)
     assert not is_learner_code(compile("1", "<hidden tests>", "exec"))
 
@@ -54,6 +55,10 @@ def test_what_a_hidden_block_binds_stays_private():
     namespace = learner("def add_one(x):\n    return x + 1\n")
     run_hidden_tests("expected = {7919: 7920}\ncheck(call(add_one, 7919) == expected[7919])", namespace)
     assert "expected" not in namespace and "check" not in namespace and "call" not in namespace
+    assert "add_one" in namespace  # the notebook's own names are untouched
+    peeks = learner("def add_one(x):\n    return globals().get('expected', {}).get(x, x)\n")  # its globals
+    with pytest.raises(HiddenTestFailed):
+        run_hidden_tests(HIDDEN_CALLED, peeks)
 
 
 def test_walking_up_frames_finds_no_expected_value():
