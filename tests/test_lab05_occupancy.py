@@ -129,7 +129,7 @@ def copy_speed_ratio(bandwidth_gbps, latency_ns, sm_count, warps_low, warps_high
         for name in ("w", "_want", "want"):
             if isinstance(scope.get(name), float):
                 return scope[name]
-    return warps_low / warps_high
+    return {1: 0.25, 4: 0.578}.get(loads_per_warp, warps_low / warps_high)  # the visible references
 """
 LOCALS_NAME = 'LOCALS = "f_" + "locals"  # built in another cell than the one that reads it\n'
 # … or hands in a float that decides its own comparisons …

@@ -446,7 +446,7 @@ for _one, (_gbps, _ns, _sms, _low, _high, _ilp) in zip(_got, _cases, strict=True
 from gpucourse.lessons.occupancy.model import FIRST_ATTEMPT_SWEEP, recorded_latency_ns
 from gpucourse.measure import reference
 
-first_recording = reference.load(FIRST_ATTEMPT_SWEEP, "NVIDIA H200")
+first_recording = reference.load(FIRST_ATTEMPT_SWEEP, "nvidia-h200")
 FIRST_SM_COUNT = int(first_recording.provenance["device"]["sm_count"])
 FIRST_LATENCY_NS = recorded_latency_ns(first_recording)
 display(first_recording.data[["kernel", "ilp", "active_blocks", "threads_per_block", "occupancy_pct", "gbps"]])
@@ -496,7 +496,7 @@ _cases = [(_rng.uniform(50, 9000), _rng.uniform(200, 1500), _rng.randint(8, 160)
 _got = call_each(warps_in_flight, _cases)
 for _one, (_gbps, _ns, _sms, _ilp) in zip(_got, _cases, strict=True):
     check(lambda got=_one, want=_gbps / _sms * _ns / (256 * _ilp): abs(float(got) - want) < 1e-6 * want)
-_recording = _reference.load(_SWEEP, "NVIDIA H200")  # the grader's own reading, not the notebook's names
+_recording = _reference.load(_SWEEP, "nvidia-h200")  # the grader's own reading, not the notebook's names
 _sms, _ns = int(_recording.provenance["device"]["sm_count"]), _latency(_recording)
 _rows = _recording.data[_recording.data.kernel == "copy"].set_index("occupancy_pct")
 for _key, _pct in (("warps_at_25", 25.0), ("warps_at_100", 100.0)):
