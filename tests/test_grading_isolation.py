@@ -72,7 +72,7 @@ def test_walking_up_frames_finds_no_expected_value():
 
 @pytest.mark.parametrize(("source", "words"), [
     ("class Lazy:\n    def __eq__(self, other):\n        return True\n\n\ndef add_one(x):\n    return Lazy()\n",
-     "is a `Lazy` (a class of your own)"),
+     "is an object of a class of your own"),
     ("class Int(int):\n    pass\n\n\ndef add_one(x):\n    return Int(x + 1)\n", "a subclass of int"),
     ("from collections import UserDict\n\n\ndef add_one(x):\n    return UserDict({0: x + 1})\n", "`UserDict`"),
     ("def add_one(x):\n    return [x + 1, lambda: 0]\n", "an element of what your function returned"),
@@ -102,7 +102,20 @@ answers = Answers()
 '''
     with pytest.raises(HiddenTestFailed) as info:
         run_hidden_tests('got = freeze(answers, "answers")\ncheck(got == {"A": 1})', learner(source))
-    assert "answers is a `Answers`" in str(info.value)
+    assert "answers is an object of a class of your own" in str(info.value)
+
+
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")
+def test_a_refusal_never_spells_what_the_learner_chose():
+    """A refusal reaches the feedback: the learner's class, exception or key names are not in it (a function
+    the grader calls sees the hidden inputs and could spell them there)."""
+    source = ("def add_one(x):\n    return type(f'x_{x}', (), {})()\n\n\n"
+              "def add_two(x):\n    raise type(f'E_{x}', (Exception,), {})()\n\n\n"
+              "def add_three(x):\n    return {f'k_{x}': object()}\n")
+    for name in ("add_one", "add_two", "add_three"):
+        with pytest.raises(HiddenTestFailed) as info:
+            run_hidden_tests(f"check(call({name}, 7919) == 7920)", learner(source))
+        assert "7919" not in str(info.value) and str(info.value) != GENERIC_FAILURE, name
 
 
 @pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")

@@ -33,6 +33,17 @@ class HiddenTestFailed(AssertionError):
         return [f"HiddenTestFailed: {self}"]
 
 
+class HiddenTestRefused(HiddenTestFailed):
+    """A hidden test refused the answer (not plain data) or caught a forbidden call: the message says why
+    and reveals no hidden input or expected value, so feedback shows it (``SanitizeFeedback``)."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{REFUSED}: {self}"]
+
+
+REFUSED = HiddenTestRefused.__name__
+
+
 def check(condition, message: str = GENERIC_FAILURE) -> None:
     """Fail a hidden test with a generic message (``condition`` may be a bool or a callable).
 
@@ -164,9 +175,9 @@ def run_hidden_tests(code: str, namespace: dict, local_namespace: dict | None = 
     if changes:
         raise GraderIntegrity(integrity_message(changes)) from None
     if trips is not None and trips.tripped:
-        raise HiddenTestFailed("your code called what this exercise forbids: " + "; ".join(trips.calls)) from None
+        raise HiddenTestRefused("your code called what this exercise forbids: " + "; ".join(trips.calls)) from None
     if why:
-        raise HiddenTestFailed(why) from None
+        raise HiddenTestRefused(why) from None
     if failed:
         raise HiddenTestFailed(GENERIC_FAILURE) from None
 
