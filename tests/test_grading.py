@@ -591,6 +591,16 @@ def test_hidden_test_failure_in_feedback_is_generic():
     assert nb.cells[3].outputs[0].evalue == GENERIC_FAILURE
 
 
+def test_a_refused_answer_says_why_in_feedback():
+    """A refusal (not plain data, a forbidden call) is one line the feedback keeps: it holds no hidden data."""
+    nb = _autograded_notebook()
+    why = "your code called what this exercise forbids: fractions:Fraction: exact fractions round for you"
+    nb.cells[2].outputs = [new_output("error", ename="HiddenTestRefused", evalue=why,
+                                      traceback=[f"HiddenTestRefused: {why}"])]
+    nb, _ = grading.SanitizeFeedback().preprocess(nb, {})
+    assert nb.cells[3].outputs[0].evalue == why
+
+
 def test_nbgrader_configuration():
     from traitlets.config.loader import PyFileConfigLoader
 
