@@ -594,7 +594,10 @@ def test_hidden_test_failure_in_feedback_is_generic():
 def test_a_refused_answer_says_why_in_feedback():
     """A refusal (not plain data, a forbidden call) is one line the feedback keeps: it holds no hidden data."""
     nb = _autograded_notebook()
-    why = "your code called what this exercise forbids: fractions:Fraction: exact fractions round for you"
+    reason = "exact fractions round for you"  # declared in the hidden block: its words are the block's own
+    nb.cells[2].source = guard_hidden_tests(TEST_CELL.replace(
+        "### BEGIN HIDDEN TESTS\n", f"### BEGIN HIDDEN TESTS\nFORBIDDEN = {{'fractions:Fraction': {reason!r}}}\n"))
+    why = f"your code called what this exercise forbids: fractions:Fraction: {reason}"
     nb.cells[2].outputs = [new_output("error", ename="HiddenTestRefused", evalue=why,
                                       traceback=[f"HiddenTestRefused: {why}"])]
     nb, _ = grading.SanitizeFeedback().preprocess(nb, {})
