@@ -128,6 +128,9 @@ def test_every_lab_can_be_hardened(lab):
     "import torch as np",
     "def f():\n    global np\n    np = None",
     "import sys as s\ns.modules.clear()",
+    "frame = getattr(f, 'f_' + 'back')",  # names folded from constants (issue 46)
+    "object.__getattribute__(f, 'kcab_f'[::-1])",
+    "vars(fn)['__glo' + 'bals__']",
 ])
 def test_tampering_is_found(code):
     tampering, _ = scan_learner_code(code, {"np", "check", "cuda"}, LOCKED)
@@ -194,7 +197,18 @@ print(json.dumps(result))
 '''
 
 
-@pytest.mark.parametrize("name", list(UNSEEN_TAMPERING))
+# names built at run time (``getattr(fn, code)``, ``vars(m)['__builtins__']``): the scan flags them now, the
+# snapshot puts them back all the same (next test)
+SEEN_SINCE = {"function code", "builtins"}
+
+
+@pytest.mark.parametrize("name", sorted(SEEN_SINCE))
+def test_the_scan_now_sees_names_built_at_run_time(name):
+    tampering, _ = scan_learner_code(UNSEEN_TAMPERING[name], {"np", "check", "textwrap"}, LOCKED)
+    assert tampering, name
+
+
+@pytest.mark.parametrize("name", sorted(set(UNSEEN_TAMPERING) - SEEN_SINCE))
 def test_the_scan_does_not_see_these_changes(name):
     tampering, _ = scan_learner_code(UNSEEN_TAMPERING[name], {"np", "check", "textwrap"}, LOCKED)
     assert not tampering, name  # so grading must not rely on the scan for them (next test)
@@ -575,6 +589,19 @@ def test_hidden_test_failure_in_feedback_is_generic():
                                       traceback=["HiddenTestFailed: anything"])]
     nb, _ = grading.SanitizeFeedback().preprocess(nb, {})
     assert nb.cells[3].outputs[0].evalue == GENERIC_FAILURE
+
+
+def test_a_refused_answer_says_why_in_feedback():
+    """A refusal (not plain data, a forbidden call) is one line the feedback keeps: it holds no hidden data."""
+    nb = _autograded_notebook()
+    reason = "exact fractions round for you"  # declared in the hidden block: its words are the block's own
+    nb.cells[2].source = guard_hidden_tests(TEST_CELL.replace(
+        "### BEGIN HIDDEN TESTS\n", f"### BEGIN HIDDEN TESTS\nFORBIDDEN = {{'fractions:Fraction': {reason!r}}}\n"))
+    why = f"your code called what this exercise forbids: fractions:Fraction: {reason}"
+    nb.cells[2].outputs = [new_output("error", ename="HiddenTestRefused", evalue=why,
+                                      traceback=[f"HiddenTestRefused: {why}"])]
+    nb, _ = grading.SanitizeFeedback().preprocess(nb, {})
+    assert nb.cells[3].outputs[0].evalue == why
 
 
 def test_nbgrader_configuration():

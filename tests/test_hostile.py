@@ -54,8 +54,10 @@ def add_one(x):
 """Check that add_one adds one."""
 assert add_one(1) == 2, "add_one(1) should be 2"
 ### BEGIN HIDDEN TESTS
-for x in [7919, 104729, -7]:
-    check(add_one(x) == x + 1)
+expected = {{7919: 7920, 104729: 104730, -7: -6}}  # bound BEFORE the learner's code runs: it must not matter
+got = call_each(add_one, [(x,) for x in expected])
+for answer, want in zip(got, expected.values(), strict=True):
+    check(answer == want)
 ### END HIDDEN TESTS
 
 # %% {_meta("ex2_solution", locked=False, solution=True)}
@@ -73,8 +75,9 @@ assert out.dtype == np.float32, "scaled must return float32"
 assert np.allclose(out, 2.0), "every element of scaled(ones, 2) should be 2"
 ### BEGIN HIDDEN TESTS
 grid = np.arange(6.0).reshape(3, 2)
-check(np.allclose(scaled(grid, 3), grid * 3))
-check(scaled(np.zeros((4, 1, 2)), 5).shape == (4, 1, 2))
+want = grid * 3
+check(np.allclose(call(scaled, grid.copy(), 3), want))
+check(call(scaled, np.zeros((4, 1, 2)), 5).shape == (4, 1, 2))
 ### END HIDDEN TESTS
 
 # %% {_meta("ex3_solution", locked=False, solution=True)}
@@ -91,8 +94,9 @@ def warps(threads):
 """Check that warps rounds up to whole warps."""
 assert warps(32) == 1, "32 threads are one warp"
 ### BEGIN HIDDEN TESTS
-for n, expected in [(1, 1), (33, 2), (1000, 32), (1024, 32)]:
-    check(warps(n) == expected)
+FORBIDDEN = {{"fractions:Fraction": "exact fractions do the rounding for you"}}
+got = call_each(warps, [(1,), (33,), (1000,), (1024,)])
+check(got == [1, 2, 32, 32])
 ### END HIDDEN TESTS
 '''
 
@@ -200,6 +204,85 @@ PATCHES = {"patched_course": COURSE_PATCH,
 PRINTS_A_SCORE = "def add_one(x):\n    import sys\n\n    sys.displayhook(2.0)\n    return x\n"
 
 
+# Answers that reach for the expected values or the comparison (issue 46), and forbidden calls that a
+# spelling check cannot see. Names that would be tampering when spelled in one cell are built in another
+# (the scan reads a cell at a time): the run-time mechanisms must stop them on their own.
+NAMES_CELL = 'NAMES = ["f_" + "locals", "f_" + "back"]\n'
+FRAME_WALK = """import traceback
+
+
+def add_one(x):
+    for frame, _ in traceback.walk_stack(None):  # up every frame: the comparing test's, in the old design
+        scope = getattr(frame, NAMES[0])
+        if "expected" in scope and x in scope["expected"]:
+            return scope["expected"][x]
+    return x
+"""
+LAZY_ANSWER = """
+class Lazy:
+    def __init__(self, x):
+        self.x = x
+
+    def __eq__(self, other):  # runs inside the comparison, where the expected value is
+        return True
+
+
+def add_one(x):
+    return Lazy(x)
+"""
+INT_SUBCLASS = """
+class Int(int):
+    pass
+
+
+def add_one(x):
+    return Int(x + 1)  # the right value, but not plain data: its class could decide the comparison
+"""
+ARRAY_SUBCLASS = """
+class Array(np.ndarray):
+    pass
+
+
+def scaled(a, k):
+    return (np.asarray(a, dtype=np.float32) * np.float32(k)).view(Array)
+"""
+FORBIDDEN_DEFAULT = """from fractions import Fraction
+import math
+
+
+def warps(threads, exact=Fraction):  # a default: not among the function's names
+    return math.ceil(exact(threads, 32))
+"""
+FORBIDDEN_CLOSURE = """import math
+
+
+def _make():
+    from fractions import Fraction as exact
+
+    def warps(threads):
+        return math.ceil(exact(threads, 32))
+
+    return warps
+
+
+warps = _make()
+"""
+FORBIDDEN_BY_NAME = """import fractions as _maths
+import math
+
+
+def warps(threads):
+    return math.ceil(getattr(_maths, "Frac" + "tion")(threads, 32))  # a name built at run time
+"""
+CONSTRUCTED_GETATTR = """import sys
+
+
+def add_one(x):
+    frame = getattr(sys, "_get" + "frame")(1)
+    return getattr(frame, "f_" + "locals").get("want", x + 1)
+"""
+
+
 def _course(tmp: Path) -> Path:
     root = tmp / "course"
     folder = root / "solutions" / LAB
@@ -230,6 +313,12 @@ def _cells(nb, replacements: dict) -> nbformat.NotebookNode:
             else:
                 cell.source = change
     return nb
+
+
+def _prepend(text: str):
+    def change(cell):
+        cell.source = text + "\n\n" + cell.source
+    return change
 
 
 def _delete(nb, *grade_ids) -> nbformat.NotebookNode:
@@ -288,6 +377,14 @@ def _submissions(root: Path) -> dict:
             "def scaled(a, k):\n    return (np.asarray(a, dtype=np.float32) * k).ravel()\n")}),
         "wrong_dtype": _cells(solution, {"ex2_solution": "def scaled(a, k):\n    return np.asarray(a) * k\n"}),
         "leaky": _cells(solution, {"ex1_solution": LEAKY}),
+        "frame_walk": _cells(solution, {"ex1_solution": FRAME_WALK, "ex2_solution": _prepend(NAMES_CELL)}),
+        "lazy_answer": _cells(solution, {"ex1_solution": LAZY_ANSWER}),
+        "int_subclass": _cells(solution, {"ex1_solution": INT_SUBCLASS}),
+        "array_subclass": _cells(solution, {"ex2_solution": ARRAY_SUBCLASS}),
+        "forbidden_default": _cells(solution, {"ex3_solution": FORBIDDEN_DEFAULT}),
+        "forbidden_closure": _cells(solution, {"ex3_solution": FORBIDDEN_CLOSURE}),
+        "forbidden_by_name": _cells(solution, {"ex3_solution": FORBIDDEN_BY_NAME}),
+        "constructed_getattr": _cells(solution, {"ex1_solution": CONSTRUCTED_GETATTR}),
     }
 
 
@@ -317,6 +414,15 @@ EXPECTED = {  # ex1, ex2, ex3 (2 points each)
     "wrong_shape": (2, 0, 2),
     "wrong_dtype": (2, 0, 2),
     "leaky": (0, 2, 2),
+    # issue 46: the answer key out of reach, answers frozen to plain data, forbidden calls on a tripwire
+    "frame_walk": (0, 2, 2),  # the learner's function runs on its own thread: no test frame above it
+    "lazy_answer": (0, 0, 0),  # refused before any comparison; its __eq__ also fails every hidden block
+    "int_subclass": (0, 2, 2),
+    "array_subclass": (2, 0, 2),
+    "forbidden_default": (2, 2, 0),  # Fraction reached through a default, a closure: the tripwire sees it
+    "forbidden_closure": (2, 2, 0),
+    "forbidden_by_name": (2, 2, 0),
+    "constructed_getattr": (0, 0, 0),  # a frame internal by a name the scan folds: tampering
     "broken_json": (0, 0, 0),
     "misnamed": (0, 0, 0),
 }
@@ -457,6 +563,17 @@ def test_a_submission_cannot_read_solutions_gradebook_or_other_submissions(grade
     assert "int(np.prod(shape))" not in _feedback_text(root, "reads_secrets")  # a line of lab 01's solution
 
 
+def test_refused_answers_and_tripped_wires_say_why(graded):
+    root = graded[0]
+    assert "is an object of a class of your own" in _feedback_text(root, "lazy_answer")
+    assert "is an object of a subclass of int" in _feedback_text(root, "int_subclass")
+    assert "is an object of a class of your own" in _feedback_text(root, "array_subclass")
+    for student in ("forbidden_default", "forbidden_closure", "forbidden_by_name"):
+        text = _feedback_text(root, student)
+        assert "forbids: fractions:Fraction: exact fractions do the rounding for you" in text, student
+    assert "reaches `_getframe` through `getattr()`" in _feedback_text(root, "constructed_getattr")
+
+
 def test_wrong_dtype_or_shape_fails_with_the_visible_message(graded):
     root = graded[0]
     assert "scaled must keep the shape of a" in _feedback_text(root, "wrong_shape")
@@ -473,6 +590,8 @@ def test_feedback_never_reveals_hidden_tests(graded):
         text = _feedback_text(root, student)
         for marker in HIDDEN_MARKERS:
             assert marker not in text, (student, marker)
-    assert GENERIC_FAILURE in _feedback_text(root, "leaky")
+    # an exception on the grader's inputs is named by its builtin type only, never with its message
+    assert "your function raised ValueError on the grader's inputs" in _feedback_text(root, "leaky")
+    assert GENERIC_FAILURE in _feedback_text(root, "deleted_tests")  # threads // 32: a plain wrong answer
     # the learner's prints during hidden tests were muted, not just hidden from feedback
     assert "7919" not in _outputs(root, "leaky", "ex1_test")

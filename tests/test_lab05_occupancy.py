@@ -1,7 +1,9 @@
 """Lab 05 through real nbgrader: the solution scores full marks, the untouched lab 0, and
 known-wrong calculators (no register rounding, no 1 KB reservation, a whole-SM register count,
 ties not named) lose the points of the part they get wrong, and so do exercises 3 and 4 answered
-by the course's own calculator (directly or through a helper function)."""
+by the course's own calculator (directly or through a helper function). Exercise 5's steps are each
+observable (the cap after the loads), and the attacks of issue 46 (a frame walk, a float that decides
+its comparisons, the model through a default, a lazy mapping) score 0 on the exercise they attack."""
 
 import random
 
@@ -59,16 +61,127 @@ NO_RESERVATION = variant(per_block='-(-shared_bytes_per_block // arch["granulari
 WHOLE_SM_REGISTERS = variant(warps_by_registers="REGISTERS_PER_SM // per_warp")
 FIRST_LIMITER_ONLY = variant(limiters="{sorted(named)[0]}")
 
-# Exercise 5 (Little's law): known-wrong answers
-NO_BANDWIDTH_CAP = """
+# Exercise 5 (Little's law): known-wrong answers. RIGHT_STEPS are the two right steps, so that a wrong
+# ratio loses exactly exercise 5's ratio points.
+RIGHT_STEPS = """
+def warp_copies_needed(bandwidth_gbps, latency_ns, sm_count):
+    return bandwidth_gbps / sm_count * latency_ns / 256
+
+
+def copy_speed_share(warps, loads_per_warp, copies_needed):
+    return min(1.0, warps * loads_per_warp / copies_needed)
+"""
+NO_BANDWIDTH_CAP = RIGHT_STEPS + """
+
 def copy_speed_ratio(bandwidth_gbps, latency_ns, sm_count, warps_low, warps_high, loads_per_warp):
     return warps_low / warps_high  # "speed is proportional to warps", whatever the ILP
 """
-LOADS_ONLY = """
+LOADS_ONLY = RIGHT_STEPS + """
+
 def copy_speed_ratio(bandwidth_gbps, latency_ns, sm_count, warps_low, warps_high, loads_per_warp):
     needed = bandwidth_gbps / sm_count * latency_ns
     low, high = (min(1.0, w * loads_per_warp * 128 / needed) for w in (warps_low, warps_high))
     return low / high  # counts the loads' bytes only, not the stores behind them
+"""
+# Issue 46: the cap applied to the warps before the loads are counted (every step observable: 0 for both)
+CAP_BEFORE_LOADS = """
+def warp_copies_needed(bandwidth_gbps, latency_ns, sm_count):
+    return bandwidth_gbps / sm_count * latency_ns / 256
+
+
+def copy_speed_share(warps, loads_per_warp, copies_needed):
+    return min(1.0, warps / copies_needed) * loads_per_warp
+
+
+def copy_speed_ratio(bandwidth_gbps, latency_ns, sm_count, warps_low, warps_high, loads_per_warp):
+    needed = warp_copies_needed(bandwidth_gbps, latency_ns, sm_count)
+    return copy_speed_share(warps_low, loads_per_warp, needed) / copy_speed_share(warps_high, loads_per_warp, needed)
+"""
+# past four times the warps needed, "more warps thrash": a lower occupancy is faster there. It passes every
+# visible reference (none is that far past the knee); each step's hidden sweep fails it.
+LOWER_IS_FASTER = """
+def warp_copies_needed(bandwidth_gbps, latency_ns, sm_count):
+    return bandwidth_gbps / sm_count * latency_ns / 256
+
+
+def copy_speed_share(warps, loads_per_warp, copies_needed):
+    in_flight = warps * loads_per_warp
+    return min(1.0, in_flight / copies_needed) if in_flight < 4 * copies_needed else copies_needed / in_flight
+
+
+def copy_speed_ratio(bandwidth_gbps, latency_ns, sm_count, warps_low, warps_high, loads_per_warp):
+    needed = warp_copies_needed(bandwidth_gbps, latency_ns, sm_count)
+    return copy_speed_share(warps_low, loads_per_warp, needed) / copy_speed_share(warps_high, loads_per_warp, needed)
+"""
+VISIBLE_ONLY = RIGHT_STEPS + """
+
+def copy_speed_ratio(bandwidth_gbps, latency_ns, sm_count, warps_low, warps_high, loads_per_warp):
+    return {1: 0.25, 4: 0.578}.get(loads_per_warp, warps_low / warps_high)  # the references, by heart
+"""
+# the answer key out of reach (issue 46): the ratio walks up the frames for the test's expected value …
+FRAME_WALK = RIGHT_STEPS + """
+import traceback
+
+
+def copy_speed_ratio(bandwidth_gbps, latency_ns, sm_count, warps_low, warps_high, loads_per_warp):
+    for frame, _ in traceback.walk_stack(None):
+        scope = getattr(frame, LOCALS)
+        for name in ("w", "_want", "want"):
+            if isinstance(scope.get(name), float):
+                return scope[name]
+    return {1: 0.25, 4: 0.578}.get(loads_per_warp, warps_low / warps_high)  # the visible references
+"""
+LOCALS_NAME = 'LOCALS = "f_" + "locals"  # built in another cell than the one that reads it\n'
+# … or hands in a float that decides its own comparisons …
+FLOAT_SUBCLASS = RIGHT_STEPS + """
+
+class Close(float):
+    def __sub__(self, other):
+        return 0.0
+
+
+def copy_speed_ratio(bandwidth_gbps, latency_ns, sm_count, warps_low, warps_high, loads_per_warp):
+    return Close(warps_low / warps_high)
+"""
+# … or calls the course's model through a default argument and a name built at run time
+MODEL_BY_DEFAULT = RIGHT_STEPS + """
+import gpucourse.lessons.occupancy.model as _lesson
+
+
+def copy_speed_ratio(bandwidth_gbps, latency_ns, sm_count, warps_low, warps_high, loads_per_warp, m=_lesson):
+    model = getattr(m, "Speed" + "Model")("memory", "x", bandwidth_gbps / sm_count * latency_ns / 256, warps_high, "")
+    return float(model.relative_speed(warps_low, loads_per_warp) / model.relative_speed(warps_high, loads_per_warp))
+"""
+# exercise 1's answers as a lazy mapping (Mapping.__eq__ and __getitem__ would run inside the comparison)
+LAZY_ANSWERS = """
+import collections.abc
+
+
+class Answers(collections.abc.Mapping):
+    def __getitem__(self, key):
+        return {"blocks": 6, "occupancy_pct": 100.0, "limiters": {"registers"}}
+
+    def __iter__(self):
+        return iter("ABC")
+
+    def __len__(self):
+        return 3
+
+
+answers = Answers()
+"""
+# exercise 6: the right numbers and the wrong assumption
+WRONG_DIAGNOSIS = """
+def warps_in_flight(gbps, latency_ns, sm_count, loads_per_warp):
+    return gbps / sm_count * latency_ns / (256 * loads_per_warp)
+
+
+_ilp1 = first_recording.data[first_recording.data.kernel == "copy"].set_index("occupancy_pct")
+first_attempt = {
+    "warps_at_25": warps_in_flight(float(_ilp1.gbps[25.0]), FIRST_LATENCY_NS, FIRST_SM_COUNT, 1),
+    "warps_at_100": warps_in_flight(float(_ilp1.gbps[100.0]), FIRST_LATENCY_NS, FIRST_SM_COUNT, 1),
+    "failed": "latency",
+}
 """
 TIE_NOT_NAMED = '''
 answers = {
@@ -155,16 +268,29 @@ def _cell(grade_id: str) -> str:
 def test_exercise_5_solution_passes_its_checks_and_the_wrong_answers_fail():
     """Little's law (exercise 5) without nbgrader: the solution passes visible and hidden checks; the two
     known-wrong answers fail the visible ones."""
-    for source, ok in ((_cell("ex5_solution"), True), (NO_BANDWIDTH_CAP, False), (LOADS_ONLY, False)):
+    from gpucourse.tooling.grading import guard_hidden_tests
+
+    for source, ok in ((_cell("ex5_solution"), True), (NO_BANDWIDTH_CAP, False), (LOADS_ONLY, False),
+                       (CAP_BEFORE_LOADS, False), (LOWER_IS_FASTER, False)):
         namespace: dict = {}
         exec(_cell("setup").replace("display(runtime.banner())", "pass"), namespace)
         exec(source, namespace)
+        test = guard_hidden_tests(_cell("ex5_test"))  # the hidden part as the grader runs it
         if ok:
-            exec(_cell("ex5_test"), namespace)
+            exec(guard_hidden_tests(_cell("ex5_test_steps")), namespace)
+            exec(test, namespace)
             assert abs(namespace["copy_speed_ratio"](4271, 876, 132, 16, 64, 4) - 0.578) < 2e-3
         else:
             with pytest.raises(AssertionError):
-                exec(_cell("ex5_test"), namespace)
+                exec(test, namespace)
+    # the steps on their own: a lower occupancy faster past the knee passes the visible checks, not the hidden
+    namespace = {}
+    exec(_cell("setup").replace("display(runtime.banner())", "pass"), namespace)
+    exec(LOWER_IS_FASTER, namespace)
+    steps = _cell("ex5_test_steps")
+    exec(steps.split("### BEGIN HIDDEN TESTS")[0], namespace)
+    with pytest.raises(AssertionError):
+        exec(guard_hidden_tests(steps), namespace)
 
 
 @pytest.mark.slow
@@ -188,9 +314,18 @@ def test_lab05_round_trip(tmp_path):
         "patched_course": with_course_patched(with_cells(solution, {"ex2_solution": NO_RESERVATION})),
         "no_bandwidth_cap": with_cells(solution, {"ex5_solution": NO_BANDWIDTH_CAP}),
         "loads_only": with_cells(solution, {"ex5_solution": LOADS_ONLY}),
+        "cap_before_loads": with_cells(solution, {"ex5_solution": CAP_BEFORE_LOADS}),
+        "lower_is_faster": with_cells(solution, {"ex5_solution": LOWER_IS_FASTER}),
+        "visible_only": with_cells(solution, {"ex5_solution": VISIBLE_ONLY}),
+        "frame_walk": with_cells(solution, {"ex5_solution": FRAME_WALK, "ex4_solution": LOCALS_NAME + "\n\n"
+                                            + _cell("ex4_solution")}),
+        "float_subclass": with_cells(solution, {"ex5_solution": FLOAT_SUBCLASS}),
+        "model_by_default": with_cells(solution, {"ex5_solution": MODEL_BY_DEFAULT}),
+        "lazy_answers": with_cells(solution, {"ex1_solution": LAZY_ANSWERS}),
+        "wrong_diagnosis": with_cells(solution, {"ex6_solution": WRONG_DIAGNOSIS}),
     }, tmp_path / "grade")
     full = scores["solution"].max_score
-    assert full == 14
+    assert full == 17
     assert scores["solution"].total == full, scores["solution"].cells
     assert scores["untouched"].total == 0 and set(scores["untouched"].cells.values()) == {0}
     # Forgetting the rounding to 256 registers per warp fails NVIDIA's own example (visible test).
@@ -205,6 +340,20 @@ def test_lab05_round_trip(tmp_path):
     assert scores["calls_the_calculator"].cells["ex2_test_blocks"] == 0
     assert scores["delegates"].cells == {**scores["solution"].cells, "ex3_test": 0, "ex4_test": 0}
     # Little's law without the bandwidth cap, or counting only the loads' bytes (not the stores behind them),
-    # fails the visible ILP-4 reference (0.25 and 0.29 for 0.578): each loses exactly exercise 5's points.
-    for wrong in ("no_bandwidth_cap", "loads_only"):
+    # fails the visible ILP-4 reference (0.25 and 0.29 for 0.578): each loses exactly the ratio's points;
+    # so do the references learned by heart, a walk up the frames for the expected value (the learner's
+    # function runs on a thread of its own), a float that decides its own comparisons (refused) and the
+    # course's model reached through a default argument and a name built at run time (the tripwire).
+    for wrong in ("no_bandwidth_cap", "loads_only", "visible_only", "frame_walk", "model_by_default"):
         assert scores[wrong].cells == {**scores["solution"].cells, "ex5_test": 0}, (wrong, scores[wrong].cells)
+    # a class of the notebook that decides its own comparisons also fails every hidden block after it
+    # (snapshot.custom_comparisons): the float subclass from exercise 5 on, the lazy mapping from exercise 1
+    assert scores["float_subclass"].cells == {**scores["solution"].cells, "ex5_test_steps": 0, "ex5_test": 0,
+                                              "ex6_test": 0}, scores["float_subclass"].cells
+    assert scores["lazy_answers"].cells["ex1_test"] == 0 and scores["lazy_answers"].total == 0
+    # The cap applied before the loads are counted, or a lower occupancy faster past the knee: every step
+    # is observable, so both the steps and the ratio score 0.
+    for wrong in ("cap_before_loads", "lower_is_faster"):
+        assert scores[wrong].cells == {**scores["solution"].cells, "ex5_test": 0, "ex5_test_steps": 0}, (
+            wrong, scores[wrong].cells)
+    assert scores["wrong_diagnosis"].cells == {**scores["solution"].cells, "ex6_test": 0}

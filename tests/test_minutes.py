@@ -99,7 +99,7 @@ def test_a_new_lab_is_counted_without_a_change_to_the_rule(course):
     ("solutions/lab04_shared_memory/lab04_shared_memory.py", "*About 65 minutes.", "*About 30 minutes.",
      "lab04_shared_memory.py header: states 30"),
     ("instructor/README.md",
-     "| 48 min + 3 optional (why the first experiment fooled us 2, other GPUs 1) | lab05_occupancy | 55",
+     "| 48 min + 3 optional (why the first experiment fooled us 2, other GPUs 1) | lab05_occupancy | 75",
      "| 40 min + 3 optional (why the first experiment fooled us 2, other GPUs 1) | lab05_occupancy | 30",
      "lesson 05 '40 min"),
     ("instructor/05_occupancy.md", "Pacing (48 min + 3 optional)", "Pacing (40 min + 3 optional)",

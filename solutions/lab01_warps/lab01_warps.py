@@ -58,8 +58,10 @@ assert warps_per_block(32) == 1, "32 threads are exactly one warp"
 assert warps_per_block(48) == 2, "48 threads need two warps (the second is half empty)"
 assert warps_per_block((16, 16)) == 8, "a 16×16 block is 256 threads"
 ### BEGIN HIDDEN TESTS
-for shape, expected in [(1, 1), (33, 2), ((12, 8), 3), ((10, 10), 4), ((8, 8, 4), 8), ((1024,), 32), ((7, 3, 2), 2)]:
-    check(warps_per_block(shape) == expected)
+cases = [(1, 1), (33, 2), ((12, 8), 3), ((10, 10), 4), ((8, 8, 4), 8), ((1024,), 32), ((7, 3, 2), 2)]
+got = call_each(warps_per_block, [(shape,) for shape, _ in cases])  # frozen: no code of the notebook runs below
+for answer, (_, expected) in zip(got, cases, strict=True):
+    check(answer == expected)
 ### END HIDDEN TESTS
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex2_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -81,8 +83,10 @@ def blocks_per_grid(n_elements, threads_per_block):
 assert blocks_per_grid(1000, 256) == 4
 assert blocks_per_grid(1024, 256) == 4, "an exact multiple needs no extra block"
 ### BEGIN HIDDEN TESTS
-for n, t, expected in [(1, 128, 1), (1025, 256, 5), (10**6, 1024, 977), (31, 32, 1), (65, 32, 3)]:
-    check(blocks_per_grid(n, t) == expected)
+cases = [(1, 128, 1), (1025, 256, 5), (10**6, 1024, 977), (31, 32, 1), (65, 32, 3)]
+got = call_each(blocks_per_grid, [(n, t) for n, t, _ in cases])
+for answer, (_, _, expected) in zip(got, cases, strict=True):
+    check(answer == expected)
 ### END HIDDEN TESTS
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex3_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -166,6 +170,8 @@ def warp_and_lane(tx, ty, block_x):
 assert tuple(warp_and_lane(4, 2, 12)) == (0, 28)
 assert tuple(warp_and_lane(0, 0, 32)) == (0, 0)
 ### BEGIN HIDDEN TESTS
-for tx, ty, bx, expected in [(8, 2, 12, (1, 0)), (31, 0, 32, (0, 31)), (0, 1, 32, (1, 0)), (5, 7, 10, (2, 11))]:
-    check(tuple(warp_and_lane(tx, ty, bx)) == expected)
+cases = [(8, 2, 12, (1, 0)), (31, 0, 32, (0, 31)), (0, 1, 32, (1, 0)), (5, 7, 10, (2, 11))]
+got = call_each(warp_and_lane, [case[:3] for case in cases])
+for answer, case in zip(got, cases, strict=True):
+    check(type(answer) in (tuple, list) and tuple(answer) == case[3])
 ### END HIDDEN TESTS

@@ -69,7 +69,7 @@ def count_sectors(byte_addresses):
 assert count_sectors(range(0, 128, 4)) == 4, "32 neighbouring floats from byte 0 fill 4 sectors"
 assert count_sectors(range(0, 256, 8)) == 8, "stride 2: the request spans 256 bytes"
 ### BEGIN HIDDEN TESTS
-for addresses, expected in [
+cases = [
     (range(4, 132, 4), 5),  # misaligned by one float
     (range(0, 1024, 32), 32),  # stride 8: one sector per lane
     (range(0, 4096, 128), 32),  # stride 32
@@ -77,8 +77,10 @@ for addresses, expected in [
     (list(range(124, -4, -4)), 4),  # lanes in reverse order
     (np.arange(32) * 12, 12),  # stride 3
     (np.arange(32) * 4 + 256, 4),  # aligned, further on
-]:
-    check(count_sectors(addresses) == expected)
+]
+got = call_each(count_sectors, [(addresses,) for addresses, _ in cases])  # frozen, on the learner's thread
+for answer, (_, expected) in zip(got, cases, strict=True):
+    check(answer == expected)
 ### END HIDDEN TESTS
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex2_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -261,7 +263,8 @@ np.testing.assert_allclose(launch_scale_rows(a, w), a * w[:, None], rtol=1e-6,
 for shape in [(1, 1), (20, 9), (9, 70), (33, 17)]:
     a = rng.random(shape, dtype=np.float32)
     w = rng.random(shape[0], dtype=np.float32)
-    check(lambda a=a, w=w: np.allclose(launch_scale_rows(a, w), a * w[:, None], rtol=1e-6))
+    got = call(launch_scale_rows, a.copy(), w.copy())
+    check(lambda got=got, a=a, w=w: np.allclose(got, a * w[:, None], rtol=1e-6))
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "ex3_coalesced", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
@@ -304,7 +307,7 @@ predicted_sectors_per_request = 16
 assert isinstance(predicted_sectors_per_request, (int, float)) and 1 <= predicted_sectors_per_request <= 32, (
     "predict a number of sectors between 1 and 32")
 ### BEGIN HIDDEN TESTS
-check(predicted_sectors_per_request == 16)
+check(freeze(predicted_sectors_per_request, "predicted_sectors_per_request") == 16)
 ### END HIDDEN TESTS
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex4_show_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}

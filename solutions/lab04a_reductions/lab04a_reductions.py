@@ -253,7 +253,8 @@ for n, seed in [(64, 1), (100, 2)]:
 ### BEGIN HIDDEN TESTS
 for n, seed in [(1, 3), (31, 4), (33, 5), (129, 6), (300, 7)]:
     x = positive_values(n, seed)
-    check(lambda: np.allclose(launch_share(x), reference_warp_share(x), rtol=1e-5))
+    got = call(launch_share, x.copy())  # on the learner's own thread, frozen to a plain array
+    check(lambda: np.allclose(got, reference_warp_share(x), rtol=1e-5))
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "ex2_microscope", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
@@ -377,7 +378,8 @@ np.testing.assert_allclose(launch_scan(x), reference_block_scan(x), rtol=1e-5, a
 ### BEGIN HIDDEN TESTS
 for n, seed in [(1, 2), (31, 8), (127, 3), (129, 4), (300, 5)]:
     x = random_values(n, seed)
-    check(lambda: np.allclose(launch_scan(x), reference_block_scan(x), rtol=1e-5, atol=1e-5))
+    got = call(launch_scan, x.copy())
+    check(lambda: np.allclose(got, reference_block_scan(x), rtol=1e-5, atol=1e-5))
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "ex3_microscope", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}

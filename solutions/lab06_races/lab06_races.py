@@ -299,6 +299,6 @@ LITMUS_NAMES = {"sb_fence_one_side", "sb_block_fences", "mp_strong_flag_producer
 assert set(weak_outcome_allowed) == LITMUS_NAMES, "answer all four tests"
 assert all(isinstance(v, bool) for v in weak_outcome_allowed.values()), "answer True or False"
 ### BEGIN HIDDEN TESTS
-check(weak_outcome_allowed == {"sb_fence_one_side": True, "sb_block_fences": True,
+check(freeze(weak_outcome_allowed, "weak_outcome_allowed") == {"sb_fence_one_side": True, "sb_block_fences": True,
                                "mp_strong_flag_producer_fence": True, "corr_atomics": False})
 ### END HIDDEN TESTS

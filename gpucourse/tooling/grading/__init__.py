@@ -3,8 +3,11 @@
 Its rooms, lowest first (a room imports only rooms before it: ``tests/test_layers.py``):
 
 * **In the learner's kernel** (imported by every lab, through this package): ``hidden`` (``check()``,
-  ``run_hidden_tests()``: a hidden block runs muted, with the grader's ``check``, and any failure is one
-  generic line) on top of ``snapshot`` (what hidden tests rely on, taken before any learner code runs and
+  ``run_hidden_tests()``: a hidden block runs muted in a private namespace, with the grader's ``check``,
+  ``freeze`` and ``call``, its declared ``FORBIDDEN`` targets armed, and any failure is one generic line)
+  on top of ``frozen`` (a learner's answer copied to plain data, a learner's function called on a fresh
+  thread, before any comparison), ``tripwire`` (forbidden functions that record calls from learner code)
+  and ``snapshot`` (what hidden tests rely on, taken before any learner code runs and
   put back before each hidden block) and ``hooks`` (IPython's own hooks, with the snapshot, put back around
   every graded cell, asked by the grader outside any cell).
 * **Reading the source**: ``rewrite`` (hidden blocks into one guarded call; cut out for feedback) and
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import importlib
 
+from gpucourse.tooling.grading.frozen import AnswerRefused, call, freeze
 from gpucourse.tooling.grading.hidden import (
     GENERIC_FAILURE,
     HiddenTestFailed,
@@ -37,6 +41,7 @@ from gpucourse.tooling.grading.hidden import (
     run_hidden_tests,
 )
 from gpucourse.tooling.grading.snapshot import custom_comparisons, snapshot_environment
+from gpucourse.tooling.grading.tripwire import Trips, armed
 
 # name -> the module that holds it, imported on first use
 _LATER = {
@@ -55,8 +60,9 @@ _LATER = {
 _SANDBOX = ("PACKAGE_DIR", "ROOT", "kernel_environment", "landlock_abi", "sandbox_command", "sandbox_note",
             "sandbox_paths", "sandbox_status")
 
-__all__ = ["GENERIC_FAILURE", "HiddenTestFailed", "check", "custom_comparisons", "reaches_package",
-           "run_hidden_tests", "snapshot_environment", *_LATER, *_SANDBOX]
+__all__ = ["GENERIC_FAILURE", "AnswerRefused", "HiddenTestFailed", "Trips", "armed", "call", "check",
+           "custom_comparisons", "freeze", "reaches_package", "run_hidden_tests", "snapshot_environment",
+           *_LATER, *_SANDBOX]
 
 
 def __getattr__(name: str):

@@ -15,7 +15,13 @@ import contextlib
 import os
 import sys
 
+from gpucourse.tooling.grading.frozen import AnswerRefused
+from gpucourse.tooling.grading.frozen import call as _call
+from gpucourse.tooling.grading.frozen import call_each as _call_each
+from gpucourse.tooling.grading.frozen import freeze as _freeze
+from gpucourse.tooling.grading.frozen import launch as _launch
 from gpucourse.tooling.grading.snapshot import custom_comparisons, of_the_course, restore_snapshot
+from gpucourse.tooling.grading.tripwire import armed, boundary
 
 GENERIC_FAILURE = "a hidden test failed: re-read the specification"
 
@@ -25,6 +31,17 @@ class HiddenTestFailed(AssertionError):
 
     def _render_traceback_(self) -> list[str]:
         return [f"HiddenTestFailed: {self}"]
+
+
+class HiddenTestRefused(HiddenTestFailed):
+    """A hidden test refused the answer (not plain data) or caught a forbidden call: the message says why
+    and reveals no hidden input or expected value, so feedback shows it (``SanitizeFeedback``)."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{REFUSED}: {self}"]
+
+
+REFUSED = HiddenTestRefused.__name__
 
 
 def check(condition, message: str = GENERIC_FAILURE) -> None:
@@ -97,41 +114,75 @@ def integrity_message(changes: list[str]) -> str:
     return "the course's own code was changed: " + ", ".join(changes[:3]) + (", …" if len(changes) > 3 else "")
 
 
+FORBIDDEN_NAME = "FORBIDDEN"  # a hidden block's top-level literal: {"module:qualname": "why it is forbidden"}
+
+
+def forbidden_targets(code: str) -> dict[str, str]:
+    """The tripwire targets a hidden block declares: its top-level ``FORBIDDEN = {…}`` literal (a dict of
+    strings), or none. ValueError for a declaration that is not such a literal (a lab's own mistake)."""
+    import ast
+
+    found: dict[str, str] = {}
+    for node in ast.parse(code).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == FORBIDDEN_NAME
+                                                for t in node.targets):
+            value = ast.literal_eval(node.value)
+            if not (isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                                    for k, v in value.items())):
+                raise ValueError(f"{FORBIDDEN_NAME} in a hidden block must be a dict of strings")
+            found.update(value)
+    return found
+
+
 def run_hidden_tests(code: str, namespace: dict, local_namespace: dict | None = None) -> None:
     """Run the hidden part of a test cell (the autograder rewrites hidden blocks into this call).
 
     First everything the grader's header snapshotted before any learner code ran is put back
     (``snapshot_environment``): hidden tests see the real NumPy, builtins and imported names
-    whatever the submission changed. Output is muted while it runs (so a learner's function cannot
-    print the hidden inputs), the grader's ``check`` is bound, and any failure — an assertion, an
-    exception raised by the learner's code, an interrupt — becomes one generic ``HiddenTestFailed``
-    line. A change to the course's own modules, found before or after the block ran, raises
-    ``GraderIntegrity`` (nothing of the course rebinds them: only the notebook can have).
+    whatever the submission changed. The block runs in a PRIVATE namespace (a copy of the notebook's
+    names, with the grader's ``check``, ``freeze``, ``call``, ``call_each`` and ``launch`` bound): nothing it
+    binds — expected values above all — is visible to the learner's functions, whose globals are the
+    notebook's. Learner values and calls go through ``freeze``/``call`` (``frozen.py``), so no learner
+    code runs where expected values live. The targets the block declares in
+    ``FORBIDDEN = {"module:qualname": "why"}`` are armed (``tripwire.py``) while it runs: a call from the
+    learner's code fails the block with that reason.
+    Output is muted while it runs (so a learner's function cannot print the hidden inputs), and any other
+    failure — an assertion, an exception raised by the learner's code, an interrupt — becomes one generic
+    ``HiddenTestFailed`` line; a refused answer (``AnswerRefused``) or a tripped wire says why. A change to
+    the course's own modules, found before or after the block ran, raises ``GraderIntegrity`` (nothing of
+    the course rebinds them: only the notebook can have).
     """
     changes = of_the_course(restore_snapshot(namespace))
     if changes:
         raise GraderIntegrity(integrity_message(changes)) from None
-    missing = object()
-    saved_check = namespace.get("check", missing)
-    namespace["check"] = _CHECK
-    failed = False
+    private = dict(namespace)
+    if local_namespace is not None and local_namespace is not namespace:
+        private.update(local_namespace)
+    private.update(check=_CHECK, freeze=_freeze, call=_call, call_each=_call_each, launch=_launch)
+    failed, why, trips = False, None, None
     try:
-        try:
-            with _muted():
-                exec(compile(code, "<hidden tests>", "exec"), namespace, local_namespace)  # noqa: S102
-            failed = bool(custom_comparisons())  # results that decide their own comparisons prove nothing
-        except BaseException:  # noqa: B036  (an interrupt or sys.exit inside hidden tests also fails them)
-            failed = True
-        changes = of_the_course(restore_snapshot(namespace))  # what the learner's code did meanwhile
+        targets = forbidden_targets(code)
+        with _muted(), armed(targets) as trips:
+            exec(compile(code, "<hidden tests>", "exec"), private)  # noqa: S102
+        failed = bool(custom_comparisons())  # results that decide their own comparisons prove nothing
+    except AnswerRefused as refused:
+        failed, why = True, str(refused)
+    except BaseException:  # noqa: B036  (an interrupt or sys.exit inside hidden tests also fails them)
+        failed = True
     finally:
-        if saved_check is missing:
-            namespace.pop("check", None)
-        else:
-            namespace["check"] = saved_check
+        private.clear()  # the expected values go now, before any more learner code runs
+    changes = of_the_course(restore_snapshot(namespace))  # what the learner's code did meanwhile
     if changes:
         raise GraderIntegrity(integrity_message(changes)) from None
+    if trips is not None and trips.tripped:
+        raise HiddenTestRefused("your code called what this exercise forbids: " + "; ".join(trips.calls)) from None
+    if why:
+        raise HiddenTestRefused(why) from None
     if failed:
         raise HiddenTestFailed(GENERIC_FAILURE) from None
+
+
+boundary(run_hidden_tests)  # the test cell that calls a hidden block is not the learner's work
 
 
 @contextlib.contextmanager

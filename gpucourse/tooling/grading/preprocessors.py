@@ -16,7 +16,7 @@ import re
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Integer
 
-from gpucourse.tooling.grading.hidden import GENERIC_FAILURE, INTEGRITY
+from gpucourse.tooling.grading.hidden import GENERIC_FAILURE, INTEGRITY, REFUSED
 from gpucourse.tooling.grading.notes import NOTE_KEY, add_note, is_grade, is_locked, md_escape, note_output, unique
 from gpucourse.tooling.grading.rewrite import BEGIN_HIDDEN, guard_hidden_tests, strip_hidden_tests
 from gpucourse.tooling.grading.scan import imported_names, lab_helpers, scan_learner_code
@@ -143,6 +143,8 @@ class SanitizeFeedback(NbGraderPreprocessor):
         return nb, resources
 
     def _verdict(self, output, source):
+        if output.ename == REFUSED:  # why an answer was refused or a call forbidden: no hidden data in it
+            return note_output(REFUSED, str(output.evalue).splitlines()[0][: self.max_verdict_chars])
         if output.ename == "HiddenTestFailed" or _from_hidden_tests(output, source):
             return note_output("HiddenTestFailed", GENERIC_FAILURE)
         if output.ename == "NotImplementedError" and not str(output.evalue).strip():

@@ -1,6 +1,7 @@
 """The tamper scan: what a learner's cell does to the grading machinery, read from its source (``ast``).
 
-It recognises patterns (``np.allclose = …``, ``sys.modules``, ``exec``); changes it cannot read are put
+It recognises patterns (``np.allclose = …``, ``sys.modules``, ``exec``, frame internals, and attributes
+reached by a name given as a string: ``getattr(f, "f_" + "back")``); changes it cannot read are put
 back by the snapshot (``snapshot.py``) and, where they touch the course itself, caught when the hidden
 tests run (``hidden.py``). Pure functions of the cells' text.
 """
@@ -13,7 +14,14 @@ PROTECTED_NAMES = ("check", "HiddenTestFailed", "run_hidden_tests")
 # introspection that reaches into other code's frames, functions or objects
 _FORBIDDEN_ATTRS = {"__code__", "__globals__", "__closure__", "__builtins__", "__subclasses__", "__bases__",
                     "__mro__", "__dict__", "__setattr__", "__delattr__", "_getframe", "f_back", "f_globals",
-                    "f_locals", "f_builtins", "gi_frame", "tb_frame", "display_pub"}
+                    "f_locals", "f_builtins", "gi_frame", "tb_frame", "display_pub", "_current_frames",
+                    "cr_frame", "ag_frame", "currentframe", "addaudithook", "settrace", "setprofile",
+                    "get_referrers", "get_referents", "get_objects"}
+# what an attribute read by a name given as a string (``getattr(f, "f_" + "back")``) must not reach: any
+# dunder, and the frame internals above (plus a few that are harmless written out but not hidden)
+_HIDDEN_REACH = _FORBIDDEN_ATTRS | {"f_code", "f_trace", "tb_next", "gi_code", "modules", "callbacks"}
+# calls that read or write an attribute by a name: the name is their last positional argument
+_BY_NAME = {"getattr", "setattr", "delattr", "attrgetter", "__getattribute__", "__getattr__"}
 _FORBIDDEN_CALLS = {"exec", "eval", "compile", "__import__"}
 _FORBIDDEN_MODULES = {"ctypes", "gc", "inspect", "builtins", "importlib", "nbgrader", "nbclient",
                       "jupyter_client", "ipykernel"}
@@ -91,7 +99,7 @@ def scan_learner_code(source: str, imported=None, locked: dict[str, str] | None 
     mine = imported_names([source])
     protected_names = set(imported or ()) | set(mine) | set(locked) | set(PROTECTED_NAMES) | {"__builtins__"}
     sys_names = {"sys"} | {name for name, what in {**locked, **mine}.items() if what == "sys"}
-    tampering, notes = [], []
+    tampering, notes, constructed = [], [], []
 
     def root_of(expr):
         while isinstance(expr, ast.Attribute | ast.Subscript | ast.Call):
@@ -127,6 +135,17 @@ def scan_learner_code(source: str, imported=None, locked: dict[str, str] | None 
                                   "__delitem__"} and isinstance(root_of(node.func.value), ast.Name) and (
                     root_of(node.func.value).id in {"globals", "vars", "locals", "__builtins__"}):
                 tampering.append(f"line {line} calls `{_dotted(node.func)}()`")
+        if isinstance(node, ast.Call):
+            found, unread = _by_constructed_name(node, line)
+            tampering += found
+            constructed += unread
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call) and isinstance(
+                node.value.func, ast.Name) and node.value.func.id == "vars" and node.value.args:
+            key = _constant_string(node.slice)
+            if isinstance(key, str) and _hidden_reach(key):
+                tampering.append(f"line {line} reads `{_dotted(node)}`, a dunder or a frame internal")
+            elif not isinstance(key, str):
+                constructed.append(f"line {line} reads `{_dotted(node)}` by a name built at run time")
         if isinstance(node, ast.Attribute) and (node.attr in _FORBIDDEN_ATTRS or (
                 node.attr == "modules" and isinstance(node.value, ast.Name) and node.value.id in sys_names)):
             tampering.append(f"line {line} uses `.{node.attr}`")
@@ -143,6 +162,8 @@ def scan_learner_code(source: str, imported=None, locked: dict[str, str] | None 
                 if module.split(".")[0] in _FORBIDDEN_MODULES:
                     tampering.append(f"line {line} imports `{module}`")
     tampering += _ipython_hooks(tree, {**locked, **mine})
+    if constructed and _builds_names(tree):  # else ordinary (``getattr(module, name)`` over the lab's names)
+        tampering += [f"{item}, in a cell that builds strings like a hidden attribute's name" for item in constructed]
     for name, how in _top_level_bindings(tree).items():
         if name in PROTECTED_NAMES:
             notes.append(f"your notebook defines `{name}`, a name the hidden tests use; the grader used its own")
@@ -192,6 +213,115 @@ def _ipython_hooks(tree, imported: dict[str, str]) -> list[str]:
         if name:
             found.append(f"line {line} reaches IPython's `{name}`, a hook that changes how later cells run")
     return found
+
+
+def _by_constructed_name(node: ast.Call, line: int) -> tuple[list[str], list[str]]:
+    """(tampering, unread) for an attribute reached by a name given as a string: ``getattr``, ``setattr``,
+    ``delattr``, ``operator.attrgetter``, ``__getattribute__``. A name that folds to a constant
+    (``"f_" + "back"``, ``"".join([...])``, ``"kcab_f"[::-1]``) is tampering when it reaches a dunder or a
+    frame internal; a name the scan cannot fold (built from variables at run time) is ``unread``: tampering
+    in a cell that also builds such names (``_builds_names``), nothing otherwise (``getattr(module, name)``
+    over a list of the lab's own names is ordinary; a name built in another cell is not seen)."""
+    func = node.func
+    called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+    if called not in _BY_NAME or not node.args:
+        return [], []
+    if called in {"getattr", "setattr", "delattr"} and len(node.args) < 2:
+        return [], []
+    name_node = node.args[1] if called in {"getattr", "setattr", "delattr"} else node.args[-1]
+    name = _constant_string(name_node)
+    if name is None:
+        return [], [f"line {line} calls `{called}()` with an attribute name built at run time "
+                    f"(`{_dotted(name_node)}`)"]
+    if isinstance(name, str) and _hidden_reach(name):
+        return [f"line {line} reaches `{name}` through `{called}()`"], []
+    return [], []
+
+
+# calls that turn numbers or other objects' names into strings: with them any name can be spelled
+_NAME_BUILDERS = {"chr", "bytes", "bytearray", "dir", "decode", "fromhex", "b64decode", "a85decode",
+                  "unhexlify", "maketrans", "translate", "codecs", "__dir__"}
+
+
+def _builds_names(tree) -> bool:
+    """Whether a cell holds what spells a hidden attribute's name: a string constant of 3+ characters found
+    inside one (``"ack"``, ``"f_"`` + …), a ``"__"``, or a call that turns numbers or names into strings."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+            if "__" in text or (len(text) >= 3 and any(text in name for name in _HIDDEN_REACH)) or (
+                    text in {"f_", "gi_", "tb_", "cr_", "_"}):
+                return True
+        elif isinstance(node, ast.Call):
+            func = node.func
+            called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            if called in _NAME_BUILDERS:
+                return True
+    return False
+
+
+def _hidden_reach(name: str) -> bool:
+    return name in _HIDDEN_REACH or (name.startswith("__") and name.endswith("__"))
+
+
+_STR_METHODS = {"join", "replace", "upper", "lower", "strip", "lstrip", "rstrip", "format", "capitalize",
+                "swapcase", "removeprefix", "removesuffix", "casefold", "title", "zfill", "center", "ljust",
+                "rjust", "translate", "encode", "decode"}
+
+
+def _constant_string(node, depth: int = 0):
+    """The value of an expression built from constants only (a string, or what builds one), else None."""
+    if depth > 20:
+        return None
+    fold = lambda sub: _constant_string(sub, depth + 1)  # noqa: E731
+    try:
+        if isinstance(node, ast.Constant):
+            return node.value if isinstance(node.value, str | bytes | int) else None
+        if isinstance(node, ast.JoinedStr):
+            parts = [fold(v) for v in node.values]
+            return None if any(p is None for p in parts) else "".join(str(p) for p in parts)
+        if isinstance(node, ast.FormattedValue):
+            value = fold(node.value)
+            return None if value is None or node.format_spec is not None else str(value)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Mult | ast.Mod):
+            left, right = fold(node.left), fold(node.right)
+            if left is None or right is None:
+                return None
+            if isinstance(node.op, ast.Mult) and not isinstance(right, int) and not isinstance(left, int):
+                return None
+            return left + right if isinstance(node.op, ast.Add) else left * right if isinstance(
+                node.op, ast.Mult) else left % right
+        if isinstance(node, ast.Subscript):
+            value = fold(node.value)
+            key = node.slice
+            if isinstance(key, ast.Slice):
+                bounds = [None if b is None else fold(b) for b in (key.lower, key.upper, key.step)]
+                return value[slice(*bounds)] if value is not None else None
+            index = fold(key)
+            return value[index] if value is not None and index is not None else None
+        if isinstance(node, ast.List | ast.Tuple):
+            items = [fold(e) for e in node.elts]
+            return None if any(i is None for i in items) else items
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            value = fold(node.operand)
+            return -value if isinstance(value, int) else None
+        if isinstance(node, ast.Call) and not node.keywords:
+            args = [fold(a) for a in node.args]
+            if any(a is None for a in args):
+                return None
+            if isinstance(node.func, ast.Attribute) and node.func.attr in _STR_METHODS:
+                owner = fold(node.func.value)
+                if owner is None or len(args) > 3:
+                    return None
+                result = getattr(owner, node.func.attr)(*args)
+                return result.decode() if isinstance(result, bytes) else result
+            if isinstance(node.func, ast.Name) and node.func.id in {"chr", "str", "reversed", "list"}:
+                result = {"chr": chr, "str": str, "reversed": lambda v: "".join(reversed(v)), "list": list}[
+                    node.func.id](*args)
+                return result
+    except Exception:  # noqa: BLE001  (a fold that fails is a name the scan cannot read)
+        return None
+    return None
 
 
 def _is_plain_binding(node) -> bool:

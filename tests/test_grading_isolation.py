@@ -1,0 +1,244 @@
+"""Issue 46, in process: hidden blocks run in a private namespace, answers are frozen to plain data before
+any comparison, the learner's functions run on a thread of their own, and forbidden functions trip however
+they are reached (a default, a closure, a name built at run time). The same attacks go through the real
+grader in tests/test_hostile.py and the labs' round trips."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from gpucourse.tooling.grading import GENERIC_FAILURE, HiddenTestFailed, run_hidden_tests
+from gpucourse.tooling.grading.frozen import AnswerRefused, call, call_each, freeze
+from gpucourse.tooling.grading.hidden import forbidden_targets
+from gpucourse.tooling.grading.tripwire import armed, is_learner_code, resolve
+
+LEARNER_FILE = "/tmp/ipykernel_4242/2718281828.py"  # where IPython keeps a notebook cell's code
+
+
+def learner(source: str, **names) -> dict:
+    """A notebook namespace holding ``source``, compiled as a cell's code is."""
+    namespace = {"__name__": "__main__", "np": np, **names}
+    exec(compile(source, LEARNER_FILE, "exec"), namespace)  # noqa: S102
+    return namespace
+
+
+FRAME_WALK = '''
+import sys
+
+
+def add_one(x):
+    frame = sys._getframe(1)
+    while frame is not None:  # every frame up the stack, and each one's variables
+        for scope in (frame.f_locals, frame.f_globals):
+            if "expected" in scope:
+                return scope["expected"][x]
+        frame = frame.f_back
+    return x
+'''
+HIDDEN_DIRECT = "expected = {7919: 7920}\ncheck(add_one(7919) == 7920)"
+HIDDEN_CALLED = "expected = {7919: 7920}\ncheck(call(add_one, 7919) == 7920)"
+
+
+def test_the_learner_code_is_a_cell_and_the_libraries_are_not():
+    assert is_learner_code(compile("1", LEARNER_FILE, "exec"))
+    assert is_learner_code(compile("1", "<ipython-input-3-abc>", "exec"))
+    assert not is_learner_code(threading.Thread.run.__code__)
+    assert not is_learner_code(np.testing.assert_allclose.__code__)
+    assert not is_learner_code(run_hidden_tests.__code__)
+    assert not is_learner_code(compile("1", "<hidden tests>", "exec"))
+
+
+def test_what_a_hidden_block_binds_stays_private():
+    namespace = learner("def add_one(x):\n    return x + 1\n")
+    run_hidden_tests("expected = {7919: 7920}\ncheck(call(add_one, 7919) == expected[7919])", namespace)
+    assert "expected" not in namespace and "check" not in namespace and "call" not in namespace
+    assert "add_one" in namespace  # the notebook's own names are untouched
+    peeks = learner("def add_one(x):\n    return globals().get('expected', {}).get(x, x)\n")  # its globals
+    with pytest.raises(HiddenTestFailed):
+        run_hidden_tests(HIDDEN_CALLED, peeks)
+
+
+def test_walking_up_frames_finds_no_expected_value():
+    # the attack works on a function the hidden block calls itself (why hidden blocks use `call`) …
+    run_hidden_tests(HIDDEN_DIRECT, learner(FRAME_WALK))
+    # … and finds nothing from the thread `call` runs it on: the wrong answer fails
+    with pytest.raises(HiddenTestFailed) as info:
+        run_hidden_tests(HIDDEN_CALLED, learner(FRAME_WALK))
+    assert str(info.value) == GENERIC_FAILURE
+
+
+@pytest.mark.parametrize(("source", "words"), [
+    ("class Lazy:\n    def __eq__(self, other):\n        return True\n\n\ndef add_one(x):\n    return Lazy()\n",
+     "is an object of a class of your own"),
+    ("class Int(int):\n    pass\n\n\ndef add_one(x):\n    return Int(x + 1)\n", "a subclass of int"),
+    ("from collections import UserDict\n\n\ndef add_one(x):\n    return UserDict({0: x + 1})\n", "`UserDict`"),
+    ("def add_one(x):\n    return [x + 1, lambda: 0]\n", "an element of what your function returned"),
+    ("def add_one(x):\n    return np.array([x + 1], dtype=object)\n", "dtype object"),
+])
+def test_an_answer_that_is_not_plain_data_is_refused_with_a_reason(source, words):
+    with pytest.raises(HiddenTestFailed) as info:
+        run_hidden_tests(HIDDEN_CALLED, learner(source))
+    assert words in str(info.value) and "7920" not in str(info.value)
+
+
+def test_a_lazy_mapping_never_runs_inside_the_comparison():
+    source = '''
+import collections.abc
+
+
+class Answers(collections.abc.Mapping):  # __eq__ inherited from Mapping runs __getitem__ and __iter__
+    def __getitem__(self, key):
+        raise SystemExit  # would run inside the grader's comparison
+    def __iter__(self):
+        return iter(["A"])
+    def __len__(self):
+        return 1
+
+
+answers = Answers()
+'''
+    with pytest.raises(HiddenTestFailed) as info:
+        run_hidden_tests('got = freeze(answers, "answers")\ncheck(got == {"A": 1})', learner(source))
+    assert "answers is an object of a class of your own" in str(info.value)
+
+
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")
+def test_a_refusal_never_spells_what_the_learner_chose():
+    """A refusal reaches the feedback: the learner's class, exception or key names are not in it (a function
+    the grader calls sees the hidden inputs and could spell them there)."""
+    source = ("def add_one(x):\n    return type(f'x_{x}', (), {})()\n\n\n"
+              "def add_two(x):\n    raise type(f'E_{x}', (Exception,), {})()\n\n\n"
+              "def add_three(x):\n    return {f'k_{x}': object()}\n")
+    for name in ("add_one", "add_two", "add_three"):
+        with pytest.raises(HiddenTestFailed) as info:
+            run_hidden_tests(f"check(call({name}, 7919) == 7920)", learner(source))
+        assert "7919" not in str(info.value) and str(info.value) != GENERIC_FAILURE, name
+
+
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")
+def test_freeze_copies_plain_data_exactly():
+    array = np.arange(6, dtype=np.float32).reshape(2, 3)
+    frozen = freeze({"a": [1, 2.5, (np.int64(3), np.float32(0.5), np.bool_(True))], "b": {1, 2}, "c": array,
+                     "d": None, "e": "x"})
+    assert frozen["a"] == [1, 2.5, (3, 0.5, True)] and type(frozen["a"][2][0]) is int
+    assert type(frozen["a"][2][2]) is bool and frozen["b"] == {1, 2} and frozen["d"] is None
+    assert type(frozen["c"]) is np.ndarray and frozen["c"].dtype == np.float32
+    array[0, 0] = 99  # a copy: what the learner keeps changing later is not what is compared
+    assert frozen["c"][0, 0] == 0
+    cycle: list = []
+    cycle.append(cycle)
+    with pytest.raises(AnswerRefused, match="contains itself"):
+        freeze(cycle)
+    with pytest.raises(AnswerRefused, match="subclass of float"):
+        freeze(type("F", (float,), {})(1.0))
+    with pytest.raises(AnswerRefused, match="`matrix`"):
+        freeze(np.matrix([1]))
+
+
+def test_call_runs_the_learner_on_a_thread_of_its_own_and_refuses_what_it_leaves_behind():
+    namespace = learner('''
+import sys
+import threading
+import time
+
+
+def depth():
+    frame, names = sys._getframe(), []
+    while frame is not None:
+        names.append(frame.f_code.co_filename)
+        frame = frame.f_back
+    return names
+
+
+def _later():
+    time.sleep(5)  # then it could read the comparison's frames (sys._current_frames)
+
+
+def leaves_a_thread():
+    threading.Thread(target=_later, daemon=True).start()
+    return 1
+
+
+def traces_later():
+    threading.settrace(lambda *args: None)
+    return 1
+
+
+def raises():
+    return {}["hidden input"]
+''')
+    files = call(namespace["depth"])
+    assert files[0] == LEARNER_FILE and all("test_grading_isolation" not in f for f in files)
+    assert call_each(lambda_free_add, [(1, 2), (3, 4)]) == [3, 7]
+    with pytest.raises(AnswerRefused, match="left a thread running"):
+        call(namespace["leaves_a_thread"])
+    with pytest.raises(AnswerRefused, match="tracer"):
+        call(namespace["traces_later"])
+    assert threading._trace_hook is None  # put back
+    with pytest.raises(AnswerRefused, match="raised KeyError") as info:
+        call(namespace["raises"])
+    assert "hidden input" not in str(info.value)
+
+
+def lambda_free_add(a, b):
+    return a + b
+
+
+def test_call_takes_no_function_of_the_hidden_block():
+    with pytest.raises(HiddenTestFailed):  # ValueError inside the block: it fails, whatever the answer
+        run_hidden_tests("check(call(lambda: add_one(1)) == 2)", learner("def add_one(x):\n    return x + 1\n"))
+
+
+FORBIDDEN = 'FORBIDDEN = {"fractions:Fraction": "exact fractions do the rounding for you"}\n'
+HIDDEN_WARPS = FORBIDDEN + "check(call_each(warps, [(1,), (33,), (1024,)]) == [1, 2, 32])"
+
+
+@pytest.mark.parametrize("source", [
+    "import fractions, math\n\n\ndef warps(t, exact=fractions.Fraction):\n    return math.ceil(exact(t, 32))\n",
+    "import math\n\n\ndef warps(t, *, exact=__import__('fractions').Fraction):\n    return math.ceil(exact(t, 32))\n",
+    ("import math\n\n\ndef _make():\n    from fractions import Fraction as exact\n\n"
+     "    def warps(t):\n        return math.ceil(exact(t, 32))\n\n    return warps\n\n\nwarps = _make()\n"),
+    "import fractions as f, math\n\n\ndef warps(t):\n    return math.ceil(getattr(f, 'Frac' + 'tion')(t, 32))\n",
+    "import math\nfrom fractions import Fraction\n\n\ndef warps(t):\n    return math.ceil(Fraction(t) / 32)\n",
+])
+def test_a_forbidden_function_trips_however_it_is_reached(source):
+    with pytest.raises(HiddenTestFailed) as info:
+        run_hidden_tests(HIDDEN_WARPS, learner(source))
+    assert "forbids: fractions:Fraction: exact fractions do the rounding for you" in str(info.value)
+    import fractions
+
+    assert fractions.Fraction.__new__.__code__.co_name == "__new__"  # unwrapped afterwards
+
+
+def test_the_grader_may_call_what_it_forbids_the_learner():
+    namespace = learner("def warps(t):\n    return -(-t // 32)\n")
+    run_hidden_tests(HIDDEN_WARPS + "\nfrom fractions import Fraction\ncheck(Fraction(1, 2) == 0.5)", namespace)
+
+
+def test_armed_records_learner_calls_only_and_always_unwraps():
+    import json
+
+    namespace = learner("import json\n\n\ndef dump(x, f=json.dumps):\n    return f(x)\n")
+    with armed({"json:dumps": "no JSON here"}) as trips:
+        json.dumps([1])  # this test file is outside the libraries and the package: it counts as the learner's
+        assert trips.calls == ["json:dumps: no JSON here"]
+    with armed({"json:dumps": "no JSON here"}) as trips:
+        namespace["dump"]([1])
+    assert trips.tripped and json.dumps.__code__.co_name == "dumps"
+    with pytest.raises(RuntimeError), armed({"json:dumps": "x"}):
+        raise RuntimeError
+    assert json.dumps.__code__.co_name == "dumps" and "__gpucourse_tripwire__" not in vars(json)
+    with pytest.raises(ValueError, match="no attribute"):
+        resolve("json:nothing_here")
+    with pytest.raises(ValueError, match="package.module:qualname"):
+        resolve("json.dumps")
+
+
+def test_a_hidden_block_declares_its_forbidden_targets_as_a_literal():
+    assert forbidden_targets(HIDDEN_WARPS) == {"fractions:Fraction": "exact fractions do the rounding for you"}
+    assert forbidden_targets("check(True)") == {}
+    with pytest.raises(ValueError):
+        forbidden_targets("FORBIDDEN = {'a:b': 1}")
