@@ -345,9 +345,10 @@ for _one, expected in zip(_got, [40, 64, 56, 80, 32, 48, 32, 64, 255], strict=Tr
 # 3. `copy_speed_ratio(bandwidth_gbps, latency_ns, sm_count, warps_low, warps_high, loads_per_warp)`: the
 #    predicted speed with `warps_low` resident warps per SM ÷ the speed with `warps_high`.
 #
-# Reference (the H200's recorded inputs: 4,271 GB/s copy ceiling, 876 ns loaded latency, 132 SMs):
-# 16 vs 64 warps → 0.25 with one load per warp, ≈ 0.578 with four. These are the lesson's
-# predictions; only a GPU can confirm them. The grader checks each step on inputs you have not seen
+# Reference (the H200's 4,271 GB/s copy ceiling and 132 SMs, with 876 ns: the latency the first
+# attempt's recorded ILP-4 point implies; the lesson predicts with the 823 ns calibrated on lesson 03's
+# copy): 16 vs 64 warps → 0.25 with one load per warp, ≈ 0.578 with four (that attempt's recorded
+# 2,470 GB/s over the 4,271 ceiling). The grader checks each step on inputs you have not seen
 # (other GPUs, other ILPs), and that no step says fewer warps are faster. Compute it yourself: calling
 # `gpucourse` scores 0.
 
