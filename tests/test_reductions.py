@@ -300,7 +300,7 @@ def test_the_lesson_words_fixed_by_the_review_stay_fixed():
     assert "generates and tunes" not in text and "does not autotune" in text
     assert "about as many threads as values" in text and "2-way at B = 64" in text
     # the strided-index kernel is printed before its prediction
-    assert text.index("getsource(kernels.strided_index_kernel)") < text.index("predict_strided_index_max_ways")
+    assert text.index("getsource(kernels.strided_index_kernel)") < text.index("prediction_strided_index_max_ways")
     assert "optional, 12 min" in text and "optional, 8 min" in text  # tests/test_minutes.py: the rule
 
 

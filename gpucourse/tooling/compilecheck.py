@@ -77,6 +77,8 @@ KERNELS = (
     # lesson 03, work per thread (issue 38): the coarsened copy, and the best copy on 8-byte lanes
     CheckedKernel("03", "gpucourse.lessons.coalescing.kernels", "copy_ilp4", f"void({F1}, {F1}, int64, int64, int64)"),
     CheckedKernel("03", "gpucourse.lessons.coalescing.kernels", "best_copy", "void(float64[::1], float64[::1], int64)"),
+    # lesson 03's compiler table: the 16-byte copy through an @intrinsic (wide.py; never launched by the course)
+    CheckedKernel("03", "gpucourse.lessons.coalescing.wide", "copy4", "void(float32[::1], float32[::1])"),
     CheckedKernel("04", "gpucourse.lessons.tiling.kernels", "naive_matmul_kernel()", f"void({F2}, {F2}, {F2})"),
     CheckedKernel("04", "gpucourse.lessons.tiling.kernels", "tiled_matmul_kernel(16)", f"void({F2}, {F2}, {F2})"),
     CheckedKernel("04", "gpucourse.lessons.tiling.kernels", "tiled_matmul_kernel(32)", f"void({F2}, {F2}, {F2})"),

@@ -170,7 +170,7 @@ check(all(_w is None for _w in _why))
 #
 # The lesson's model gives one ring's time: p − 1 steps, each α + (S/p)/β (no γ here). NVLink 4 on 8 GPUs:
 # α = 2 µs, β = 450 GB/s **in each direction at once** (a link is full duplex). One ring uses each link in
-# one direction only. Predict, in the lesson's model:
+# one direction only. **Goal.** Predict, in the lesson's model:
 #
 # * `"two_rings_us"`: a **reduce-scatter** of 256 MiB (2²⁸ bytes) on the 8 GPUs run as **two rings at once**,
 #   in opposite directions, each ring reducing half of the buffer (NCCL builds several rings for this

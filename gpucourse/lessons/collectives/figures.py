@@ -138,7 +138,8 @@ def time_vs_size_figure(op: str = "all_reduce", ranks: int = 8, link_name: str =
     for k, (alg, label) in enumerate((a, t) for a, t in KNEE_MARKS.items() if a in model.MODELLED[op]):
         knee = model.knee_bytes(op, alg, ranks, link)
         fig.add_vline(x=knee, line_dash="dot" if alg == "ring" else "dash", line_color="#555")
-        fig.add_annotation(x=np.log10(knee), y=1 - 0.07 * k, yref="paper", showarrow=False, xanchor="left",
+        # one line of text per knee, in pixels (a share of the plot's height let two lines touch in a browser)
+        fig.add_annotation(x=np.log10(knee), y=1, yshift=-24 * k, yref="paper", showarrow=False, xanchor="left",
                            yanchor="top", text=f"{label} ≈ {knee:,.0f} B")
     fig.update_xaxes(type="log")
     fig.update_yaxes(type="log")

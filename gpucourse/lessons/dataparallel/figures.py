@@ -88,7 +88,7 @@ def ddp_figure(cap_mib: float | None = None, tokens: int = SCENARIO["tokens"],
     """One DDP step of the lesson's transformer: backward in reverse, a bucket's all-reduce once it is ready.
     ``cap_mib`` None: PyTorch's default, unset (25 MiB, first bucket 1 MiB); a number: ``bucket_cap_mb`` set."""
     tl = ddp_step(cap_mib, tokens, link, ranks, gpu, efficiency)
-    what = ("DDP, PyTorch's default buckets (25 MiB, first 1 MiB)" if cap_mib is None
+    what = ("DDP, default cap (25 MiB, first 1 MiB)" if cap_mib is None
             else f"DDP, bucket_cap_mb={cap_mib:g}")
     return gantt(tl, _title(model.summary(tl), what), model_caption(link, ranks, gpu, efficiency))
 
