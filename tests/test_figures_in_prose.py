@@ -118,6 +118,19 @@ def _first_attempt(kernel: str, occupancy_pct: float) -> float:
     return float(data[(data.kernel == kernel) & (data.occupancy_pct == occupancy_pct)].gbps.iloc[0])
 
 
+H100_FIRST_CONTACT = ROOT / "data/reference/nvidia-h100-80gb-hbm3/first-contact/tier-subset.junit.xml"
+
+
+def _h100_first_attempt(padding_bytes: int) -> float:
+    """The H100's first-attempt copy (64 threads, 25 % with 24,960 B of padding, 100 % with none), as its
+    first-contact tier run measured it: the failed assertion's ``Measurement(label=…).gbps`` values."""
+    text = H100_FIRST_CONTACT.read_text()
+    label = re.escape(f"copy, 64 threads, {padding_bytes} B padding")
+    found = re.findall(r"E\s+\+\s+(?:where|and)\s+([0-9.]+) = Measurement\(label='" + label, text)
+    assert found, f"no measurement of {label!r} in {H100_FIRST_CONTACT.name}"
+    return float(found[0])
+
+
 def _occupancy_model():
     from gpucourse.lessons import occupancy
 
@@ -227,6 +240,12 @@ TYPED = (
           "occupancy.memory_bound, copy at 25 %", lambda: f"{_first_attempt('copy', 25.0):,.0f}"),
     Typed("notebooks/05_occupancy.py", "25 % and {} GB/s at 100 %**",
           "occupancy.memory_bound, copy at 100 %", lambda: f"{_first_attempt('copy', 100.0):,.0f}"),
+    Typed("notebooks/05_occupancy.py", "(an H100: {} and",
+          "the H100's first-contact tier run, copy at 25 % (first-contact/tier-subset.junit.xml)",
+          lambda: f"{_h100_first_attempt(24960):,.0f}"),
+    Typed("notebooks/05_occupancy.py", "(an H100: 838 and {})",
+          "the H100's first-contact tier run, copy at 100 % (first-contact/tier-subset.junit.xml)",
+          lambda: f"{_h100_first_attempt(0):,.0f}"),
     Typed("notebooks/05_occupancy.py", "3 register caps ({} configurations)",
           "occupancy.experiments' DRIVER_* sizes × the lesson's kernels", lambda: f"{_driver_configurations()}"),
     Typed("notebooks/05_occupancy.py", "which asked for fewer: {} configurations",
@@ -266,6 +285,10 @@ TYPED = (
           lambda: f"{_first_attempt('copy', 25.0):,.0f}"),
     Typed("instructor/05_occupancy.md", "25 % and {} GB/s at 100 % (H100", "occupancy.memory_bound, copy at 100 %",
           lambda: f"{_first_attempt('copy', 100.0):,.0f}"),
+    Typed("instructor/05_occupancy.md", "(H100: {} / 846)", "the H100's first-contact tier run, copy at 25 %",
+          lambda: f"{_h100_first_attempt(24960):,.0f}"),
+    Typed("instructor/05_occupancy.md", "(H100: 838 / {})", "the H100's first-contact tier run, copy at 100 %",
+          lambda: f"{_h100_first_attempt(0):,.0f}"),
     Typed("instructor/05_occupancy.md", "the ILP-4 variant {} vs", "occupancy.memory_bound, copy_ilp4 at 25 %",
           lambda: f"{_first_attempt('copy_ilp4', 25.0):,.0f}"),
     Typed("instructor/05_occupancy.md", "variant 2,470 vs {} GB/s", "occupancy.memory_bound, copy_ilp4 at 100 %",

@@ -3,24 +3,14 @@ each quoted constant is read back from the code, each quoted measurement from it
 
 from __future__ import annotations
 
-import re
-
 import pandas as pd
+from prose import lesson_text as _text
+from prose import number as _number
 
 from gpucourse.measure import harness
 from gpucourse.tooling.build import ROOT
 
 H200 = ROOT / "data" / "reference" / "nvidia-h200" / "quick"
-
-
-def _text(name: str) -> str:
-    return " ".join(line.lstrip("# ") for line in (ROOT / "notebooks" / name).read_text().splitlines())
-
-
-def _number(pattern: str, text: str) -> float:
-    found = re.search(pattern, text)
-    assert found, pattern
-    return float(found.group(1).replace(",", ""))
 
 
 def test_lesson_00_states_the_harness_s_batching_and_contract():

@@ -8,6 +8,8 @@ import re
 import sys
 
 import pytest
+from prose import lesson_text as _text
+from prose import number as _number
 
 from gpucourse.lessons import collectives, dataparallel
 from gpucourse.lessons.collectives import figures as collective_figures
@@ -17,16 +19,6 @@ from gpucourse.tooling import minutes
 from gpucourse.tooling.build import ROOT
 
 MIB = 1 << 20
-
-
-def _text(name: str) -> str:
-    return " ".join(line.lstrip("# ") for line in (ROOT / "notebooks" / name).read_text().splitlines())
-
-
-def _number(pattern: str, text: str) -> float:
-    found = re.search(pattern, text)
-    assert found, pattern
-    return float(found.group(1).replace(",", ""))
 
 
 # --- lesson 07 ------------------------------------------------------------------------------------------------
