@@ -3,7 +3,11 @@ refused, and the interpreter's bf16 bug kept reproduced), compiled without a GPU
 as facts, and bad input refused before any launch. Triton has Linux wheels only: its tests skip elsewhere."""
 
 import importlib.util
+import os
 import re
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -90,7 +94,7 @@ BAD = [
     (np.zeros((16, 16), np.int32), np.zeros((16, 16), np.int32), "dtype must be one of"),
     (np.zeros((16, 16), np.float16), np.zeros((16, 16), np.float32), "the same dtype"),
     (np.zeros((0, 16), np.float16), np.zeros((16, 16), np.float16), "must not be empty"),
-    (np.zeros((1024, 16), np.float16), np.zeros((16, 16), np.float16), "≤ 512"),
+    (np.zeros((257, 16), np.float16), np.zeros((16, 16), np.float16), "≤ 256"),
     ([[1.0]], np.zeros((1, 1), np.float16), "2-D matrix"),
 ]
 
@@ -115,9 +119,41 @@ def test_without_triton_the_lesson_says_so(monkeypatch, no_launch):
         with pytest.raises(kernels.TritonMissing, match="Linux wheels only"):
             experiments.interpreted_kernel()
         with pytest.raises(kernels.TritonMissing, match="Linux wheels only"):
-            compiled._compiled(80, "float16", (16, 16, 16), 1, 1)  # arguments no other test compiles (cached)
+            compiled._compiled(80, "float16", (128, 128, 64), 4, 3)
     finally:
         experiments.interpreted_kernel.cache_clear()
+
+
+def test_without_triton_installed_the_package_imports_and_says_so_in_one_line():
+    code = textwrap.dedent("""
+        import sys
+        sys.modules["triton"] = None  # as on macOS/Windows: no Triton wheel
+        import numpy as np
+        from gpucourse.lessons import tensorcores
+        print(tensorcores.matmul_kernel.__name__)
+        for run in (lambda: tensorcores.run_interpreted(np.ones((4, 4), np.float16), np.ones((4, 4), np.float16)),
+                    lambda: tensorcores.compile_for(90)):
+            try:
+                run()
+            except tensorcores.TritonMissing as error:
+                print("refused:", error)
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert lines[0] == "matmul_kernel" and len(lines) == 3, lines
+    assert all(line.startswith("refused: Triton is not installed") for line in lines[1:]), lines
+
+
+@needs_interpreter
+def test_interpreting_leaves_the_compile_mode_alone():
+    from triton import knobs
+
+    before = os.environ.get("TRITON_INTERPRET")
+    tensorcores.run_interpreted(np.ones((16, 16), np.float32), np.ones((16, 16), np.float32))
+    assert os.environ.get("TRITON_INTERPRET") == before
+    assert knobs.runtime.interpret == (before not in (None, "", "0", "false"))
+    assert type(experiments.interpreted_kernel()).__name__ == "InterpretedFunction"
 
 
 # --- compiled for three generations, read as facts ------------------------------------------------------

@@ -112,7 +112,6 @@ def _cuobjdump(cubin: bytes) -> tuple[str, str]:
     return sass, usage
 
 
-@functools.cache
 def _compiled(cc: int, dtype: str, tile: tuple[int, int, int], num_warps: int, num_stages: int):
     triton = kernels.triton_or_raise()
     from triton import knobs
@@ -140,17 +139,22 @@ def _compiled(cc: int, dtype: str, tile: tuple[int, int, int], num_warps: int, n
                           options={"num_warps": num_warps, "num_stages": num_stages})
 
 
-@functools.cache
 def compile_for(cc, dtype: str = "float16", tile=kernels.COMPILE_TILE, num_warps: int = 4,
                 num_stages: int = 3) -> CompiledFacts:
     """Compile ``kernels.matmul_kernel`` for compute capability ``cc`` (80, 90, 100) without a GPU and
-    return what it became: tensor-core PTX and SASS, registers, shared memory (see ``CompiledFacts``)."""
+    return what it became: tensor-core PTX and SASS, registers, shared memory (see ``CompiledFacts``).
+    Cached per process (the same request twice compiles once)."""
     cc = check_cc(cc)
     if dtype not in COMPILED_DTYPES:
         raise InvalidConfig(f"dtype must be one of {', '.join(COMPILED_DTYPES)}, got {dtype!r}")
     tile = check_block(tile)
     if num_warps not in (1, 2, 4, 8, 16) or num_stages not in range(1, 8):
         raise InvalidConfig(f"num_warps must be 1, 2, 4, 8 or 16 and num_stages 1 to 7, got {num_warps}, {num_stages}")
+    return _facts(cc, dtype, tile, num_warps, num_stages)
+
+
+@functools.cache
+def _facts(cc: int, dtype: str, tile: tuple[int, int, int], num_warps: int, num_stages: int) -> CompiledFacts:
     start = time.perf_counter()
     compiled = _compiled(cc, dtype, tile, num_warps, num_stages)
     sass, usage = _cuobjdump(compiled.asm["cubin"])

@@ -24,7 +24,7 @@ TRITON_TYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
 BF16_REFUSAL = ("bfloat16 is refused in Triton's interpreter: it computes bf16 tl.dot silently wrong "
                 "(Triton 3.7.1: errors of ~1e10 where fp16 is exact); use float16 or float32 here, or "
                 "compile_for(cc, dtype='bfloat16') to read what a GPU would run")
-INTERPRET_MAX_DIM = 512  # the interpreter runs each program in NumPy: beyond this it takes minutes
+INTERPRET_MAX_DIM = 256  # the interpreter runs each program in NumPy: 256³ takes seconds, 512³ about a minute
 
 
 @dataclass(frozen=True)
