@@ -59,6 +59,14 @@ def test_known_entries_of_the_isa_figures(name, dtype, operand, lane, expected):
     assert [shape.position(operand, lane, s) for s in range(shape.slots(operand))] == expected
 
 
+def test_owner_labels_read_like_the_isa_figure():
+    labels = fragments.owner_labels(fragments.mma_shape(), "a")
+    assert labels.shape == (16, 16)
+    assert list(labels[0, :4]) == ["T0 a0", "T0 a1", "T1 a0", "T1 a1"]  # four lanes share a row, two each
+    assert labels[8, 0] == "T0 a2" and labels[0, 8] == "T0 a4" and labels[15, 15] == "T31 a7"
+    assert fragments.owner_labels(fragments.mma_shape("m16n8k8", "tf32"), "b")[4, 0] == "T0 b1"
+
+
 def _random_operands(shape: MmaShape, seed: int):
     rng = np.random.default_rng(seed)
     # small integers: exact in fp16, bf16 and tf32, so the comparison is exact

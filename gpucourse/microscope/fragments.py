@@ -132,6 +132,13 @@ def mma_shape(shape: str = "m16n8k16", dtype: str = "f16") -> MmaShape:
     return MMA_SHAPES[key]
 
 
+def owner_labels(shape: MmaShape, operand: str) -> np.ndarray:
+    """rows × columns of labels "T<lane> <slot>" (e.g. "T5 a2"): the ISA's figure of a fragment layout as a table."""
+    operand = _operand(operand)
+    owner = shape.owners(operand)
+    return np.vectorize(lambda lane, slot: f"T{lane} {operand}{slot}")(owner[..., 0], owner[..., 1])
+
+
 def gather(shape: MmaShape, operand: str, matrix) -> np.ndarray:
     """lane × slot: each lane's fragment of ``matrix`` (what its registers hold before ``mma.sync``)."""
     matrix = _check_matrix(shape, operand, matrix)
