@@ -177,28 +177,28 @@ def test_online_softmax_is_stable_where_a_naive_exp_overflows(dtype):
 def test_tile_step_hand_worked():
     # so far one score 0 with value 2: m = 0, l = e^0 = 1, acc = 2. Next block: one score ln 4 with value 3.
     # m_new = ln 4, alpha = e^(0 − ln 4) = 1/4, p = 1: l = 1/4 + 1 = 5/4, acc = 2/4 + 3 = 7/2; O = 14/5 = (2 + 4·3)/5
-    m, l, acc = online.tile_step(np.array([0.0]), np.array([1.0]), np.array([[2.0]]), np.array([[np.log(4)]]),
-                                 np.array([[3.0]]))
-    assert m == pytest.approx(np.log(4)) and l == pytest.approx(1.25) and acc == pytest.approx(3.5)
-    assert (acc / l[:, None])[0, 0] == pytest.approx(2.8)
+    m, total, acc = online.tile_step(np.array([0.0]), np.array([1.0]), np.array([[2.0]]),
+                                     np.array([[np.log(4)]]), np.array([[3.0]]))
+    assert m == pytest.approx(np.log(4)) and total == pytest.approx(1.25) and acc == pytest.approx(3.5)
+    assert (acc / total[:, None])[0, 0] == pytest.approx(2.8)
 
 
 def test_tile_step_from_the_start_is_exact():
     rng = np.random.default_rng(4)
     s, v = rng.normal(size=(5, 8)), rng.normal(size=(8, 3))
-    m, l, acc = online.tile_step(np.full(5, -np.inf), np.zeros(5), np.zeros((5, 3)), s, v)
+    m, total, acc = online.tile_step(np.full(5, -np.inf), np.zeros(5), np.zeros((5, 3)), s, v)
     e = np.exp(s - s.max(axis=1, keepdims=True))
     np.testing.assert_array_equal(m, s.max(axis=1))
-    np.testing.assert_array_equal(l, e.sum(axis=1))
+    np.testing.assert_array_equal(total, e.sum(axis=1))
     np.testing.assert_array_equal(acc, e @ v)
 
 
 def test_tile_step_keeps_a_fully_masked_row_empty():
     s = np.array([[-np.inf, -np.inf], [0.0, 1.0]])
-    m, l, acc = online.tile_step(np.full(2, -np.inf), np.zeros(2), np.zeros((2, 1)), s, np.ones((2, 1)))
-    assert m[0] == -np.inf and l[0] == 0 and acc[0, 0] == 0 and np.isfinite(l[1])
-    m, l, acc = online.tile_step(m, l, acc, np.array([[5.0], [-np.inf]]), np.array([[7.0]]))
-    assert (m[0], l[0], acc[0, 0]) == (5.0, 1.0, 7.0)
+    m, total, acc = online.tile_step(np.full(2, -np.inf), np.zeros(2), np.zeros((2, 1)), s, np.ones((2, 1)))
+    assert m[0] == -np.inf and total[0] == 0 and acc[0, 0] == 0 and np.isfinite(total[1])
+    m, total, acc = online.tile_step(m, total, acc, np.array([[5.0], [-np.inf]]), np.array([[7.0]]))
+    assert (m[0], total[0], acc[0, 0]) == (5.0, 1.0, 7.0)
 
 
 def test_online_bad_input():

@@ -13,7 +13,10 @@ from gpucourse.lessons.attention.experiments import (
     MAX_INTERPRETED_SCORES,
     check_inputs,
     compare_with_sdpa,
+    compiled_kernel,
     flash_attention,
+    interpretable_language,
+    interpreted_kernel,
     random_qkv,
     sdpa_reference,
 )
@@ -22,7 +25,6 @@ from gpucourse.lessons.attention.kernels import (
     LSE_BYTES,
     TILE_SIZES,
     flash_forward_kernel,
-    interpreter_problem,
 )
 from gpucourse.lessons.attention.model import (
     Placement,

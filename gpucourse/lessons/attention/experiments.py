@@ -11,20 +11,26 @@ a size it finishes in seconds. Any sequence length is allowed: the kernel masks 
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
+import threading
 import time
 
 from gpucourse.errors import InvalidConfig
 from gpucourse.lessons.attention import kernels
 from gpucourse.lessons.attention.kernels import HEAD_DIMS, TILE_SIZES
 from gpucourse.lessons.attention.model import check_tile
+from gpucourse.measure import runtime
 
 LOG2E = 1.4426950408889634
-# The interpreter runs every program one after another in NumPy: ~1 s for 8 Q tiles × 8 K/V tiles of 32×32 at
-# d = 64 on one CPU core. Beyond this many scores per launch (batch·heads·n²) it would take minutes: refused.
-MAX_INTERPRETED_SCORES = 4 * 512 * 512
+# The interpreter runs every program one after another in NumPy: about a second for n = 256, d = 64 (65,536
+# scores) on one CPU core, and ~20 s for n = 1024. Beyond this many scores per launch (batch·heads·n²): refused.
+MAX_INTERPRETED_SCORES = 4 * 256 * 256
 INTERPRETED_DTYPES = ("float16", "float32")
 COMPILED_DTYPES = ("float16", "bfloat16", "float32")
+TRITON_MISSING = ("Triton is not installed (it ships Linux wheels only, as a dependency of Linux torch): the lesson "
+                  "shows its recorded interpreter results instead")
 BF16_REFUSED = ("bf16 is refused in Triton's interpreter: it computes a bf16 tl.dot silently wrong (errors of "
                 "~5e10 in Triton 3.7.1 and 3.9.0). Use float16 or float32 here; bf16 runs on a GPU")
 
@@ -33,6 +39,76 @@ def _torch():
     import torch  # the lesson's tensors; imported on first use so the model imports without it
 
     return torch
+
+
+@functools.cache
+def interpreted_kernel():
+    """``kernels.flash_forward_kernel`` as Triton's interpreter runs it (decorated once per process), as lesson
+    "Tensor cores from Python" decorates its matmul: the knob on for the decoration only, restored at once."""
+    from triton import knobs
+
+    with knobs.runtime.scope():
+        knobs.runtime.interpret = True
+        return kernels.triton.jit(kernels.flash_forward_kernel)
+
+
+@functools.cache
+def compiled_kernel():
+    """The same kernel for a GPU, even in a process started with TRITON_INTERPRET=1."""
+    from triton import knobs
+
+    with knobs.runtime.scope():
+        knobs.runtime.interpret = False
+        return kernels.triton.jit(kernels.flash_forward_kernel)
+
+
+_LANGUAGE_LOCK = threading.Lock()
+
+
+def _restoring_interpreted(fn):
+    """``fn`` (one of Triton's helpers) as the interpreter calls it from a kernel, leaving the language as it found
+    it. Triton 3.7's ``InterpretedFunction.__call__`` patches ``triton.language.core`` for the call and never puts
+    it back, so a later compile in the same process fails (``'ir.value' object has no attribute 'dtype'``)."""
+    from triton.runtime import interpreter
+
+    class Restoring(interpreter.InterpretedFunction):
+        def __call__(self, *args, **kwargs):
+            scope = interpreter._patch_lang(self.fn)
+            try:
+                return self.rewrite()(*args, **kwargs)
+            except Exception as error:
+                raise interpreter.InterpreterError(repr(error)) from error
+            finally:
+                scope.restore()
+
+    return Restoring(fn)
+
+
+@contextlib.contextmanager
+def interpretable_language():
+    """During an interpreted launch, Triton's own @triton.jit helpers that a kernel calls (``tl.max``, ``tl.sum``,
+    ``tl.zeros``, …) as the interpreter can call them; put back on leaving.
+
+    Triton builds those helpers once, when ``triton.language`` is imported, compiled or interpreted by
+    ``TRITON_INTERPRET`` at that moment; the interpreter cannot call a compiled one ("Cannot call @triton.jit'd
+    outside of the scope of a kernel"). The matmul of "Tensor cores from Python" avoids them (``tl.full`` for
+    ``tl.zeros``); a softmax needs a row maximum and a row sum, so here they are wrapped for the launch instead,
+    and the process can still compile the same kernel afterwards (tests/test_attention_triton.py)."""
+    from triton.runtime.jit import JITFunction
+
+    # The first launch imports Gluon, which checks that Triton's helpers are compiled ones: import it first.
+    with contextlib.suppress(ImportError):
+        import triton.experimental.gluon  # noqa: F401
+    tl = kernels.tl  # the names a kernel calls; the helpers' own modules (tl.standard) stay as built
+    with _LANGUAGE_LOCK:
+        saved = {name: value for name, value in vars(tl).items() if isinstance(value, JITFunction)}
+        try:
+            for name, value in saved.items():
+                setattr(tl, name, _restoring_interpreted(value.fn))
+            yield
+        finally:
+            for name, value in saved.items():
+                setattr(tl, name, value)
 
 
 def check_inputs(q, k, v, block_m: int, block_n: int, interpreted: bool) -> tuple[int, int, int, int]:
@@ -66,7 +142,8 @@ def check_inputs(q, k, v, block_m: int, block_n: int, interpreted: bool) -> tupl
     check_tile("block_n", block_n, TILE_SIZES)
     if interpreted and batch * heads * n * n > MAX_INTERPRETED_SCORES:
         raise InvalidConfig(f"batch·heads·n² = {batch * heads * n * n:,} scores is too many for Triton's "
-                            f"interpreter (minutes on a CPU); keep it ≤ {MAX_INTERPRETED_SCORES:,}, e.g. n ≤ 256")
+                            f"interpreter (tens of seconds or more on a CPU); keep it ≤ {MAX_INTERPRETED_SCORES:,}, "
+                            f"e.g. n ≤ 512 for one head")
     if interpreted and q.device.type != "cpu":
         raise InvalidConfig(f"the interpreter runs on CPU tensors; got {q.device}")
     if not interpreted and q.device.type != "cuda":
@@ -77,23 +154,26 @@ def check_inputs(q, k, v, block_m: int, block_n: int, interpreted: bool) -> tupl
 def flash_attention(q, k, v, causal: bool = False, block_m: int = 32, block_n: int = 32):
     """(O, logsumexp) of softmax(Q·Kᵀ/√d)·V from the Triton kernel: O like q, logsumexp (batch, heads, n) fp32.
     Without a GPU Triton's interpreter runs it (fp16/fp32, small sizes); on a GPU it is compiled."""
-    problem = kernels.interpreter_problem() if kernels.INTERPRETED else (
-        "Triton is not installed" if kernels.triton is None else None)
-    if problem:
-        raise InvalidConfig(problem)
+    if kernels.triton is None:
+        raise InvalidConfig(TRITON_MISSING)
     if not isinstance(causal, bool):
         raise InvalidConfig(f"causal must be True or False; got {causal!r}")
-    batch, heads, n, d = check_inputs(q, k, v, block_m, block_n, kernels.INTERPRETED)
+    interpreted = not runtime.is_gpu()
+    batch, heads, n, d = check_inputs(q, k, v, block_m, block_n, interpreted)
     torch = _torch()
     # (batch·heads, n, d), last stride 1: one pointer walk per (batch, head)
     q3, k3, v3 = (t.reshape(batch * heads, n, d).contiguous() for t in (q, k, v))
     o = torch.empty_like(q3)
     lse = torch.empty((batch * heads, n), dtype=torch.float32, device=q.device)
     grid = (-(-n // block_m), batch * heads)
-    kernels.flash_forward_kernel[grid](
-        q3, k3, v3, o, lse, n, LOG2E / math.sqrt(d),
-        q3.stride(0), q3.stride(1), k3.stride(0), k3.stride(1), v3.stride(0), v3.stride(1), o.stride(0), o.stride(1),
-        HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal)
+    args = (q3, k3, v3, o, lse, n, LOG2E / math.sqrt(d), q3.stride(0), q3.stride(1), k3.stride(0), k3.stride(1),
+            v3.stride(0), v3.stride(1), o.stride(0), o.stride(1))
+    constants = dict(HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal)
+    if interpreted:
+        with interpretable_language():
+            interpreted_kernel()[grid](*args, **constants)
+    else:
+        compiled_kernel()[grid](*args, **constants)
     return o.reshape(batch, heads, n, d), lse.reshape(batch, heads, n)
 
 
@@ -127,7 +207,8 @@ def compare_with_sdpa(batch: int, heads: int, n: int, d: int, dtype: str = "floa
     """One case: the kernel against SDPA — max absolute errors of O and logsumexp, whether within tolerance, and
     the kernel's wall-clock seconds (in the interpreter: the interpreter's speed, not a GPU's)."""
     torch = _torch()
-    device = "cpu" if kernels.INTERPRETED else "cuda"
+    interpreted = not runtime.is_gpu()
+    device = "cpu" if interpreted else "cuda"
     q, k, v = random_qkv(batch, heads, n, d, dtype, seed, device)
     start = time.perf_counter()
     o, lse = flash_attention(q, k, v, causal=causal, block_m=block_m, block_n=block_n)
@@ -141,4 +222,4 @@ def compare_with_sdpa(batch: int, heads: int, n: int, d: int, dtype: str = "floa
             "max_abs_error_lse": float((lse - ref_lse).abs().max()),
             "close": bool(torch.allclose(o.float(), ref_o, atol=atol, rtol=rtol)
                           and torch.allclose(lse, ref_lse, atol=atol, rtol=rtol)),
-            "seconds": seconds, "mode": "interpreted" if kernels.INTERPRETED else "compiled"}
+            "seconds": seconds, "mode": "interpreted" if interpreted else "compiled"}

@@ -10,23 +10,15 @@ Rows and columns past the sequence's end are masked (loads give 0, scores −inf
 the head dimension is a power of two from 16 to 128 (``tl.dot`` needs ≥ 16 along every side and
 ``tl.arange`` a power of two). The runner (``experiments.flash_attention``) checks all of this before launch.
 
+The kernel is a plain function here, decorated by its runners (``experiments.interpreted_kernel`` and
+``compiled_kernel``), as lesson "Tensor cores from Python" does with its matmul: Triton decides at decoration time
+whether ``@triton.jit`` means "compile" or "interpret" (``TRITON_INTERPRET``), and one process may need both (run
+in the interpreter, compile for sm_80/90/100 to read the SASS).
+
 Triton ships Linux wheels only: without it ``triton`` is None here and the runner says so in one line.
 """
 
-from __future__ import annotations
-
-import os
-import sys
-
-from gpucourse.measure import runtime
-
-# Without a GPU, Triton runs kernels in its interpreter (NumPy, one program after another). Triton reads
-# TRITON_INTERPRET when triton.language is imported: its own jit helpers (tl.zeros, tl.sum, tl.max) are built as
-# interpreted functions then, or as compiled ones that the interpreter cannot call. So it is set before the import,
-# and only if nobody imported Triton yet (the runner says what to reorder otherwise: ``interpreter_problem``).
-INTERPRETED = not runtime.is_gpu()
-if INTERPRETED and "triton" not in sys.modules:
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+from __future__ import annotations  # the constexpr annotations stay strings: Triton reads "tl.constexpr"
 
 try:  # Linux only (Triton has no macOS or Windows wheels); the runner refuses in one line without it
     import triton
@@ -39,9 +31,10 @@ TILE_SIZES = (16, 32, 64, 128)  # BLOCK_M and BLOCK_N: powers of two, ≥ 16 for
 LSE_BYTES = 4  # the logsumexp is written in fp32 whatever the inputs' dtype (FlashAttention-2 does the same)
 
 
-def _flash_forward(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, n_ctx, scale_log2e,
-                   stride_qh, stride_qn, stride_kh, stride_kn, stride_vh, stride_vn, stride_oh, stride_on,
-                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+def flash_forward_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, n_ctx, scale_log2e,
+                         stride_qh, stride_qn, stride_kh, stride_kn, stride_vh, stride_vn, stride_oh, stride_on,
+                         HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+    """O and the logsumexp of one BLOCK_M-row tile of queries of one (batch, head): softmax(Q·Kᵀ/√d)·V, online."""
     tile = tl.program_id(0)  # which BLOCK_M rows of queries
     bh = tl.program_id(1)  # which (batch, head): the arrays are (batch·heads, n_ctx, HEAD_DIM), last stride 1
     rows = tile * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -80,21 +73,3 @@ def _flash_forward(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, n_ctx, scale_log2e,
     # logsumexp in natural-log units: ln Σ e^(s/√d) = m·ln 2 + ln l (the backward pass recomputes P from it)
     tl.store(lse_ptr + bh * n_ctx + rows, m * 0.6931471805599453 + tl.log(l), mask=row_ok)
 
-
-# Decorated here, shown from _flash_forward's source: interpreted without a GPU, compiled on one
-flash_forward_kernel = triton.jit(_flash_forward) if triton is not None else None
-
-
-def interpreter_problem() -> str | None:
-    """Why Triton's interpreter cannot run the kernel in this process, in one sentence (None: it can)."""
-    if triton is None:
-        return ("Triton is not installed (it ships Linux wheels only, as a dependency of Linux torch): the lesson "
-                "shows its recorded interpreter results instead")
-    from triton.runtime.jit import JITFunction
-
-    compiled = [name for name in ("zeros", "sum", "max") if isinstance(getattr(tl, name, None), JITFunction)]
-    if compiled or isinstance(flash_forward_kernel, JITFunction):
-        return ("Triton was imported before gpucourse set TRITON_INTERPRET=1, so its helpers (tl."
-                f"{', tl.'.join(compiled) or 'zeros'}) were built for a GPU: restart the kernel and import gpucourse "
-                "before triton, or set TRITON_INTERPRET=1 before starting Python")
-    return None
