@@ -44,7 +44,7 @@ from gpucourse.lessons.attention.model import (
     visited_tiles,
 )
 from gpucourse.lessons.attention.online import (
-    attention,
+    exact_attention,
     naive_softmax,
     online_attention,
     online_softmax,

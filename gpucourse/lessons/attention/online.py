@@ -92,11 +92,11 @@ def scores(q, k, causal: bool = False) -> np.ndarray:
     return s
 
 
-def attention(q, k, v, causal: bool = False) -> np.ndarray:
+def exact_attention(q, k, v, causal: bool = False) -> np.ndarray:
     """The reference: softmax(Q·Kᵀ / √d)·V, the whole score matrix at once (stable softmax)."""
     return softmax(scores(q, k, causal)) @ _matrix("v", v, 2)
 
 
 def online_attention(q, k, v, block: int = 64, causal: bool = False, return_lse: bool = False):
-    """Attention through the online softmax: the same result as ``attention``, ``block`` keys at a time."""
+    """Attention through the online softmax: the same result as ``exact_attention``, ``block`` keys at a time."""
     return online_softmax(scores(q, k, causal), v, block, return_lse)
