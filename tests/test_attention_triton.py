@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 
 from gpucourse.errors import InvalidConfig  # noqa: E402
 from gpucourse.lessons import attention  # noqa: E402
-from gpucourse.lessons.attention import experiments, kernels  # noqa: E402
+from gpucourse.lessons.attention import experiments, kernels, model  # noqa: E402
 from gpucourse.measure import runtime  # noqa: E402
 
 interpreter_only = pytest.mark.skipif(runtime.is_gpu(), reason="the interpreter runs without a GPU only")
@@ -110,3 +110,20 @@ def test_the_same_process_interprets_then_compiles_for_a_gpu():
                        constexprs={"HEAD_DIM": 64, "BLOCK_M": 64, "BLOCK_N": 64, "CAUSAL": True})
     compiled = kernels.triton.compile(source, target=GPUTarget("cuda", 80, 32), options={"num_warps": 4})
     assert "mma.sync" in compiled.asm["ptx"]  # sm_80: the two tl.dot become tensor-core mma.sync
+
+
+@interpreter_only
+@pytest.mark.parametrize(("batch", "heads", "n", "d", "dtype", "causal", "block_m", "block_n"), [
+    (1, 1, 64, 16, "float16", False, 16, 32),
+    (1, 1, 64, 16, "float16", True, 16, 16),
+    (1, 2, 77, 32, "float32", True, 32, 16),  # partial tiles at the end
+    (2, 1, 50, 16, "float16", True, 16, 64),  # K/V tiles taller than Q tiles: whole tiles up to the diagonal
+])
+def test_model_predicts_the_bytes_the_kernel_moves(batch, heads, n, d, dtype, causal, block_m, block_n):
+    counted = experiments.traffic_in_interpreter(batch, heads, n, d, dtype, causal, block_m, block_n)
+    predicted = model.flash_traffic(n, d, block_m, block_n, 2 if dtype == "float16" else 4, causal)
+    reads = predicted["read Q (once)"] + predicted["read K (per Q tile)"] + predicted["read V (per Q tile)"]
+    writes = predicted["write O (once)"] + predicted["write logsumexp (fp32)"]
+    assert counted == {"bytes read": batch * heads * reads, "bytes written": batch * heads * writes}
+    assert sum(counted.values()) == batch * heads * model.flash_bytes(n, d, block_m, block_n,
+                                                                       2 if dtype == "float16" else 4, causal)

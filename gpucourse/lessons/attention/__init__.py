@@ -19,6 +19,7 @@ from gpucourse.lessons.attention.experiments import (
     interpreted_kernel,
     random_qkv,
     sdpa_reference,
+    traffic_in_interpreter,
 )
 from gpucourse.lessons.attention.kernels import (
     HEAD_DIMS,
