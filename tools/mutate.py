@@ -582,6 +582,20 @@ MUTATIONS: list[Mutation] = [
              "return answer if type(answer) is str else None", "return answer if isinstance(answer, str) else None",
              "answers are compared only as plain data: a str subclass equal to everything is refused",
              LAB11 + ["-k", "plain_data"]),
+    # issue 49, the attention capstone: the online softmax's rescaling, the causal tile count, the kernel's skip
+    Mutation("online-softmax-forgets-the-rescale", "gpucourse/lessons/attention/online.py",
+             "alpha[:, None] * acc + p @ v_block", "acc + p @ v_block",
+             "a new, larger row maximum rescales the running output (tile_step, online_softmax)",
+             ["tests/test_attention_model.py", "-k", "online or tile_step"]),
+    Mutation("flash-causal-reads-only-the-rows-it-needs", "gpucourse/lessons/attention/model.py",
+             "return sum(min(n, ((min((i + 1) * br, n) - 1) // bc + 1) * bc) for i in range(q_tiles(n, br)))",
+             "return sum(min((i + 1) * br, n) for i in range(q_tiles(n, br)))",
+             "a causal Q tile loads whole K/V tiles up to the diagonal, not just the columns it keeps",
+             ["tests/test_attention_model.py", "-k", "brute_force or hand_worked"]),
+    Mutation("flash-kernel-skips-the-diagonal-tile", "gpucourse/lessons/attention/kernels.py",
+             "end = tl.minimum((tile + 1) * BLOCK_M, n_ctx)", "end = tl.minimum(tile * BLOCK_M, n_ctx)",
+             "the causal kernel visits every K/V tile at or left of the diagonal (against SDPA, interpreted)",
+             ["tests/test_attention_triton.py", "-k", "sdpa and True"]),
 ]
 
 
