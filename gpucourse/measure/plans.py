@@ -97,6 +97,7 @@ QUICK_PLANS: dict[str, SweepPlan] = {
     "coalescing.offset": SweepPlan(measurements=4, defaults={
         f"{_LESSONS}.coalescing.offset_sweep": {"dtypes": ("float32",), "offsets": (0, 1, 16, 32)}}),
     "coalescing.layout": SweepPlan(measurements=4),
+    "coalescing.work": SweepPlan(measurements=4),  # the four rungs: the chart's every point
     "occupancy.driver": SweepPlan(measurements=0, defaults={f"{_LESSONS}.occupancy.experiments.driver_comparison": {
         "threads": (64, 256, 1024), "dynamic_bytes": (0, 40960), "caps": (None, 32)}}),
     # lesson 05 (occupancy): the resident-grid copies, the first attempt (one element per thread), the FMAs
