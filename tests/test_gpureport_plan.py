@@ -47,8 +47,8 @@ def _report(folder, title: str, rows: str, date: str = "2026-01-02") -> None:
 
 
 def test_measured_seconds_replace_the_model_only_from_the_same_profile_and_say_so(tmp_path):
-    _report(tmp_path / "gpu-quick", " (QUICK)", "| sweep s | done | 2 | 4 | x |\n| ncu catalogue | done | 12 | 60 | x |\n"
-            "| widget | done | 1.5 | 2.4 | x |")
+    _report(tmp_path / "gpu-quick", " (QUICK)", "| sweep s | done | 2 | 4 | x |\n"
+            "| ncu catalogue | done | 12 | 60 | x |\n| widget | done | 1.5 | 2.4 | x |")
     _report(tmp_path / "gpu-full", "", "| sweep t | done | 50 | 40 | x |", date="2026-02-03")
     full = reportplan.recorded_step_seconds(quick=False, root=tmp_path)
     assert set(full) == {"sweep t", "ncu catalogue", "widget"}  # never the quick run's sweep s
@@ -68,7 +68,8 @@ def test_the_committed_recordings_are_measured_where_they_exist_and_nothing_is_i
     quick = (H200_QUICK.parent / "gpu-report.md").read_text()
     assert "(QUICK)" in quick.splitlines()[0]  # the only real report: a quick one
     ncu = steps["ncu catalogue"]
-    assert ncu.source.startswith("measured on NVIDIA H200 ") and f"| ncu catalogue | done | {ncu.estimate_s:g} |" in quick
+    assert ncu.source.startswith("measured on NVIDIA H200 ")
+    assert f"| ncu catalogue | done | {ncu.estimate_s:g} |" in quick
     # no full report exists: every sweep and the tier are the model's, labelled so
     assert all(s.source == "estimate" for n, s in steps.items() if n.startswith(("sweep ", "tier", "grade ")))
     move = reportplan.recorded_move_s()

@@ -11,11 +11,12 @@
 2. records every registered sweep into ``<out>/data/reference/<gpu>/`` (``quick/`` inside it for a
    quick report), each sweep on its own: a failure is reported and the run goes on; after a
    sticky CUDA error (the context is unusable) the remaining GPU steps are listed as not run;
-3. measures the harness's run-to-run spread: the same sweep twice, the relative difference of
-   each point's median (target ≤ 2 % for kernels of ≥ 100 µs);
+3. measures the harness's run-to-run spread: the same sweep twice (the sweep step's own recording of it and one
+   more run), the relative difference of each point's median (target ≤ 2 % for kernels of ≥ 100 µs);
 4. times a widget's response: a lesson chart's control changed, until the chart is redrawn; the full report
-   also runs every lesson and lab as plain Python (``plainrun``), moves every lesson's every widget (``widgetrun``,
-   ≤ 1 s a move) and grades each lab's solution and known-wrong submissions once (``grading.known``);
+   also runs every lesson once, its widgets step (``widgetrun``: its cells as plain Python under the quick contract,
+   then every widget moved, ≤ 1 s a move), and grades each lab's solution on the GPU, several labs in one autograde
+   call (``grading.known``; the known-wrong submissions are the CPU suite's);
 5. rewrites ``<out>/gpu-report.md`` after every step, and packs everything into
    ``<out>/gpu-report.tgz`` (one file to copy off a node) at the end, or when the run is stopped.
 
@@ -26,8 +27,10 @@ draws them labelled as quick (``reference.Recording.caption``), a full recording
 ``--resume``: continues a cut-off report in the same folder, with the same device and stack: steps done
 or failed are kept (``--retry-failed`` runs the failed ones again); a tier cut by its time limit
 (``partial``) and a plain run out of time (``not run (time)``) run again.
-``--plan``: prints the steps and their estimated seconds (from each step's plan and the harness's
-contract) and how many ~10-minute reservations they take; runs nothing (works without a GPU).
+``--plan``: prints the steps and their estimated seconds, each labelled with where it comes from (the seconds the
+step took in the last real report of the profile, ``reportplan.recorded_step_seconds``: "measured on <gpu> <date>";
+else "estimate", from its plan and the harness's contract), the seconds per kind of step and how many ~10-minute
+reservations they take; runs nothing (works without a GPU).
 ``--rehearsal`` runs the same on a machine without a GPU (gpucourse.measure.rehearsal): the GPU tier
 is collected but not run, sweeps run on the simulator at small sizes, and every number and the
 report itself are marked rehearsal.
@@ -271,7 +274,7 @@ class Step:
     commit: str = ""  # the course's commit the step ran on (a resumed report may span commits)
     seconds: float | None = None
     detail: str = ""
-    source: str = "estimate"  # where estimate_s comes from: the model, or "measured on <gpu> <date>" (the last real run)
+    source: str = "estimate"  # where estimate_s comes from: the model, or "measured on <gpu> <date>" (a real run)
 
 
 def _with_recorded(steps: list[Step], quick: bool) -> list[Step]:
@@ -352,7 +355,8 @@ def plan_groups(steps: list[Step]) -> dict[str, float]:
     """The plan's seconds per kind of step (tier, sweeps, spread, widget, ncu catalogue, widgets, grading)."""
     groups: dict[str, float] = {}
     for step in steps:
-        kind = step.name.split(" ", 1)[0] if step.name.startswith(("sweep ", "widgets ", "grade ", "tier")) else step.name
+        grouped = step.name.startswith(("sweep ", "widgets ", "grade ", "tier"))
+        kind = step.name.split(" ", 1)[0] if grouped else step.name
         kind = {"sweep": "sweeps", "grade": "grading", "widgets": "lessons' widgets"}.get(kind, kind)
         groups[kind] = round(groups.get(kind, 0.0) + step.estimate_s, 1)
     return groups
