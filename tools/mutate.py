@@ -397,8 +397,8 @@ MUTATIONS: list[Mutation] = [
              "a step's measured seconds come from a real report of its own profile (a quick sweep never stands for "
              "a full one), except the steps whose work is the same in every profile", ["tests/test_gpureport_plan.py",
                                                                                       "-k", "measured"]),
-    Mutation("plan-grades-the-known-wrong-on-the-gpu", "gpucourse/tooling/gpureport.py",
-             'GRADED = ("solution",)', "GRADED = tuple(known.EXPECTED)",
+    Mutation("plan-grades-the-known-wrong-on-the-gpu", "gpucourse/tooling/reportplan.py",
+             'GRADED = ("solution",)', 'GRADED = ("solution", "untouched", "patched_course")',
              "the full profile grades each lab's solution on the GPU, several labs in one autograde call; the "
              "known-wrong submissions are the CPU suite's", ["tests/test_gpureport_plan.py", "-k", "grad"]),
     Mutation("plan-spread-measures-twice", "gpucourse/tooling/gpureport.py",
