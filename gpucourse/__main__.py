@@ -129,8 +129,11 @@ def _run(args) -> int:
         from gpucourse.tooling import gpureport
 
         if args.plan:
-            for step in gpureport.plan_steps(args.quick, targets=args.targets):
-                print(f"{step.name:36s} {step.estimate_s:6.1f} s")
+            steps = gpureport.plan_steps(args.quick, targets=args.targets)
+            for step in steps:  # each estimate says where it comes from: the model, or the last real run
+                print(f"{step.name:36s} {step.estimate_s:6.1f} s  {step.source}")
+            for group, seconds in gpureport.plan_groups(steps).items():
+                print(f"{'  all ' + group:36s} {seconds:6.1f} s")
             print(f"{'estimated, start-up included':36s} {gpureport.estimate_s(args.quick, args.targets):6.1f} s")
             print(f"~10-minute reservations with --resume: {gpureport.reservations(args.quick, args.targets)}")
             return 0

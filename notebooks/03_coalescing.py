@@ -354,8 +354,10 @@ loads
 # The microscope counts each rung's loads: sectors per request (8 for 8-byte lanes: 256 bytes per
 # warp, all used), bytes per thread, and how many requests the same bytes take. The chart puts
 # each rung on the model's curve: bytes in flight per SM across, effective bandwidth up. Without a
-# GPU it shows the model and the H200's recorded point; on a GPU it measures the four rungs
-# (1 GiB each way; a short contract while you move the menus). 16 bytes per load is the model only.
+# GPU it shows the model, the H200's recorded point and the four rungs as recorded on a GPU (sweep
+# `coalescing.work`; the caption names the GPU and date, or says there is no recording yet); on a
+# GPU it measures the four rungs (1 GiB each way; a short contract while you move the menus).
+# 16 bytes per load is the model only.
 
 # %%
 coalescing.counts_table()

@@ -87,6 +87,7 @@ FIGURES = [
     ("coalescing", "stride_figure", {}, None),
     ("coalescing", "offset_figure", {}, None),
     ("coalescing", "layout_bandwidth_figure", {}, None),
+    ("coalescing", "work_figure", {"elements_per_thread": 4, "bytes_per_load": 8}, None),  # the rungs, measured
     ("tiling", "gflops_figure", {"max_n": 1024}, _fake_matmul),
     ("tiling", "fraction_figure", {"max_n": 1024}, _fake_matmul),
     ("tiling", "roofline_figure", {"n": 1024}, _fake_matmul),

@@ -192,3 +192,30 @@ def test_a_recording_without_the_rows_asked_for_says_so(simulator):
     caption = charts.caption_of(divergence.sort_pays_figure(density=1 / 32))  # the quick recording kept 0.25
     assert "the course's recording" in caption and "has no rows at density 0.0312 (it has 0.25)" in caption
     assert "no recording of this sweep yet" not in caption
+
+
+def test_the_work_per_thread_chart_draws_the_rungs_recording_or_says_there_is_none(simulator, tmp_path, monkeypatch):
+    """Issue 48: lesson 03's work-per-thread chart reads sweep coalescing.work where a GPU recorded it."""
+    assert "coalescing.work" in reference.load_all_sweeps()
+    monkeypatch.setattr(reference, "REFERENCE_ROOT", tmp_path)
+    shutil.copytree(H200_QUICK, tmp_path / H200 / reference.QUICK_FOLDER)  # the model's calibration, no rungs
+    without = coalescing.work_figure(4, 8)  # no recording of the rungs: the model, and it says so
+    texts = " ".join(str(a.text) for a in without.layout.annotations)
+    assert "no recording of the rungs yet" in texts and "coalescing.work" in texts, texts
+    # a synthetic full recording (tmp_path only: data/reference/ holds GPU recordings alone)
+    meta = _quick_provenance()
+    meta["device"]["contract"] = "full"
+    meta["sweeps"] = {"coalescing.work": {"lesson": "03_coalescing", "date": "2026-01-02T00:00:00", "rows": 4,
+                                          "contract": "full", "command": "make record", "methods": "per row"}}
+    (tmp_path / H200 / reference.PROVENANCE_FILE).write_text(json.dumps(meta))
+    rows = pd.DataFrame({"elements_per_thread": [1, 4, 1, 4], "bytes_per_load": [4, 4, 8, 8],
+                         "bytes_in_flight_per_sm": [8192, 32768, 16384, 65536], "median_ms": [1.0, 0.8, 0.9, 0.7],
+                         "iqr_ms": [0.01] * 4, "n_samples": [25] * 4, "gbps": [3000.0, 3700.0, 3400.0, 3900.0],
+                         "copy_ceiling_gbps": [4200.0] * 4})
+    rows.to_csv(tmp_path / H200 / "coalescing.work.csv", index=False)
+    fig = coalescing.work_figure(4, 8)
+    trace = next(t for t in fig.data if "the rungs" in (t.name or ""))
+    assert list(trace.y) == list(rows.gbps) and trace.name.startswith("recorded on")
+    caption = charts.caption_of(fig)
+    assert "measured by this course on an" in caption and "2026-01-02" in caption, caption
+    assert "no recording" not in " ".join(str(a.text) for a in fig.layout.annotations)

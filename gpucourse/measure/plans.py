@@ -97,6 +97,7 @@ QUICK_PLANS: dict[str, SweepPlan] = {
     "coalescing.offset": SweepPlan(measurements=4, defaults={
         f"{_LESSONS}.coalescing.offset_sweep": {"dtypes": ("float32",), "offsets": (0, 1, 16, 32)}}),
     "coalescing.layout": SweepPlan(measurements=4),
+    "coalescing.work": SweepPlan(measurements=4),  # the four rungs: the chart's every point
     "occupancy.driver": SweepPlan(measurements=0, defaults={f"{_LESSONS}.occupancy.experiments.driver_comparison": {
         "threads": (64, 256, 1024), "dynamic_bytes": (0, 40960), "caps": (None, 32)}}),
     # lesson 05 (occupancy): the resident-grid copies, the first attempt (one element per thread), the FMAs
@@ -137,7 +138,9 @@ QUICK_PLANS: dict[str, SweepPlan] = {
 # estimate, gpu-report's plan). Counted from each sweep's parameters (review gpu-mode-paths.md, section 5);
 # a sweep not counted there is estimated from its quick plan's count, at least one measurement.
 FULL_MEASUREMENTS = {
-    "coalescing.offset": 99, "coalescing.stride": 36, "divergence.fraction": 234, "divergence.sort_pays": 36,
+    # divergence.fraction: 3 path-A costs × 2 path-B kinds × 4 placements × 9 fractions, and the predicated kernel's
+    # 2 placements × 3 fractions (flat within its recorded spread: divergence.experiments.flat_within_spread)
+    "coalescing.offset": 99, "coalescing.stride": 36, "divergence.fraction": 222, "divergence.sort_pays": 36,
     "occupancy.memory_resident": 14, "occupancy.memory_bound": 14, "occupancy.compute_unrolled": 14,
     "precision.matmul": 20,
     "precision.vocab_shape": 8, "races.histogram": 18, "reductions.sum": 36, "tiling.matmul": 55,

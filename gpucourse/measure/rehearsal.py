@@ -351,6 +351,8 @@ SWEEP_PLANS: dict[str, SweepPlan] = {
     "coalescing.offset": SweepPlan(defaults={
         "gpucourse.lessons.coalescing.sweep_elements": {"useful_bytes_per_side": 2048},
         "gpucourse.lessons.coalescing.offset_sweep": {"dtypes": ("float32",), "offsets": (0, 1)}}),
+    "coalescing.work": SweepPlan(defaults={  # each rung over 1,024 float32 (four 256-thread blocks at most)
+        "gpucourse.lessons.coalescing.experiments.measure_rung": {"n_elements": 1024}}),
     "coalescing.layout": SweepPlan(defaults={
         "gpucourse.lessons.coalescing.layout_sweep": {"n_particles": 256, "matrix_side": 32}}),
     "divergence.sort_pays": SweepPlan(

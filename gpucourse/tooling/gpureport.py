@@ -11,11 +11,12 @@
 2. records every registered sweep into ``<out>/data/reference/<gpu>/`` (``quick/`` inside it for a
    quick report), each sweep on its own: a failure is reported and the run goes on; after a
    sticky CUDA error (the context is unusable) the remaining GPU steps are listed as not run;
-3. measures the harness's run-to-run spread: the same sweep twice, the relative difference of
-   each point's median (target ≤ 2 % for kernels of ≥ 100 µs);
+3. measures the harness's run-to-run spread: the same sweep twice (the sweep step's own recording of it and one
+   more run), the relative difference of each point's median (target ≤ 2 % for kernels of ≥ 100 µs);
 4. times a widget's response: a lesson chart's control changed, until the chart is redrawn; the full report
-   also runs every lesson and lab as plain Python (``plainrun``), moves every lesson's every widget (``widgetrun``,
-   ≤ 1 s a move) and grades each lab's solution and known-wrong submissions once (``grading.known``);
+   also runs every lesson once, its widgets step (``widgetrun``: its cells as plain Python under the quick contract,
+   then every widget moved, ≤ 1 s a move), and grades each lab's solution on the GPU, several labs in one autograde
+   call (``grading.known``; the known-wrong submissions are the CPU suite's);
 5. rewrites ``<out>/gpu-report.md`` after every step, and packs everything into
    ``<out>/gpu-report.tgz`` (one file to copy off a node) at the end, or when the run is stopped.
 
@@ -26,8 +27,10 @@ draws them labelled as quick (``reference.Recording.caption``), a full recording
 ``--resume``: continues a cut-off report in the same folder, with the same device and stack: steps done
 or failed are kept (``--retry-failed`` runs the failed ones again); a tier cut by its time limit
 (``partial``) and a plain run out of time (``not run (time)``) run again.
-``--plan``: prints the steps and their estimated seconds (from each step's plan and the harness's
-contract) and how many ~10-minute reservations they take; runs nothing (works without a GPU).
+``--plan``: prints the steps and their estimated seconds, each labelled with where it comes from (the seconds the
+step took in the last real report of the profile, ``reportplan.recorded_step_seconds``: "measured on <gpu> <date>";
+else "estimate", from its plan and the harness's contract), the seconds per kind of step and how many ~10-minute
+reservations they take; runs nothing (works without a GPU).
 ``--rehearsal`` runs the same on a machine without a GPU (gpucourse.measure.rehearsal): the GPU tier
 is collected but not run, sweeps run on the simulator at small sizes, and every number and the
 report itself are marked rehearsal.
@@ -56,46 +59,39 @@ from gpucourse.errors import RESTART, CourseError, NoGPU, explain_gpu_error
 from gpucourse.measure import gpuinfo, harness, plans, recording, reference, rehearsal, runtime
 from gpucourse.tooling import plainrun, widgetrun
 from gpucourse.tooling.grading import known
-from gpucourse.tooling.reportplan import (
+from gpucourse.tooling.reportplan import (  # the plan's time model and its steps, re-exported here
+    FULL_S_PER_MEASUREMENT,
+    GRADE_GROUP_LIMIT_S,  # noqa: F401 (re-exported: tests, __main__)
+    GRADED,
+    NCU_CATALOGUE_S,
+    QUICK_S_PER_MEASUREMENT,
+    RESERVATION_S,
+    RESERVATION_STARTUP_S,
+    STARTUP_S,
+    SWEEP_FIXED_S,
     TARGET_SWEEPS,
     TARGET_TEST_FILES,
     TARGETS_TIER,
+    TIER_S_PER_TEST,
+    WIDGETS_CONTRACT,
+    Step,
+    grade_estimate_s,
+    grade_groups,
+    lab_stems,  # noqa: F401 (re-exported: tests, __main__)
+    plan_groups,  # noqa: F401 (re-exported: tests, __main__)
     recorded_step_seconds,
     scaled_estimate,
+    widgets_estimate,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def lab_stems() -> list[str]:  # not tooling.build: it imports jupytext, which a GPU node lacks
-    return [path.stem for path in plainrun.sources() if path.parent.parent.name == "solutions"]
 SPREAD_SWEEP = "warps.staircase"
 SPREAD_TARGET = 0.02  # relative difference between two runs of the same point
 SPREAD_MIN_MS = 0.1  # the target holds for kernels of at least 100 µs
 STATE_FILE = "report-state.json"
 ARCHIVE = "gpu-report.tgz"
-
-# The quick report's time model, from the first contact with an H100 (data/reference/
-# nvidia-h100-80gb-hbm3/first-contact): 19 GPU tests ran in 71 s after start-up with the old
-# harness's full contract (3.7 s a test); a quick measurement takes its 0.1 s of GPU time plus host
-# work and a check; a sweep compiles its kernels and allocates once.
-TIER_S_PER_TEST = 3.7
-QUICK_S_PER_MEASUREMENT = 0.4
-SWEEP_FIXED_S = 2.0
-STARTUP_S = 15.0  # imports of numba-cuda, CuPy, torch, pandas, plotly in the report's process
 PER_TEST_TIMEOUT_S = {"quick": 60, "full": 300}
 RESERVE_S = 10.0  # kept back for the report and the archive
-NCU_CATALOGUE_S = 60.0  # issue 33's budget is 90 s: 25 launches under ncu, then the microscope's agreement
-# The full report's model: a full-contract measurement takes the contract's GPU time and warm-up plus the
-# same host work and check as a quick one; a plain run starts its own Python (the report's start-up) and
-# runs each code cell (a cell's widget or sweep takes about a full measurement).
-QUICK_HOST_S = QUICK_S_PER_MEASUREMENT - harness.CONTRACTS["quick"].min_total_ms / 1000
-_FULL = harness.CONTRACTS["full"]
-FULL_S_PER_MEASUREMENT = (_FULL.min_total_ms + _FULL.warmup_ms) / 1000 + QUICK_HOST_S
-PLAIN_S_PER_CELL = FULL_S_PER_MEASUREMENT
-GRADE_FIXED_S = 30.0  # a scratch course: the lab generated by nbgrader, the grader's worker started
-RESERVATION_S = 600.0  # a ~10-minute device reservation
-RESERVATION_STARTUP_S = 120.0  # of which the machine's start and the course's set-up from the wheelhouse take this
 
 
 # --- 1. the GPU tier, through a pytest plugin (``-p gpucourse.tooling.tierplugin``) ---------------------------
@@ -225,6 +221,15 @@ def spread(first: pd.DataFrame, second: pd.DataFrame, time_column: str = "median
     return both
 
 
+def _recorded_frame(folder: Path, name: str) -> pd.DataFrame | None:
+    """The sweep this report recorded (``folder``/<name>.csv) without the recording's timing-method columns: the
+    spread's first run, so the spread step measures the sweep once more, not twice (issue 48); None if absent."""
+    path = folder / f"{name}.csv"
+    if not path.exists():
+        return None
+    return pd.read_csv(path).drop(columns=[recording.METHOD_COLUMN, recording.LAUNCHES_COLUMN], errors="ignore")
+
+
 def widget_response_s(practice: bool) -> float:
     """Seconds from moving a lesson chart's control to the redrawn chart (lesson 01's staircase)."""
     import ipywidgets as widgets
@@ -245,25 +250,21 @@ def widget_response_s(practice: bool) -> float:
 # --- the plan: steps, estimates, budget -------------------------------------------------------------
 
 
-@dataclass
-class Step:
-    name: str  # "tier", "sweep <name>", "spread", "widget"
-    estimate_s: float
-    status: str = "pending"  # done, partial (cut by its time limit), failed, skipped, not run, not run (time)
-    commit: str = ""  # the course's commit the step ran on (a resumed report may span commits)
-    seconds: float | None = None
-    detail: str = ""
-
-
 def _with_recorded(steps: list[Step], quick: bool) -> list[Step]:
-    """The steps with the last real run's seconds in place of the model (reportplan.scaled_estimate)."""
+    """The steps with the last real run's seconds in place of the model (reportplan.scaled_estimate), each
+    labelled with where its estimate comes from ("estimate", or "measured on <gpu> <date>")."""
     recorded = recorded_step_seconds(quick)
-    return [Step(s.name, scaled_estimate(s.name, s.estimate_s, recorded)) for s in steps]
+    out = []
+    for s in steps:
+        estimate, source = scaled_estimate(s.name, s.estimate_s, recorded)
+        out.append(Step(s.name, estimate, source=source if source != "estimate" else s.source))
+    return out
 
 
 def plan_steps(quick: bool, tests: Path = ROOT / "tests", targets: bool = False) -> list[Step]:
     """Every step of a report with its estimated seconds on the GPU, from its plan and the harness's
-    contract (the models above): no step is estimated at 0 s. ``targets``: the first reservation's steps."""
+    contract (the models above), or the seconds the last real run took: no step is estimated at 0 s.
+    ``targets``: the first reservation's steps."""
     if targets:
         steps = [Step(TARGETS_TIER, count_gpu_tests(files=target_test_files(tests)) * TIER_S_PER_TEST)]
         for name in TARGET_SWEEPS:
@@ -279,18 +280,19 @@ def plan_steps(quick: bool, tests: Path = ROOT / "tests", targets: bool = False)
         measurements = (plan.measurements if plan else 10) if quick else plans.full_measurements(name)
         steps.append(Step(f"sweep {name}", SWEEP_FIXED_S + measurements * per_measurement_s))
     spread_points = plans.QUICK_PLANS[SPREAD_SWEEP].measurements if quick else plans.full_measurements(SPREAD_SWEEP)
-    steps.append(Step("spread", 2 * spread_points * per_measurement_s))
+    # once more, beside the sweep step's own recording of it (_spread_pair): not twice
+    steps.append(Step("spread", spread_points * per_measurement_s))
     steps.append(Step("widget", 6 * per_measurement_s))
     steps.append(Step("ncu catalogue", NCU_CATALOGUE_S))  # only where ncu and a GPU are (else skipped at once)
     if not quick:  # the full report also runs every lesson and lab solution once, in GPU mode (issue 48): a
-        # lesson's widgets step runs its cells as plain Python and then moves its controls; a lab's grade step runs
-        # its solution (or, without nbgrader, runs it as plain Python instead): no separate plain step
-        steps += [Step(f"widgets {path.stem}", widgetrun.estimate_s(path, STARTUP_S, PLAIN_S_PER_CELL))
-                  for path in widgetrun.lessons()]  # every control moved, each move timed (≤ 1 s)
-        steps += [Step(f"grade {lab}", GRADE_FIXED_S + len(known.EXPECTED) * (STARTUP_S + PLAIN_S_PER_CELL * len(
-            plainrun.code_cells((ROOT / "solutions" / lab / f"{lab}.py").read_text(encoding="utf-8")))))
-            for lab in lab_stems()]  # the solution and known-wrong submissions, graded once
-    return _with_recorded([Step(s.name, round(s.estimate_s, 1)) for s in steps], quick)
+        # lesson's widgets step runs its cells as plain Python and then moves its controls (no separate plain step);
+        # the labs' solutions are graded in groups, one autograde call each (the known-wrong submissions are
+        # graded by the CPU suite: tests/test_lab*.py); without nbgrader each solution runs as plain Python
+        for path in widgetrun.lessons():  # every control moved, each move timed (≤ 1 s)
+            estimate, source = widgets_estimate(path)
+            steps.append(Step(f"widgets {path.stem}", estimate, source=source))
+        steps += [Step("grade " + " ".join(group), grade_estimate_s(group)) for group in grade_groups()]
+    return _with_recorded([Step(s.name, round(s.estimate_s, 1), source=s.source) for s in steps], quick)
 
 
 def estimate_s(quick: bool = True, targets: bool = False) -> float:
@@ -582,28 +584,34 @@ def _ncu_catalogue(out: Path, data_root: Path, practice: bool, left: float | Non
 
 
 def _lesson_step(step: Step, out: Path, left: float | None) -> tuple[str, str]:
-    """A lesson's widgets moved, or a lab's known submissions graded, within a time limit (three times the
-    step's estimate, at most what the budget leaves): the status and detail of the step."""
-    kind, stem = step.name.split(" ", 1)
+    """A lesson's widgets moved, or a group of labs' solutions graded in one autograde call, within a time limit
+    (three times the step's estimate, at most what the budget leaves): the status and detail of the step."""
+    kind, rest = step.name.split(" ", 1)
     limit = max(3 * step.estimate_s, 60.0) if left is None else max(min(3 * step.estimate_s, left), 1.0)
     if kind == "widgets":
-        path = next(p for p in widgetrun.lessons() if p.stem == stem)
-        return widgetrun.report_step(path, out, gpu=True, timeout_s=limit)
+        path = next(p for p in widgetrun.lessons() if p.stem == rest)
+        return widgetrun.report_step(path, out, gpu=True, timeout_s=limit, contract=WIDGETS_CONTRACT)
+    labs = rest.split()
     if util.find_spec("nbgrader") is None or util.find_spec("jupytext") is None:  # a bare GPU node's stack
-        # the lab is still run once on the GPU: its solution as plain Python (what its plain step did before)
-        done = plainrun.run(next(p for p in plainrun.sources() if p.stem == stem), timeout_s=limit)
+        # each lab is still run once on the GPU: its solution as plain Python
         why = "nbgrader and jupytext are not installed here: grading needs the lab extra (.[lab])"
-        status = "done" if done.ok else "not run (time)" if done.timed_out else "failed"
-        return status, f"{why}; the solution ran as plain Python instead: {done.detail}"[:400]
+        runs = [plainrun.run(next(p for p in plainrun.sources() if p.stem == lab), timeout_s=limit / len(labs))
+                for lab in labs]
+        status = ("done" if all(r.ok for r in runs) else "not run (time)" if any(r.timed_out for r in runs)
+                  else "failed")
+        return status, f"{why}; the solution ran as plain Python instead: {'; '.join(r.detail for r in runs)}"[:400]
     with tempfile.TemporaryDirectory(prefix="gpureport-grade-") as folder:
-        # on a GPU through `make grade GPU=1` (the path no CPU test runs); `make grade` itself grades in simulator mode
-        table = known.grade_known([stem], Path(folder), timeout_s=limit, gpu=runtime.is_gpu())
+        # on a GPU through `make grade GPU=1` (the path no CPU test runs); `make grade` itself grades in simulator
+        # mode. The solution only: the known-wrong submissions are graded by the CPU suite (tests/test_lab*.py)
+        table = known.grade_known(labs, Path(folder), timeout_s=limit, gpu=runtime.is_gpu(), students=GRADED)
     saved = out / "grading.json"
-    rows = [r for r in (json.loads(saved.read_text()) if saved.exists() else []) if r["lab"] != stem] + table
+    rows = [r for r in (json.loads(saved.read_text()) if saved.exists() else []) if r["lab"] not in labs] + table
     saved.write_text(json.dumps(rows, indent=1))
     where = "on the GPU, `make grade GPU=1`" if runtime.is_gpu() else "in simulator mode, `make grade`"
-    (out / "grading.md").write_text(f"## Every lab's known submissions graded ({where}; solution: full marks; "
-                                    "others: 0)\n\n"
+    (out / "grading.md").write_text(f"## Every lab's solution graded ({where}; full marks expected)\n\n"
+                                    "The known-wrong submissions (the untouched lab, the course patched) score 0 in "
+                                    "the CPU suite (tests/test_lab*.py); here each lab's solution is graded on the "
+                                    "GPU, several labs in one autograde call.\n\n"
                                     + _table(rows, list(rows[0]) if rows else ["lab"]) + "\n")
     ok, line = known.summary(table)
     return ("done" if ok else "failed"), line[:400]
@@ -641,8 +649,10 @@ def _run_step(step: Step, out: Path, data_root: Path, command: str, practice: bo
             results["written"] += written
             step.detail = f"{len(pd.read_csv(written[0]))} rows" if written else "not rehearsable on the simulator"
         elif step.name == "spread":
+            recorded = _recorded_frame(recording.folder_for(data_root, practice=practice, quick=quick), SPREAD_SWEEP)
             with context(), plans.patched(plans.plan_patches(rehearsal.SWEEP_PLANS[SPREAD_SWEEP]) if practice else []):
-                table = spread(_run_sweep(SPREAD_SWEEP, practice, quick), _run_sweep(SPREAD_SWEEP, practice, quick))
+                first = recorded if recorded is not None else _run_sweep(SPREAD_SWEEP, practice, quick)
+                table = spread(first, _run_sweep(SPREAD_SWEEP, practice, quick))
             results["spread"], state["spread"] = table, table.to_dict("records")
             step.detail = f"{int(table.meets_target.sum())} of {len(table)} points meet the target"
         elif step.name.startswith("plain "):

@@ -177,17 +177,21 @@ def child(path: Path, out: Path) -> int:
 # --- the driver: one child per lesson, with its time limit ---------------------------------------------------
 
 
-def run(path: Path, timeout_s: float = LESSON_TIMEOUT_S) -> WidgetRun:
+def run(path: Path, timeout_s: float = LESSON_TIMEOUT_S, contract: str | None = None) -> WidgetRun:
     """Run one lesson in a child Python with its widgets moved; never raises. Past ``timeout_s`` the child is
-    stopped and what it recorded so far is returned, marked out of time."""
+    stopped and what it recorded so far is returned, marked out of time. ``contract``: the harness's contract in
+    the child (GPUCOURSE_MEASURE), else the one in force here."""
     path = Path(path)
     started = time.monotonic()
+    env = plainrun.child_env(path)
+    if contract is not None:
+        env["GPUCOURSE_MEASURE"] = contract
     with tempfile.TemporaryDirectory(prefix="widgetrun-out-") as folder:
         target = Path(folder) / "result.json"
         command = [sys.executable, "-m", "gpucourse.tooling.widgetrun", "--child", str(path.resolve()), str(target)]
         timed_out, tail = False, ""
         try:
-            done = subprocess.run(command, cwd=path.parent, env=plainrun.child_env(path), capture_output=True,
+            done = subprocess.run(command, cwd=path.parent, env=env, capture_output=True,
                                   text=True, timeout=timeout_s)
             tail = "" if done.returncode == 0 else (done.stderr.strip().splitlines() or ["(no error text)"])[-1]
         except subprocess.TimeoutExpired:
@@ -210,17 +214,19 @@ def lessons(root: Path = plainrun.ROOT) -> list[Path]:
 MOVES_PER_CHART = 10  # the plan's model: a chart's controls take about this many moves (lesson 01: 2 charts, 16)
 
 
-def estimate_s(path: Path, startup_s: float, per_cell_s: float) -> float:
-    """A lesson's estimated seconds: its plain run, and each chart it builds moved at the limit per move."""
+def estimate_s(path: Path, startup_s: float, per_cell_s: float, move_s: float = MOVE_LIMIT_S) -> float:
+    """A lesson's estimated seconds: its plain run, and each chart it builds moved, ``move_s`` a move (default:
+    the limit; gpu-report passes what a real report measured for one)."""
     text = Path(path).read_text(encoding="utf-8")
     charts = len(re.findall(r"_(?:widget|explorer|chart)\(|LiveChart\(", text))
-    return startup_s + len(plainrun.code_cells(text)) * per_cell_s + charts * MOVES_PER_CHART * MOVE_LIMIT_S
+    return startup_s + len(plainrun.code_cells(text)) * per_cell_s + charts * MOVES_PER_CHART * move_s
 
 
-def report_step(path: Path, out: Path, *, gpu: bool, timeout_s: float) -> tuple[str, str]:
-    """``gpu-report``'s step for one lesson: run it, keep its row in ``out``/widget-run.json and the table in
-    ``out``/widget-run.md; returns the step's status and detail (failed: an error, or a GPU move over 1 s)."""
-    result = run(path, timeout_s)
+def report_step(path: Path, out: Path, *, gpu: bool, timeout_s: float, contract: str | None = None) -> tuple[str, str]:
+    """``gpu-report``'s step for one lesson: run it (under ``contract``), keep its row in ``out``/widget-run.json and
+    the table in ``out``/widget-run.md; returns the step's status and detail (failed: an error, or a GPU move over
+    1 s)."""
+    result = run(path, timeout_s, contract=contract)
     saved = Path(out) / "widget-run.json"
     rows = {r["lesson"]: r for r in (json.loads(saved.read_text()) if saved.exists() else [])}
     rows[result.lesson] = {**asdict(result), "gpu": gpu}

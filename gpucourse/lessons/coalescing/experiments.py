@@ -356,6 +356,7 @@ BEST_RUNG = (4, 8)
 WORK_USEFUL_BYTES = 1 << 30  # per side: 1 GiB each way, like the copy ceiling itself
 TRACE_BYTES = 2048  # per side: what every rung copies under the microscope (the same bytes for each)
 _MEASURED_RUNGS: dict[str, pd.DataFrame] = {}
+WORK_SWEEP = "coalescing.work"  # the rungs' recording, drawn by the work-per-thread chart without a GPU
 
 def resident_blocks(kernel, threads_per_block: int, fallback: int) -> int:
     """GPU, after the kernel's first launch: the blocks that fit on the device at once (the driver's occupancy
@@ -495,17 +496,36 @@ def measure_rung(elements_per_thread=4, bytes_per_load=8, *, n_elements=None, co
         _free_pool()
 
 
-def _measured_rungs(min_total_ms: float) -> pd.DataFrame:
+def work_sweep(min_total_ms: float = 500.0) -> pd.DataFrame:
+    """GPU: every rung (``RUNGS``) timed once against the copy ceiling measured now, with its spread and the
+    bytes in flight per SM the chart puts it at."""
     from gpucourse.measure import ceilings
 
+    ceiling = ceilings.copy_gbps()
+    rows = []
+    for k, width in RUNGS:
+        m = measure_rung(k, width, copy_ceiling_gbps=ceiling, min_total_ms=min_total_ms)
+        rows.append({"elements_per_thread": k, "bytes_per_load": width,
+                     "bytes_in_flight_per_sm": inflight.bytes_in_flight_per_sm(inflight.MAX_THREADS_PER_SM, k, width),
+                     "median_ms": m.median_ms, "iqr_ms": m.iqr_ms, "n_samples": m.n_samples, "gbps": m.gbps,
+                     "copy_ceiling_gbps": ceiling})
+    return pd.DataFrame(rows)
+
+
+def _measured_rungs(min_total_ms: float) -> pd.DataFrame:
     if "rungs" not in _MEASURED_RUNGS:
-        ceiling = ceilings.copy_gbps()
-        rows = []
-        for k, width in RUNGS:
-            m = measure_rung(k, width, copy_ceiling_gbps=ceiling, min_total_ms=min_total_ms)
-            rows.append({"elements_per_thread": k, "bytes_per_load": width, "gbps": m.gbps,
-                         "copy_ceiling_gbps": ceiling})
-        _MEASURED_RUNGS["rungs"] = pd.DataFrame(rows)
+        _MEASURED_RUNGS["rungs"] = work_sweep(min_total_ms)
     return _MEASURED_RUNGS["rungs"]
+
+
+# Issue 48: the work-per-thread chart had no recording, so a learner without a GPU saw the model only.
+@reference.register_sweep(
+    WORK_SWEEP, lesson=LESSON,
+    columns=("elements_per_thread", "bytes_per_load", "bytes_in_flight_per_sm", "gbps", "copy_ceiling_gbps"),
+    description="effective GB/s of the float32 copy's rungs of work per thread (1×4, 4×4, 1×8, 4×8 B: "
+                "strided_copy, copy_ilp4, best_copy), 1 GiB each way, grid-stride rungs on one resident wave",
+)
+def _work_sweep() -> pd.DataFrame:
+    return work_sweep()
 
 

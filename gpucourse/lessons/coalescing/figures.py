@@ -14,6 +14,7 @@ from gpucourse.lessons.coalescing import inflight
 from gpucourse.lessons.coalescing.experiments import (
     OFFSETS,
     SWEEP_USEFUL_BYTES,
+    WORK_SWEEP,
     _measured_rungs,
     check_rung,
     layout_sweep,
@@ -366,15 +367,21 @@ def work_figure(elements_per_thread=4, bytes_per_load=8) -> go.Figure:
                  f"{counts['bytes_per_thread']} B per thread, {counts['load_requests']} load requests for "
                  f"{counts['bytes_copied']} B")
     cal = inflight.h200_calibration()
+    rec = None
     if runtime.is_gpu():
         data = _measured_rungs(harness.LIVE_MIN_TOTAL_MS)
         caption = charts.source_caption("measured", f"{runtime.device().name}, by the course harness (1 GiB each "
                                         "way); the model line: Little's law calibrated on the course's H200 "
                                         "recording (a model, not this GPU)")
-    else:
-        data = None
-        caption = charts.source_caption("model", "Little's law, calibrated on one recorded point: "
-                                        + (cal.source if cal else "no recording here"))
+    else:  # the rungs' recording (sweep coalescing.work) where one exists; else the model alone, and it says so
+        rec = reference.load(WORK_SWEEP)
+        data = rec.data if rec is not None else None
+        model_line = "the model line: Little's law, calibrated on one recorded point: " + (
+            cal.source if cal else "no recording here")
+        caption = (charts.source_caption("recorded", f"the rungs: {rec.caption(bars=True)}; {model_line}")
+                   if rec is not None else
+                   charts.source_caption("model", f"no recording of the rungs yet ({WORK_SWEEP}: run `make record` "
+                                         f"on a GPU); {model_line}"))
     fig = charts.figure(title, "bytes of reads in flight per SM (KiB, log scale)",
                         "effective GB/s (useful bytes, read + write)", caption)
     if cal is None:
@@ -391,7 +398,8 @@ def work_figure(elements_per_thread=4, bytes_per_load=8) -> go.Figure:
     if data is not None:
         flight = [inflight.bytes_in_flight_per_sm(inflight.MAX_THREADS_PER_SM, r.elements_per_thread,
                                                   r.bytes_per_load) / 1024 for r in data.itertuples()]
-        charts.line(fig, flight, data.gbps, "measured now: the rungs (1×4, 4×4, 1×8, 4×8 B)", 0, mode="markers")
+        charts.line(fig, flight, data.gbps, ("measured now" if runtime.is_gpu() else f"recorded on {rec.device}")
+                    + ": the rungs (1×4, 4×4, 1×8, 4×8 B)", 0, mode="markers", error_y=reference.spread(data, "gbps"))
     chosen = counts["bytes_in_flight_per_sm"]
     fig.add_scatter(x=[chosen / 1024], y=[inflight.predicted_gbps(chosen, cal.sm_count, cal.latency_ns,
                                                                   cal.ceiling_gbps)],

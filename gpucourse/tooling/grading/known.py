@@ -118,15 +118,19 @@ def expected_total(student: str, max_score: float) -> float:
 
 
 def grade_known(labs: list[str], folder: Path, *, timeout_s: float = 1800.0, root: Path = ROOT,
-                submissions: dict[str, dict] | None = None, gpu: bool = False) -> list[dict]:
-    """Grade ``known_submissions`` of each lab (or ``submissions``: lab -> student -> notebook) once, through
-    ``python -m gpucourse grade --jobs 1`` (``--gpu`` when ``gpu``: else the kernels run in simulator mode, as
-    ``make grade`` grades) in a scratch course under ``folder``; one row per submission."""
+                submissions: dict[str, dict] | None = None, gpu: bool = False,
+                students: tuple[str, ...] | None = None) -> list[dict]:
+    """Grade ``known_submissions`` of each lab (or ``submissions``: lab -> student -> notebook; ``students``: only
+    these of them) once, in one call of ``python -m gpucourse grade --jobs 1`` (``--gpu`` when ``gpu``: else the
+    kernels run in simulator mode, as ``make grade`` grades) in a scratch course under ``folder``; one row per
+    submission."""
     import nbformat
 
     course = scratch_course(folder, root, labs)
     for lab in labs:
         for student, nb in (submissions or {}).get(lab, known_submissions(lab, course)).items():
+            if students is not None and student not in students:
+                continue
             target = course / "submitted" / student / lab
             target.mkdir(parents=True)
             nbformat.write(nb, target / f"{lab}.ipynb")
