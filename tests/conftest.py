@@ -1,14 +1,18 @@
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("PLOTLY_RENDERER", "json")
 
 from gpucourse.measure import runtime  # noqa: E402  (decides the mode before numba is imported)
-from gpucourse.tooling.gpureport import GPU_MARK, ROOT  # noqa: E402
 
-# (gpureport's ROOT, not tooling.build's: that imports jupytext, which a site's bare stack running the GPU tier lacks)
+# The repository the imported gpucourse lives in (this file may be a copy elsewhere: tests/test_gpureport.py),
+# found as gpureport finds it: not tooling.build's ROOT (it imports jupytext, which a site's bare stack running
+# the GPU tier lacks), nor gpureport's own (importing gpureport imports numba.cuda: about 1 s of CPU in every
+# pytest start-up, which the mutation pass makes over a hundred times; issue 50).
+ROOT = Path(runtime.__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 import suite_times  # noqa: E402
 
@@ -54,7 +58,10 @@ def fresh_ceilings():
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     # `make gpu-report` collects only the files that say so (gpureport.gpu_test_files): each file read once
-    for path in {item.path for item in items if item.get_closest_marker("gpu")}:
+    gpu_files = {item.path for item in items if item.get_closest_marker("gpu")}
+    if gpu_files:
+        from gpucourse.tooling.gpureport import GPU_MARK
+    for path in gpu_files:
         if GPU_MARK not in path.read_text(encoding="utf-8"):
             raise pytest.UsageError(f"{path.name} holds a GPU test but not `{GPU_MARK}`: mark it there "
                                     "(pytestmark or a decorator) so that `make gpu-report` finds it")

@@ -107,9 +107,13 @@ def lock_resolves(python: Path, stack: str) -> int:
     return len(got)
 
 
-def unit_tests(python: Path, tests: list[str], marker: str = "not slow and not gpu") -> str:
+# make test's two workers (Makefile PYTEST_2): tests/conftest.py hands out the slow tests first
+TWO_WORKERS = ("-n", "2", "--dist", "loadgroup", "--no-loadscope-reorder")
+
+
+def unit_tests(python: Path, tests: list[str], marker: str = "not slow and not gpu", workers=()) -> str:
     env = dict(os.environ, PYTHONPATH=str(ROOT), GPUCOURSE_MODE="sim")
-    done = run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", marker, *tests], env=env)
+    done = run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *workers, "-m", marker, *tests], env=env)
     return done.stdout.strip().splitlines()[-1]
 
 
@@ -123,7 +127,9 @@ def check_nocuda() -> str:
     # every lesson executed, and every lab graded (solution, untouched lab, known-wrong versions),
     # in the simulator numba ships
     labs = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_lab*.py"))
-    summary = unit_tests(python, ["tests/test_notebooks.py", *labs], marker="slow")
+    # on two workers (issue 50): in one process, this lane (make test's labs and lessons, one after another)
+    # kept one core busy while the other lane mostly waited for pip
+    summary = unit_tests(python, ["tests/test_notebooks.py", *labs], marker="slow", workers=TWO_WORKERS)
     return f"no CUDA package; numba's own simulator; notebooks: {summary}"
 
 
@@ -250,7 +256,7 @@ def timed(name: str) -> tuple[bool, str]:
 
 def main(names: list[str]) -> int:
     names = names or list(CHECKS)
-    # two lanes: the simulator's notebooks keep a core busy while the others mostly wait for pip
+    # two lanes: the simulator's notebooks (on two pytest workers) beside the others, which mostly wait for pip
     lanes = [[n for n in names if n == "nocuda"], [n for n in names if n != "nocuda"]]
     outcomes = []
     with ThreadPoolExecutor(max_workers=2) as pool:

@@ -293,6 +293,9 @@ def test_exercise_5_solution_passes_its_checks_and_the_wrong_answers_fail():
         exec(guard_hidden_tests(steps), namespace)
 
 
+FROM_EX5 = ("ex5_test_steps", "ex5_test", "ex6_test")  # the cells that no answer of exercises 1 to 4 reaches
+
+
 @pytest.mark.slow
 def test_lab05_round_trip(tmp_path):
     solution = solution_notebook(LAB)
@@ -302,58 +305,71 @@ def test_lab05_round_trip(tmp_path):
         "solution": solution,
         "untouched": release,
         **with_ipython_hooks(release),  # no answers, behind IPython hooks (labtools.IPYTHON_HOOKS): 0
-        "no_register_rounding": with_cells(solution, {"ex2_solution": NO_REGISTER_ROUNDING}),
-        "no_reservation": with_cells(solution, {"ex2_solution": NO_RESERVATION}),
-        # exercise 1 is a table of answers no later cell reads: its mistake rides with one of exercise 2's
-        "first_limiter_only+tie_not_named": with_cells(solution, {"ex2_solution": FIRST_LIMITER_ONLY,
-                                                                  "ex1_solution": TIE_NOT_NAMED}),
-        "calls_the_calculator": with_cells(solution, {"ex2_solution": CALLS_THE_CALCULATOR}),
-        "delegates": with_cells(solution, {"ex3_solution": DELEGATES_BEST_BLOCK_SIZE,
-                                           "ex4_solution": DELEGATES_THROUGH_A_HELPER}),
         # known-wrong answers behind a patch of the course's checks (labtools.COURSE_PATCH): 0
         "patched_course": with_course_patched(with_cells(solution, {"ex2_solution": NO_RESERVATION})),
-        "no_bandwidth_cap": with_cells(solution, {"ex5_solution": NO_BANDWIDTH_CAP}),
-        "loads_only": with_cells(solution, {"ex5_solution": LOADS_ONLY}),
-        "cap_before_loads": with_cells(solution, {"ex5_solution": CAP_BEFORE_LOADS}),
-        "lower_is_faster": with_cells(solution, {"ex5_solution": LOWER_IS_FASTER}),
-        "visible_only": with_cells(solution, {"ex5_solution": VISIBLE_ONLY}),
+        # Mistakes in exercises no later cell reads share a notebook (each notebook is a full nbgrader run,
+        # issue 50): exercises 1 to 4 run before exercise 5's answer is defined and no cell of 5 or 6 reads
+        # them, and exercise 6 reads none of 5's names, so each mistake's points are its own.
+        "no_register_rounding+no_bandwidth_cap": with_cells(solution, {"ex2_solution": NO_REGISTER_ROUNDING,
+                                                                       "ex5_solution": NO_BANDWIDTH_CAP}),
+        "no_reservation+loads_only": with_cells(solution, {"ex2_solution": NO_RESERVATION,
+                                                           "ex5_solution": LOADS_ONLY}),
+        "first_limiter_only+cap_before_loads": with_cells(solution, {"ex2_solution": FIRST_LIMITER_ONLY,
+                                                                     "ex5_solution": CAP_BEFORE_LOADS}),
+        "calls_the_calculator+lower_is_faster": with_cells(solution, {"ex2_solution": CALLS_THE_CALCULATOR,
+                                                                      "ex5_solution": LOWER_IS_FASTER}),
+        # exercises 3 and 4 delegated, and a float that decides its comparisons from exercise 5 on
+        "delegates+float_subclass": with_cells(solution, {"ex3_solution": DELEGATES_BEST_BLOCK_SIZE,
+                                                          "ex4_solution": DELEGATES_THROUGH_A_HELPER,
+                                                          "ex5_solution": FLOAT_SUBCLASS}),
+        "tie_not_named+visible_only+wrong_diagnosis": with_cells(solution, {
+            "ex1_solution": TIE_NOT_NAMED, "ex5_solution": VISIBLE_ONLY, "ex6_solution": WRONG_DIAGNOSIS}),
+        # the hostile answers to exercise 5 each in a notebook of its own: nothing else may change their score
         "frame_walk": with_cells(solution, {"ex5_solution": FRAME_WALK, "ex4_solution": LOCALS_NAME + "\n\n"
                                             + _cell("ex4_solution")}),
-        "float_subclass": with_cells(solution, {"ex5_solution": FLOAT_SUBCLASS}),
         "model_by_default": with_cells(solution, {"ex5_solution": MODEL_BY_DEFAULT}),
         "lazy_answers": with_cells(solution, {"ex1_solution": LAZY_ANSWERS}),
-        "wrong_diagnosis": with_cells(solution, {"ex6_solution": WRONG_DIAGNOSIS}),
     }, tmp_path / "grade")
     full = scores["solution"].max_score
     assert full == 17
     assert scores["solution"].total == full, scores["solution"].cells
     assert scores["untouched"].total == 0 and set(scores["untouched"].cells.values()) == {0}
+    right = scores["solution"].cells
+
+    def with_zeros(*cells: str) -> dict:
+        return {**right, **dict.fromkeys(cells, 0)}
+
+    def from_ex5(student: str) -> dict:
+        return {cell: scores[student].cells[cell] for cell in FROM_EX5}
+
     # Forgetting the rounding to 256 registers per warp fails NVIDIA's own example (visible test).
-    assert scores["no_register_rounding"].cells["ex2_test_blocks"] == 0
-    assert scores["no_register_rounding"].total < full
+    assert scores["no_register_rounding+no_bandwidth_cap"].cells["ex2_test_blocks"] == 0
     # Ignoring the 1 KB per-block reservation passes the visible cc 7.0 examples, fails the hidden ones.
-    assert scores["no_reservation"].cells["ex2_test_blocks"] == 0
-    assert scores["no_reservation"].total < full
-    # Naming one limiter where there is a tie loses exactly the limiter point.
-    assert scores["first_limiter_only+tie_not_named"].cells == {**scores["solution"].cells, "ex1_test": 0,
-                                                                "ex2_test_limiters": 0}
-    assert scores["calls_the_calculator"].cells["ex2_test_blocks"] == 0
-    assert scores["delegates"].cells == {**scores["solution"].cells, "ex3_test": 0, "ex4_test": 0}
+    assert scores["no_reservation+loads_only"].cells["ex2_test_blocks"] == 0
+    assert scores["calls_the_calculator+lower_is_faster"].cells["ex2_test_blocks"] == 0
+    # Naming one limiter where there is a tie loses exactly the limiter point (exercise 2), and so does a
+    # tie not named in exercise 1's table.
+    assert scores["first_limiter_only+cap_before_loads"].cells == with_zeros(
+        "ex2_test_limiters", "ex5_test", "ex5_test_steps")
+    assert scores["delegates+float_subclass"].cells == with_zeros(
+        "ex3_test", "ex4_test", "ex5_test_steps", "ex5_test", "ex6_test")
     # Little's law without the bandwidth cap, or counting only the loads' bytes (not the stores behind them),
     # fails the visible ILP-4 reference (0.25 and 0.29 for 0.578): each loses exactly the ratio's points;
     # so do the references learned by heart, a walk up the frames for the expected value (the learner's
     # function runs on a thread of its own), a float that decides its own comparisons (refused) and the
     # course's model reached through a default argument and a name built at run time (the tripwire).
-    for wrong in ("no_bandwidth_cap", "loads_only", "visible_only", "frame_walk", "model_by_default"):
-        assert scores[wrong].cells == {**scores["solution"].cells, "ex5_test": 0}, (wrong, scores[wrong].cells)
+    for wrong in ("no_register_rounding+no_bandwidth_cap", "no_reservation+loads_only"):
+        assert from_ex5(wrong) == {cell: right[cell] for cell in FROM_EX5} | {"ex5_test": 0}, (
+            wrong, scores[wrong].cells)
+    for wrong in ("frame_walk", "model_by_default"):
+        assert scores[wrong].cells == with_zeros("ex5_test"), (wrong, scores[wrong].cells)
+    assert scores["tie_not_named+visible_only+wrong_diagnosis"].cells == with_zeros("ex1_test", "ex5_test",
+                                                                                     "ex6_test")
     # a class of the notebook that decides its own comparisons also fails every hidden block after it
-    # (snapshot.custom_comparisons): the float subclass from exercise 5 on, the lazy mapping from exercise 1
-    assert scores["float_subclass"].cells == {**scores["solution"].cells, "ex5_test_steps": 0, "ex5_test": 0,
-                                              "ex6_test": 0}, scores["float_subclass"].cells
+    # (snapshot.custom_comparisons): the float subclass from exercise 5 on (above), the lazy mapping from
+    # exercise 1
     assert scores["lazy_answers"].cells["ex1_test"] == 0 and scores["lazy_answers"].total == 0
     # The cap applied before the loads are counted, or a lower occupancy faster past the knee: every step
-    # is observable, so both the steps and the ratio score 0.
-    for wrong in ("cap_before_loads", "lower_is_faster"):
-        assert scores[wrong].cells == {**scores["solution"].cells, "ex5_test": 0, "ex5_test_steps": 0}, (
-            wrong, scores[wrong].cells)
-    assert scores["wrong_diagnosis"].cells == {**scores["solution"].cells, "ex6_test": 0}
+    # is observable, so both the steps and the ratio score 0 (the cap's notebook: above).
+    assert from_ex5("calls_the_calculator+lower_is_faster") == {cell: right[cell] for cell in FROM_EX5} | {
+        "ex5_test": 0, "ex5_test_steps": 0}, scores["calls_the_calculator+lower_is_faster"].cells

@@ -36,6 +36,23 @@ def test_apply_mutates_a_copy_and_reports_missing_text(tmp_path):
     assert mutate.apply(tmp_path, m) is None  # the text is gone: stale (or not applicable)
 
 
+def test_the_unmutated_runs_hold_every_selection_in_fewer_start_ups():
+    def m(*tests):
+        return mutate.Mutation("x", "a.py", "X", "Y", "x", list(tests))
+
+    chosen = [m("a.py", "-k", "one"), m("a.py", "-k", "two"), m("b.py"), m("b.py", "-k", "three"),
+              m("b.py", "c.py", "-k", "four")]
+    assert mutate.baseline_selections(chosen) == [["b.py"], ["a.py", "-k", "(one) or (two)"],
+                                                  ["b.py", "c.py", "-k", "(four)"]]
+    runs = mutate.baseline_selections(mutate.MUTATIONS)
+    assert len(runs) < len({tuple(m.tests) for m in mutate.MUTATIONS})
+    for one in mutate.MUTATIONS:  # each mutation's tests pass unmutated in some run before it is applied
+        cut = one.tests.index("-k") if "-k" in one.tests else len(one.tests)
+        files, k = set(one.tests[:cut]), one.tests[cut + 1] if cut < len(one.tests) else None
+        assert any(files <= set(r[:r.index("-k") if "-k" in r else len(r)])
+                   and ("-k" not in r or (k is not None and f"({k})" in r[-1])) for r in runs), one.name
+
+
 @pytest.mark.slow
 @pytest.mark.extra
 def test_no_mutation_survives():
