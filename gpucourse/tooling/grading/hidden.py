@@ -141,10 +141,10 @@ def run_hidden_tests(code: str, namespace: dict, local_namespace: dict | None = 
     First everything the grader's header snapshotted before any learner code ran is put back
     (``snapshot_environment``): hidden tests see the real NumPy, builtins and imported names
     whatever the submission changed. The block runs in a PRIVATE namespace (a copy of the notebook's
-    names, with the grader's ``check``, ``freeze``, ``call``, ``call_each``, ``launch`` and ``observe`` bound): nothing it
-    binds — expected values above all — is visible to the learner's functions, whose globals are the
-    notebook's. Learner values and calls go through ``freeze``/``call``/``launch``/``observe`` (``frozen.py``), so no learner
-    code runs where expected values live. The targets the block declares in
+    names, with the grader's ``check``, ``freeze``, ``call``, ``call_each``, ``launch`` and ``observe``
+    bound): nothing it binds — expected values above all — is visible to the learner's functions, whose
+    globals are the notebook's. Learner values and calls go through ``freeze``/``call``/``launch``/``observe``
+    (``frozen.py``), so no learner code runs where expected values live. The targets the block declares in
     ``FORBIDDEN = {"module:qualname": "why"}`` are armed (``tripwire.py``) while it runs: a call from the
     learner's code fails the block with that reason.
     Output is muted while it runs (so a learner's function cannot print the hidden inputs), and any other
