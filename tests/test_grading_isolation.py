@@ -314,3 +314,25 @@ sneaky = Sneaky()
 ''')
     assert call(namespace["sneaky"]) == 1
     assert threading.current_thread().name not in namespace["seen"]
+
+
+def test_the_waiting_grader_is_out_of_sight_of_the_learner_thread():
+    namespace = learner('''
+import sys
+
+
+def add_one(x):
+    for name, value in vars(sys).items():  # sys._current_frames, found without spelling it
+        if name.endswith("nt_frames"):
+            for frame in value().values():
+                while frame is not None:
+                    for scope in (frame.f_locals, frame.f_globals):
+                        if "expected" in scope:
+                            return scope["expected"][x]
+                    frame = frame.f_back
+    return x
+''')
+    real = __import__("sys")._current_frames
+    with pytest.raises(HiddenTestFailed):
+        run_hidden_tests(HIDDEN_CALLED, namespace)
+    assert __import__("sys")._current_frames is real  # put back

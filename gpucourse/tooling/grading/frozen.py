@@ -23,7 +23,8 @@ So a hidden block never touches a learner's object directly; it goes through thi
   learner's objects are released there too (their finalizers run on that thread). Afterwards the call is
   refused if the learner's code left a thread running, or installed a tracer, a profiler, a GC callback or
   an import hook (each of which would run learner code later, inside the comparison). An exception from
-  ``fn`` becomes an ``AnswerRefused`` that names only its type.
+  ``fn`` becomes an ``AnswerRefused`` that names only its type. While it runs, ``sys._current_frames()``
+  leaves out the grader's waiting thread (whose stack holds the hidden block).
 
 ``observe`` returns the course's own ``microscope.Report`` (so a hidden block keeps its checks:
 ``report.race_count()``, ``report.branches()``, a lab's ``counts(report)``), but REBUILT on the grader's
@@ -57,6 +58,8 @@ _CONTAINERS = (dict, list, tuple, set, frozenset)
 _PLAIN_KINDS = "biufc"  # NumPy dtype kinds: bool, int, uint, float, complex
 MAX_DEPTH = 32
 _FUNCTION = type(lambda: None)
+# taken when the grader is imported (before any learner code): the learner may rebind ``sys``'s later
+_ALL_FRAMES = sys._current_frames
 
 
 class AnswerRefused(AssertionError):
@@ -228,7 +231,7 @@ def _on_a_thread(run, fn, what: str = "what your function returned"):
     if code is not None and code.co_filename == "<hidden tests>":
         # its globals are the hidden block's namespace: the learner's code could read them from its frame
         raise ValueError("call() takes the learner's function itself, not a function of the hidden block")
-    before_threads = set(sys._current_frames())
+    before_threads = set(_ALL_FRAMES())
     before_hooks = _hooks_state()
     outcome: dict = {}
 
@@ -249,8 +252,13 @@ def _on_a_thread(run, fn, what: str = "what your function returned"):
         sys.setprofile(None)
 
     thread = threading.Thread(target=worker, name="gpucourse-graded-call", daemon=True)
-    thread.start()
-    thread.join()
+    # the waiting grader's stack holds the hidden block: sys._current_frames() leaves it out meanwhile
+    sys._current_frames = _frames_but(threading.get_ident())
+    try:
+        thread.start()
+        thread.join()
+    finally:
+        sys._current_frames = _ALL_FRAMES
     left = _learner_threads(before_threads, thread.ident)
     changed = _hooks_state() != before_hooks
     if changed:
@@ -268,6 +276,18 @@ def _on_a_thread(run, fn, what: str = "what your function returned"):
     return outcome["value"]
 
 
+def _frames_but(waiting: int):
+    """``sys._current_frames`` without the grader's waiting thread (a reference the learner took before the
+    call escapes: the tamper scan flags ``_current_frames`` written out or built as a name)."""
+
+    def _current_frames() -> dict:
+        frames = _ALL_FRAMES()
+        frames.pop(waiting, None)
+        return frames
+
+    return _current_frames
+
+
 def _named_exception(kind: type) -> bool:
     """A builtin exception, or one the course defines (``MicroscopeError``): its name is not the learner's."""
     module = kind.__module__
@@ -282,7 +302,7 @@ def _learner_threads(before: set, worker: int | None) -> list[int]:
     or a ``threading.Thread`` whose target or ``run`` is the learner's (it may not have entered it yet). A
     library's idle thread is fine."""
     found = []
-    for ident, top in sys._current_frames().items():
+    for ident, top in _ALL_FRAMES().items():
         if ident in before or ident == worker:
             continue
         thread = threading._active.get(ident)
