@@ -336,3 +336,28 @@ def add_one(x):
     with pytest.raises(HiddenTestFailed):
         run_hidden_tests(HIDDEN_CALLED, namespace)
     assert __import__("sys")._current_frames is real  # put back
+
+
+def test_observe_keeps_the_races_of_a_racy_kernel():
+    from gpucourse.microscope import trace
+    from gpucourse.tooling.grading.frozen import observe
+
+    namespace = learner('''
+from gpucourse.measure import runtime
+from numba import float32
+
+cuda = runtime.cuda
+
+
+@cuda.jit
+def shift(x, out):
+    shared = cuda.shared.array(32, float32)
+    i = cuda.threadIdx.x
+    shared[i] = x[i]
+    out[i] = shared[(i + 1) % 32]  # no barrier: a race
+''')
+    args = (1, 32, np.arange(32, dtype=np.float32), np.zeros(32, np.float32))
+    seen = observe(namespace["shift"], *args, schedule="random", seed=1)
+    direct = trace(namespace["shift"], *args, schedule="random", seed=1)
+    assert seen.race_count() == direct.race_count() > 0
+    assert seen.races().equals(direct.races())  # the threads shown as the scheduler shows them

@@ -213,7 +213,11 @@ def observe(kernel, grid, block, *args, **trace_options):
         if type(report) is not Report:  # the course's trace returns its own Report (integrity-checked code)
             raise TypeError("the microscope's trace did not return its Report")
         report._analyse()  # the lazy part (warp issues) is worked out here, while the tracer still exists
-        return dict(vars(report))  # frozen by _on_a_thread: the tracer is gone (None) after _analyse
+        state = dict(vars(report))  # frozen by _on_a_thread: the tracer is gone (None) after _analyse
+        # a race's example names its two threads by the scheduler's objects: kept as their text
+        state["_races"] = [{key: repr(value) if key in _SHOWN else value for key, value in race.items()}
+                           for race in state["_races"]]
+        return state
 
     return _report_from(_on_a_thread(run, kernel, "the microscope's report of your kernel"))
 
@@ -222,8 +226,20 @@ def _report_from(state: dict):
     from gpucourse.microscope.report import Report
 
     report = Report.__new__(Report)  # no __init__: it reads a tracer; the state is complete already
+    state["_races"] = [{key: _Shown(value) if key in _SHOWN else value for key, value in race.items()}
+                       for race in state["_races"]]
     vars(report).update(state)
     return report
+
+
+_SHOWN = ("thread_a", "thread_b")  # Report.races() shows them with repr()
+
+
+class _Shown(str):
+    """The text of a race's thread, which ``repr()`` shows as it is (as the scheduler's object showed it)."""
+
+    def __repr__(self) -> str:
+        return str.__str__(self)
 
 
 def _on_a_thread(run, fn, what: str = "what your function returned"):
