@@ -277,6 +277,8 @@ def test_observe_traces_the_learner_kernel_on_its_own_thread():
     # … and traced by `observe` (on a fresh thread) finds nothing: it fails
     with pytest.raises(HiddenTestFailed):
         run_hidden_tests(HIDDEN_TRACED.format(how="observe"), learner(KERNEL_WALK))
+    # while an honest kernel, traced by the grader's own `observe` in a hidden block, passes
+    run_hidden_tests(HIDDEN_TRACED.format(how="observe").replace("a + 99", "a + 10"), learner(KERNEL_WALK))
 
 
 def test_observe_returns_the_course_report_rebuilt_from_plain_data():
