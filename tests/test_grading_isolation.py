@@ -322,22 +322,23 @@ def test_the_waiting_grader_is_out_of_sight_of_the_learner_thread():
     namespace = learner('''
 import sys
 
+# sys._current_frames, found without spelling it, taken before any call of the grader's
+_frames = [value for name, value in vars(sys).items() if name.endswith("nt_frames")][0]
+
 
 def add_one(x):
-    for name, value in vars(sys).items():  # sys._current_frames, found without spelling it
-        if name.endswith("nt_frames"):
-            for frame in value().values():
-                while frame is not None:
-                    for scope in (frame.f_locals, frame.f_globals):
-                        if "expected" in scope:
-                            return scope["expected"][x]
-                    frame = frame.f_back
+    for frame in _frames().values():
+        while frame is not None:
+            for scope in (frame.f_locals, frame.f_globals):
+                if "expected" in scope:
+                    return scope["expected"][x]
+            frame = frame.f_back
     return x
 ''')
-    real = __import__("sys")._current_frames
     with pytest.raises(HiddenTestFailed):
         run_hidden_tests(HIDDEN_CALLED, namespace)
-    assert __import__("sys")._current_frames is real  # put back
+    frames = __import__("sys")._current_frames()
+    assert threading.get_ident() in frames  # out of a call, every thread is there
 
 
 def test_observe_keeps_the_races_of_a_racy_kernel():

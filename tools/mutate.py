@@ -261,7 +261,7 @@ MUTATIONS: list[Mutation] = [
              "                   observe=_observe)", "                   )",
              "hidden blocks trace learner kernels through the grader's own observe", ISOLATION),
     Mutation("current-frames-show-the-grader", "gpucourse/tooling/grading/frozen.py",
-             "    sys._current_frames = _frames_but(threading.get_ident())\n", "",
+             "    _WAITING.add(waiting)\n", "",
              "while the learner's code runs, sys._current_frames() leaves out the waiting grader's thread",
              ISOLATION),
     Mutation("freeze-accepts-subclasses", "gpucourse/tooling/grading/frozen.py",

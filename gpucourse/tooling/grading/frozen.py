@@ -24,7 +24,8 @@ So a hidden block never touches a learner's object directly; it goes through thi
   refused if the learner's code left a thread running, or installed a tracer, a profiler, a GC callback or
   an import hook (each of which would run learner code later, inside the comparison). An exception from
   ``fn`` becomes an ``AnswerRefused`` that names only its type. While it runs, ``sys._current_frames()``
-  leaves out the grader's waiting thread (whose stack holds the hidden block).
+  leaves out the grader's waiting thread (whose stack holds the hidden block): importing this module
+  replaces ``sys._current_frames`` for good (before any learner code: the grader's header imports it).
 
 ``observe`` returns the course's own ``microscope.Report`` (so a hidden block keeps its checks:
 ``report.race_count()``, ``report.branches()``, a lab's ``counts(report)``), but REBUILT on the grader's
@@ -58,8 +59,23 @@ _CONTAINERS = (dict, list, tuple, set, frozenset)
 _PLAIN_KINDS = "biufc"  # NumPy dtype kinds: bool, int, uint, float, complex
 MAX_DEPTH = 32
 _FUNCTION = type(lambda: None)
-# taken when the grader is imported (before any learner code): the learner may rebind ``sys``'s later
-_ALL_FRAMES = sys._current_frames
+# taken when the grader is imported (before any learner code: the grader's kernel header imports it), the
+# real one; ``sys._current_frames`` itself becomes ``_current_frames`` below for good, so a reference the
+# learner takes at any time is to that one
+_ALL_FRAMES = getattr(sys._current_frames, "real", sys._current_frames)
+_WAITING: set = set()  # the grader's threads that wait for a learner's call: their stacks hold a hidden block
+
+
+def _current_frames() -> dict:
+    """``sys._current_frames()`` without the grader's threads that wait for a learner's call."""
+    frames = _ALL_FRAMES()
+    for ident in list(_WAITING):
+        frames.pop(ident, None)
+    return frames
+
+
+_current_frames.real = _ALL_FRAMES  # a second import (a reload) keeps the real one
+sys._current_frames = _current_frames
 
 
 class AnswerRefused(AssertionError):
@@ -269,12 +285,13 @@ def _on_a_thread(run, fn, what: str = "what your function returned"):
 
     thread = threading.Thread(target=worker, name="gpucourse-graded-call", daemon=True)
     # the waiting grader's stack holds the hidden block: sys._current_frames() leaves it out meanwhile
-    sys._current_frames = _frames_but(threading.get_ident())
+    waiting = threading.get_ident()
+    _WAITING.add(waiting)
     try:
         thread.start()
         thread.join()
     finally:
-        sys._current_frames = _ALL_FRAMES
+        _WAITING.discard(waiting)
     left = _learner_threads(before_threads, thread.ident)
     changed = _hooks_state() != before_hooks
     if changed:
@@ -290,18 +307,6 @@ def _on_a_thread(run, fn, what: str = "what your function returned"):
     if "error" in outcome:
         raise AnswerRefused(f"your function raised {outcome['error']} on the grader's inputs")
     return outcome["value"]
-
-
-def _frames_but(waiting: int):
-    """``sys._current_frames`` without the grader's waiting thread (a reference the learner took before the
-    call escapes: the tamper scan flags ``_current_frames`` written out or built as a name)."""
-
-    def _current_frames() -> dict:
-        frames = _ALL_FRAMES()
-        frames.pop(waiting, None)
-        return frames
-
-    return _current_frames
 
 
 def _named_exception(kind: type) -> bool:
