@@ -244,3 +244,60 @@ def grade_lab(lab: str, submissions: dict[str, nbformat.NotebookNode], tmp: Path
         notes = scores[student].notebook.metadata.get("gpucourse", {}).get("summary", [])
         assert any("HooksRestored" in note for note in notes), f"{student}: no note says its hooks were put back"
     return scores
+
+
+# A learner cell (issue 46, class 1) that walks up every stack to the hidden block's namespace and makes its
+# `check` and its NumPy comparisons pass anything: through sys._current_frames (a launch in the simulator
+# runs each CUDA thread on a thread of its own) and through the greenlet that runs the microscope's threads
+# (trace). Spelled so that the tamper scan reads nothing (no frame internal written out or built from a
+# constant of 3+ letters). A kernel calls `_silence()` before it writes a wrong answer: it must earn 0 where
+# the grader runs learner code on its own thread (frozen.launch / observe / call), which the walk cannot
+# reach. Defines `_silence` in the notebook (names `np`: the lab's own NumPy).
+SILENCE_THE_GRADER = '''
+import sys
+import traceback
+
+from greenlet import getcurrent
+
+
+def _frames():
+    """Every frame up every thread's stack, and up the greenlet that runs the microscope's threads; collected
+    while this function runs (a finished frame forgets its caller)."""
+    found = []
+    for name, value in vars(sys).items():  # sys._current_frames, found two letters at a time
+        if name[1:3] == "cu" and name[-2:] == "es" and name[-3:-2] == "m":
+            for top in value().values():
+                found += [frame for frame, _ in traceback.walk_stack(top)]
+    hub = getcurrent().parent
+    if hub is not None:
+        found += [frame for frame, _ in traceback.walk_stack(hub.gr_frame)]
+    return found
+
+
+class _Lenient:
+    """NumPy, except that every comparison says equal."""
+
+    def __getattr__(self, name):
+        if name in ("array_equal", "allclose"):
+            return lambda *args, **kwargs: True
+        return getattr(np, name)
+
+
+def _silence():
+    """Up every stack: where a hidden block's namespace is, its check and its NumPy pass anything."""
+    for frame in _frames():
+        for key in vars(type(frame)):
+            if key[2:3] == "g" and key[-2:] == "ls":
+                scope = getattr(frame, key)
+                if "freeze" in scope and "check" in scope:
+                    scope["check"] = lambda *args, **kwargs: None
+                    scope["np"] = _Lenient()
+'''
+
+
+def cell_output(score: Score, grade_id: str) -> str:
+    """The text a graded cell showed in the autograded notebook (its error line: a refusal says why)."""
+    import json
+
+    cell = next(c for c in score.notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+    return json.dumps(cell.get("outputs", []))

@@ -242,3 +242,125 @@ def test_a_hidden_block_declares_its_forbidden_targets_as_a_literal():
     assert forbidden_targets("check(True)") == {}
     with pytest.raises(ValueError):
         forbidden_targets("FORBIDDEN = {'a:b': 1}")
+
+
+KERNEL_WALK = '''
+import sys
+
+from greenlet import getcurrent
+from gpucourse.measure import runtime
+
+cuda = runtime.cuda
+
+
+@cuda.jit
+def add_ten(a, out):
+    i = cuda.threadIdx.x
+    value = a[i] + 10
+    # under the microscope a kernel is Python, run in a greenlet: its parent's frames lead to the caller's
+    for frame in (getattr(sys, "_get" + "frame")(0), getattr(getcurrent().parent, "gr_" + "frame")):
+        while frame is not None:
+            if "expected" in frame.f_globals:
+                value = frame.f_globals["expected"][i]
+            frame = frame.f_back
+    out[i] = value
+'''
+HIDDEN_TRACED = ("a = np.arange(8, dtype=np.float32)\nexpected = a + 99\nout = np.zeros(8, np.float32)\n"
+                 "report = {how}(add_ten, 1, 8, a.copy(), out)\ncheck(np.array_equal(out, expected))")
+
+
+def test_observe_traces_the_learner_kernel_on_its_own_thread():
+    from gpucourse.microscope import trace
+
+    # the kernel, traced where the hidden block runs, reads the expected values and passes a wrong test …
+    run_hidden_tests(HIDDEN_TRACED.format(how="trace"), learner(KERNEL_WALK, trace=trace))
+    # … and traced by `observe` (on a fresh thread) finds nothing: it fails
+    with pytest.raises(HiddenTestFailed):
+        run_hidden_tests(HIDDEN_TRACED.format(how="observe"), learner(KERNEL_WALK))
+    # while an honest kernel, traced by the grader's own `observe` in a hidden block, passes
+    run_hidden_tests(HIDDEN_TRACED.format(how="observe").replace("a + 99", "a + 10"), learner(KERNEL_WALK))
+
+
+def test_observe_returns_the_course_report_rebuilt_from_plain_data():
+    from gpucourse.microscope.report import Report
+    from gpucourse.tooling.grading.frozen import observe
+
+    namespace = learner(KERNEL_WALK)
+    out = np.zeros(8, np.float32)
+    report = observe(namespace["add_ten"], 1, 8, np.arange(8, dtype=np.float32), out, schedule="random", seed=1)
+    assert type(report) is Report and report._tracer is None
+    assert freeze(vars(report)) == vars(report)  # nothing in it but plain data
+    assert report.race_count() == 0 and len(report.branches()) > 0 and report.threads == 8
+    assert out.tolist() == list(range(10, 18))  # what the kernel wrote is in the grader's array
+    with pytest.raises(AnswerRefused, match="raised IndexError"):  # out of bounds: the microscope's error
+        observe(namespace["add_ten"], 1, 16, np.arange(8, dtype=np.float32), out)
+
+
+def test_the_grader_reads_nothing_of_a_learner_object_on_its_own_thread():
+    namespace = learner('''
+import threading
+
+seen = []
+
+
+class Sneaky:
+    def __getattr__(self, name):  # would run wherever the grader asks it for an attribute
+        seen.append(threading.current_thread().name)
+        raise AttributeError(name)
+
+    def __call__(self):
+        return 1
+
+
+sneaky = Sneaky()
+''')
+    assert call(namespace["sneaky"]) == 1
+    assert threading.current_thread().name not in namespace["seen"]
+
+
+def test_the_waiting_grader_is_out_of_sight_of_the_learner_thread():
+    namespace = learner('''
+import sys
+
+# sys._current_frames, found without spelling it, taken before any call of the grader's
+_frames = [value for name, value in vars(sys).items() if name.endswith("nt_frames")][0]
+
+
+def add_one(x):
+    for frame in _frames().values():
+        while frame is not None:
+            for scope in (frame.f_locals, frame.f_globals):
+                if "expected" in scope:
+                    return scope["expected"][x]
+            frame = frame.f_back
+    return x
+''')
+    with pytest.raises(HiddenTestFailed):
+        run_hidden_tests(HIDDEN_CALLED, namespace)
+    frames = __import__("sys")._current_frames()
+    assert threading.get_ident() in frames  # out of a call, every thread is there
+
+
+def test_observe_keeps_the_races_of_a_racy_kernel():
+    from gpucourse.microscope import trace
+    from gpucourse.tooling.grading.frozen import observe
+
+    namespace = learner('''
+from gpucourse.measure import runtime
+from numba import float32
+
+cuda = runtime.cuda
+
+
+@cuda.jit
+def shift(x, out):
+    shared = cuda.shared.array(32, float32)
+    i = cuda.threadIdx.x
+    shared[i] = x[i]
+    out[i] = shared[(i + 1) % 32]  # no barrier: a race
+''')
+    args = (1, 32, np.arange(32, dtype=np.float32), np.zeros(32, np.float32))
+    seen = observe(namespace["shift"], *args, schedule="random", seed=1)
+    direct = trace(namespace["shift"], *args, schedule="random", seed=1)
+    assert seen.race_count() == direct.race_count() > 0
+    assert seen.races().equals(direct.races())  # the threads shown as the scheduler shows them

@@ -7,6 +7,7 @@ grader puts them back and grades them); others patch the course's checks and ear
 import pytest
 from labtools import (
     COURSE_PATCH,
+    SILENCE_THE_GRADER,
     grade_lab,
     release_notebook,
     solution_notebook,
@@ -108,6 +109,32 @@ def counts(report):
 """
 
 
+# Issue 46: kernels that walk up to the hidden block and make its check pass anything (labtools), each
+# right only at the sizes the visible cells use. On main (hidden blocks launched and traced them where the
+# block runs) both earned their result point; run by the grader on its own thread they find nothing.
+MAP_THAT_SILENCES = SILENCE_THE_GRADER + '''
+
+@cuda.jit
+def map_add_ten(a, out):
+    i = cuda.threadIdx.x
+    if i == 0:
+        _silence()
+    v = a[i]
+    out[i] = v + 10 if a.size in (8, 16) else v + 1
+'''
+
+BLOCKS_THAT_SILENCE = '''
+@cuda.jit
+def blocks_add_ten(a, out):
+    i = cuda.grid(1)
+    if i == 0:
+        _silence()
+    if i < a.size:
+        v = a[i]
+        out[i] = v + 10 if a.size == 20 else v + 1
+'''
+
+
 def test_lab00a_round_trip(tmp_path):
     solution = solution_notebook(LAB)
     wrong = with_cells(solution, {"ex6_solution": ROWS_AND_COLUMNS_SWAPPED, "ex7_solution": WINDOW_FROM_GLOBAL})
@@ -119,14 +146,14 @@ def test_lab00a_round_trip(tmp_path):
         # deleted (the cell before each is a locked `show` cell) and must be put back and graded
         "sloppy": without_graded_cells(with_cells(solution, {
             "ex2_solution": READS_TWICE, "ex3_solution": NO_GUARD, "ex5_solution": NO_BLOCK_INDEX,
-            "ex8_solution": DOT_WITH_ATOMICS})),
-        "swapped": wrong,
+            "ex7_solution": WINDOW_WITHOUT_BARRIER, "ex8_solution": DOT_WITH_ATOMICS})),
+        # the swapped rows and columns, the window from global memory, and two kernels that silence the grader
+        "swapped": with_cells(wrong, {"ex1_solution": MAP_THAT_SILENCES, "ex5_solution": BLOCKS_THAT_SILENCE}),
         # the review's hostile shape: wrong answers and the course's checks replaced (issue 32: it earned
         # 1 of 16, ex6_test); once unseen by the tamper scan (getattr), once as the scan sees it
         "patched_course": with_course_patched(wrong),
         "patched_course_seen": with_course_patched(wrong, COURSE_PATCH.replace('getattr(sys, "modules")',
                                                                                  "sys.modules")),
-        "no_barrier": with_cells(solution, {"ex7_solution": WINDOW_WITHOUT_BARRIER}),
         "helpers_redefined": with_cells(solution, {"ex1_solution": HELPERS_REDEFINED}),
     }, tmp_path)
     full = scores["solution"].max_score
@@ -142,14 +169,17 @@ def test_lab00a_round_trip(tmp_path):
     assert sloppy["ex5_test"] == 0 and sloppy["ex5_counts"] == 0, sloppy
     # Atomics on out: right answer, but out is updated 32 times instead of written once.
     assert sloppy["ex8_test"] == 1 and sloppy["ex8_counts"] == 0, sloppy
-    assert {k: v for k, v in sloppy.items() if k[:3] in ("ex1", "ex4", "ex6", "ex7")} == dict.fromkeys(
-        ["ex1_test", "ex1_counts", "ex4_test", "ex4_counts", "ex6_test", "ex6_counts", "ex7_test", "ex7_counts"], 1)
+    # Without the barrier the microscope's random interleaving finds the race: the efficiency point is lost.
+    assert sloppy["ex7_counts"] == 0, sloppy
+    assert {k: v for k, v in sloppy.items() if k[:3] in ("ex1", "ex4", "ex6")} == dict.fromkeys(
+        ["ex1_test", "ex1_counts", "ex4_test", "ex4_counts", "ex6_test", "ex6_counts"], 1)
     swapped = scores["swapped"].cells
     assert swapped["ex6_test"] == 0, swapped  # (row, col) = cuda.grid(2) is the wrong way round
     assert swapped["ex7_test"] == 1 and swapped["ex7_counts"] == 0, swapped  # three global reads per thread
-    assert scores["swapped"].total == full - 3, swapped
+    # the kernels that silence the grader lose their result points (reads and writes are honest: counts kept)
+    assert swapped["ex1_test"] == 0 and swapped["ex5_test"] == 0, swapped
+    assert swapped["ex1_counts"] == 1 and swapped["ex5_counts"] == 1, swapped
+    assert scores["swapped"].total == full - 5, swapped
     assert scores["patched_course_seen"].total == 0, scores["patched_course_seen"].cells
     # redefining the lab's own helpers (floats, counts) is tampering: nothing is earned
     assert scores["helpers_redefined"].total == 0, scores["helpers_redefined"].cells
-    no_barrier = scores["no_barrier"].cells
-    assert no_barrier["ex7_counts"] == 0 and scores["no_barrier"].total <= full - 1, no_barrier

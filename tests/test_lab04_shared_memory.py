@@ -4,7 +4,16 @@ A·B kernel copied for this lab's A·Bᵀ, the square traffic formula) lose the 
 get wrong — a kernel without a barrier must fail even when its result looks right."""
 
 import pytest
-from labtools import grade_lab, release_notebook, solution_notebook, with_cells, with_course_patched, with_ipython_hooks
+from labtools import (
+    SILENCE_THE_GRADER,
+    cell_output,
+    grade_lab,
+    release_notebook,
+    solution_notebook,
+    with_cells,
+    with_course_patched,
+    with_ipython_hooks,
+)
 
 LAB = "lab04_shared_memory"
 
@@ -92,6 +101,55 @@ def tiled_traffic_bytes(m, k, n, tile):
 '''
 
 
+# Issue 46. The lesson's traffic count through a default argument, and the lesson's matmul in a closure: the
+# tripwire (0, and why) ...
+TRAFFIC_BY_DEFAULT = '''
+from gpucourse.lessons.tiling import model
+
+
+def tiled_traffic_bytes(m, k, n, tile, _count=model.matmul_traffic_bytes, _rung=model.rung("tiled", 8)):
+    return _count(model.rung("tiled", tile), m, n, k)
+'''
+
+MATMUL_IN_A_CLOSURE = '''
+
+def _with_the_lesson():
+    from gpucourse.lessons.tiling import experiments
+
+    def launch(a, bt):
+        return np.asarray(experiments.matmul(a, np.ascontiguousarray(bt.T), kind="tiled", tile=TILE))
+
+    return launch
+
+
+launch_tiled_matmul_bt = _with_the_lesson()
+'''
+
+# ... a number of a class of its own (refused) ...
+BYTES_SUBCLASS = '''
+class _Bytes(int):
+    pass
+
+
+def tiled_traffic_bytes(m, k, n, tile):
+    return _Bytes(4 * (m * k * (n // tile) + n * k * (m // tile) + m * n))
+'''
+
+# ... and the tiled kernel that skips the tiles where only the hidden barrier check goes (k = 12) and
+# silences that check (labtools): on main, where the hidden block traced it, it earned the 2 points.
+TILED_BUT_SILENCES = SILENCE_THE_GRADER + "\n\n" + tiled().replace('''    acc = float32(0.0)
+    for k0 in range(0, depth, TILE):''', '''    acc = float32(0.0)
+    if depth == 12:
+        if tx == 0 and ty == 0 and cuda.blockIdx.x == 0 and cuda.blockIdx.y == 0:
+            _silence()
+        if row < m and col < n:
+            for k in range(depth):
+                acc += a[row, k] * bt[col, k]
+            c[row, col] = acc
+        return
+    for k0 in range(0, depth, TILE):''')
+
+
 def test_lab04_round_trip(tmp_path):
     solution = solution_notebook(LAB)
     scores = grade_lab(LAB, {
@@ -102,8 +160,11 @@ def test_lab04_round_trip(tmp_path):
         "no_load_barrier": with_cells(solution, {"ex2_solution": tiled(barrier_after_load=False),
                                                  "ex3_solution": UNPADDED, "ex1_solution": COMPULSORY_ONLY}),
         "no_compute_barrier": with_cells(solution, {"ex2_solution": tiled(barrier_after_compute=False)}),
-        "no_zero_fill": with_cells(solution, {"ex2_solution": tiled(zero_fill=False)}),
+        "no_zero_fill": with_cells(solution, {"ex2_solution": tiled(zero_fill=False), "ex1_solution": BYTES_SUBCLASS}),
         "naive": with_cells(solution, {"ex2_solution": NAIVE}),
+        # issue 46: the lesson's answers through a default and a closure; a kernel that silences the grader
+        "hostile": with_cells(solution, {"ex1_solution": TRAFFIC_BY_DEFAULT,
+                                         "ex2_solution": TILED_BUT_SILENCES + MATMUL_IN_A_CLOSURE}),
         "lesson_copy": with_cells(solution, {"ex2_solution": tiled(transposed=False),
                                              "ex1_solution": SQUARE_FORMULA}),
         # known-wrong answers behind a patch of the course's checks (labtools.COURSE_PATCH): 0
@@ -117,9 +178,16 @@ def test_lab04_round_trip(tmp_path):
     assert scores["no_load_barrier"].cells == {"ex1_test": 0, "ex2_test": 0, "ex2_barriers": 0, "ex3_test": 0}
     assert scores["no_compute_barrier"].cells["ex2_barriers"] == 0, scores["no_compute_barrier"].cells
     assert scores["no_compute_barrier"].cells["ex1_test"] == 2 and scores["no_compute_barrier"].cells["ex3_test"] == 2
+    # the lesson's traffic count and matmul, reached through a default and a closure, trip the wires; the
+    # kernel that silenced the hidden barrier check on main (2 points there) is judged on what it did
+    assert scores["hostile"].cells == {"ex1_test": 0, "ex2_test": 0, "ex2_barriers": 0, "ex3_test": 2}
+    assert "forbids: gpucourse.lessons.tiling.model:matmul_traffic_bytes" in cell_output(scores["hostile"], "ex1_test")
+    assert "forbids: gpucourse.lessons.tiling.experiments:matmul" in cell_output(scores["hostile"], "ex2_test")
+    assert scores["no_zero_fill"].cells["ex1_test"] == 0  # a number of a class of its own
+    assert "an object of a subclass of int" in cell_output(scores["no_zero_fill"], "ex1_test")
     # Edges of a non-multiple N left holding stale values: wrong results, found by the hidden sizes.
     assert scores["no_zero_fill"].cells["ex2_test"] == 0, scores["no_zero_fill"].cells
-    assert scores["no_zero_fill"].total <= full - 4
+    assert scores["no_zero_fill"].total <= full - 6
     # Right answers without shared memory are not a tiled matmul: the byte count and banks say so.
     assert scores["naive"].cells == {"ex1_test": 2, "ex2_test": 4, "ex2_barriers": 0, "ex3_test": 2}
     # Lesson 04's kernel, renamed, multiplies by bt instead of btᵀ; the square formula miscounts.

@@ -7,6 +7,8 @@ course and earns 0."""
 
 import pytest
 from labtools import (
+    SILENCE_THE_GRADER,
+    cell_output,
     grade_lab,
     release_notebook,
     solution_notebook,
@@ -134,6 +136,54 @@ def block_scan(x, out):
 """
 
 
+# Issue 46. Right for the visible 100 elements only; elsewhere it sums half and silences the hidden block
+# (labtools): on main, where the hidden block traced it, it earned the 2 points.
+SUM_THAT_SILENCES = SILENCE_THE_GRADER + '''
+
+@cuda.jit
+def warp_sum_shared(x, out):
+    buf = cuda.shared.array(WARP, float32)
+    lane = cuda.threadIdx.x
+    if lane == 0 and cuda.blockIdx.x == 0 and x.size != 100:
+        _silence()
+    i = cuda.blockIdx.x * 2 * WARP + lane
+    v = float32(0.0)
+    if i < x.size:
+        v = x[i]
+    if i + WARP < x.size and x.size == 100:
+        v += x[i + WARP]
+    buf[lane] = v
+    cuda.syncwarp()
+    s = WARP // 2
+    while s > 0:
+        if lane < s:
+            buf[lane] += buf[lane + s]
+        cuda.syncwarp()
+        s //= 2
+    if lane == 0:
+        out[cuda.blockIdx.x] = buf[0]
+'''
+
+# The lesson's own scan (inclusive) made exclusive, reached through a default argument: the tripwire.
+SCAN_BY_DEFAULT = '''
+from gpucourse.lessons.reductions import experiments
+
+
+def _exclusive(values, _scan=experiments.reference_block_scan):
+    return _scan(values, BLOCK) - values
+
+
+@cuda.jit
+def block_scan(x, out):
+    if cuda.threadIdx.x == 0:
+        start = cuda.blockIdx.x * BLOCK
+        segment = np.array([x[j] for j in range(start, min(start + BLOCK, x.size))], dtype=np.float64)
+        scanned = _exclusive(segment)
+        for j in range(segment.size):
+            out[start + j] = scanned[j]
+'''
+
+
 def test_lab04a_round_trip(tmp_path):
     solution = solution_notebook(LAB)
     scores = grade_lab(LAB, {
@@ -149,6 +199,8 @@ def test_lab04a_round_trip(tmp_path):
         # cell precedes each): they are put back and graded
         "shared_memory_instead": without_graded_cells(with_cells(solution, {"ex2_solution": SHARED_SHARE,
                                                                             "ex3_solution": SHIFTED_TREE_SCAN})),
+        # issue 46: a kernel that silences the grader, the lesson's scan through a default argument
+        "hostile": with_cells(solution, {"ex1_solution": SUM_THAT_SILENCES, "ex3_solution": SCAN_BY_DEFAULT}),
         # known-wrong answers behind a patch of the course's checks (labtools.COURSE_PATCH): 0
         "patched_course": with_course_patched(with_cells(solution, {
             "ex2_solution": SHARED_SHARE, "ex3_solution": warp_scan(barrier=False)})),
@@ -163,6 +215,10 @@ def test_lab04a_round_trip(tmp_path):
     assert missing["ex1_test"] == 0, missing
     # No syncthreads between lane 31's write of its warp's total and the other warps' reads: a race.
     assert missing["ex3_microscope"] == 0 and missing["ex2_test"] == 2, missing
+    hostile = scores["hostile"].cells
+    assert hostile == {"ex1_test": 0, "ex2_test": 2, "ex2_microscope": 2, "ex3_test": 0, "ex3_microscope": 0}, hostile
+    assert "forbids: gpucourse.lessons.reductions.experiments:reference_block_scan" in cell_output(
+        scores["hostile"], "ex3_test")
     copied = scores["copied_from_lesson"].cells
     # Copying the lesson earns nothing in exercises 2 and 3 (lane 0 alone holds the sum; the scan is inclusive).
     assert copied["ex2_test"] == copied["ex2_microscope"] == copied["ex3_test"] == copied["ex3_microscope"] == 0, copied

@@ -96,6 +96,9 @@ assert warp_cost(half, 10, 10) == 20, "a warp split 16/16 pays both paths"
 assert warp_cost(np.ones(32, bool), 10, 10) == 10, "a warp that agrees pays one path"
 assert warp_cost(np.concatenate([half, np.zeros(32, bool)]), 10, 3) == 10 + 3 + 3
 ### BEGIN HIDDEN TESTS
+FORBIDDEN = {"gpucourse.lessons.divergence.model:warp_costs": "it is lesson 02's answer to this exercise: count "
+                                                              "each warp's paths yourself",
+             "gpucourse.lessons.divergence.model:warp_table": "it counts each warp's paths for you"}
 lanes_28 = np.arange(32) < 28
 one_lane = np.zeros(64, bool)
 one_lane[[3, 40]] = True
@@ -199,8 +202,9 @@ assert np.allclose(out, reference_parity(x)), "parity_agree gives a different an
 ### BEGIN HIDDEN TESTS
 for n, block in [(256, 64), (512, 128), (192, 32), (320, 256), (448, 256)]:
     x = np.random.default_rng(n).random(n, dtype=np.float32)
-    out, report = traced(parity_agree, x, block)
-    _, divergent = traced(parity_divergent, x, block)
+    out = np.full_like(x, np.nan)  # the grader's own: read after the kernel ran on the grader's thread
+    report = observe(parity_agree, -(-n // block), block, x.copy(), out)
+    divergent = observe(parity_divergent, -(-n // block), block, x.copy(), np.full_like(x, np.nan))
     check(np.allclose(out, reference_parity(x)))
     check(report.simt_efficiency() >= 0.9)
     check(warp_instructions(report) < 0.8 * warp_instructions(divergent))
@@ -291,13 +295,16 @@ assert np.allclose(out, reference_by_kind(kind, x)), "by_kind_sorted gives a dif
 efficiency = report.simt_efficiency()
 assert efficiency >= 0.9, f"SIMT efficiency {efficiency:.2f}: warps still disagree"
 ### BEGIN HIDDEN TESTS
+FORBIDDEN = {"gpucourse.lessons.divergence.model:sorted_order": "it is lesson 02's partition: write your own"}
 for seed, n, share in [(11, 512, 0.3), (12, 512, 0.05), (13, 256, 0.7)]:
     rng = np.random.default_rng(seed)
     kind = (rng.random(n) < share).astype(np.uint8)
     x = rng.random(n, dtype=np.float32)
-    order, out, report = traced_by_kind(kind, x)
-    divergent = trace(by_kind, n // 64, 64, kind, x, np.empty_like(x))
+    order = np.asarray(call(partition, kind.copy()))  # frozen to plain data on the learner's thread
     check(sorted(order.tolist()) == list(range(n)))
+    out = np.full_like(x, np.nan)
+    report = observe(by_kind_sorted, n // 64, 64, order.copy(), kind.copy(), x.copy(), out)
+    divergent = observe(by_kind, n // 64, 64, kind.copy(), x.copy(), np.empty_like(x))
     check(np.allclose(out, reference_by_kind(kind, x)))
     check(report.simt_efficiency() >= 0.9)
     check(int(report.branches().issues.sum()) < 0.8 * int(divergent.branches().issues.sum()))

@@ -69,6 +69,7 @@ def count_sectors(byte_addresses):
 assert count_sectors(range(0, 128, 4)) == 4, "32 neighbouring floats from byte 0 fill 4 sectors"
 assert count_sectors(range(0, 256, 8)) == 8, "stride 2: the request spans 256 bytes"
 ### BEGIN HIDDEN TESTS
+FORBIDDEN = {"gpucourse.microscope.analysis:sectors": "it is the microscope's own sector count: count them yourself"}
 cases = [
     (range(4, 132, 4), 5),  # misaligned by one float
     (range(0, 1024, 32), 32),  # stride 8: one sector per lane
@@ -157,14 +158,17 @@ drift_soa[2, 64](soa, 0.01)
 np.testing.assert_allclose(soa[0:3].T, expected, rtol=1e-5, atol=1e-6,
                            err_msg="positions after one step are wrong")
 ### BEGIN HIDDEN TESTS
+FORBIDDEN = {"gpucourse.lessons.coalescing.model:drift_reference": "it is the answer the grader compares with",
+             "gpucourse.lessons.coalescing.model:to_soa": "it is lesson 03's own change of layout: write yours"}
 for n, seed in [(1, 4), (64, 5), (257, 6)]:
     particles = make_particles(n, seed=seed)
     before = particles.copy()
     expected = drift_reference(particles, 0.02)
-    soa = to_soa(particles)
-    check(np.array_equal(particles, before))
+    handed = particles.copy()
+    soa = call(to_soa, handed)  # on the learner's thread, frozen to a plain array (the grader's own)
+    check(np.array_equal(handed, before))  # to_soa leaves its input alone
     check(soa.shape == (8, n) and np.array_equal(soa[3:], before[:, 3:].T))
-    drift_soa[(n + 63) // 64, 64](soa, 0.02)
+    launch(drift_soa, (n + 63) // 64, 64, soa, 0.02)
     check(np.allclose(soa[0:3].T, expected, rtol=1e-5, atol=1e-6))
     check(np.array_equal(soa[3:], before[:, 3:].T))
 ### END HIDDEN TESTS
@@ -180,10 +184,16 @@ assert table.sectors_per_request.max() <= 4, (
     "some warp requests of drift_soa fetch more than 4 sectors: are the n floats of each row of soa "
     "really neighbours in memory? (a transpose changes the shape, not where the bytes are)")
 ### BEGIN HIDDEN TESTS
+# the learner's own layout was traced above (`table`: bound after the kernel ran); the values and the
+# requests are judged again on the grader's inputs, traced on the learner's thread
+check((table.sectors_per_request == 4).all())
+particles = make_particles(128, seed=8)
+expected = drift_reference(particles, 0.01)
+soa = call(to_soa, particles.copy())
+report = observe(drift_soa, 2, 64, soa, 0.01)
 check(np.allclose(soa[0:3].T, expected, rtol=1e-5, atol=1e-6))
 check(report.requests().query("op == 'load'").shape[0] >= 6 * 4)  # 6 loads × 4 warps
 check(report.requests().query("op == 'store'").shape[0] >= 3 * 4)
-check((table.sectors_per_request == 4).all())
 ### END HIDDEN TESTS
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex3_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -278,6 +288,12 @@ assert report.sectors_per_request(array="a") <= 4, (
     "warp requests on `a` fetch more than 4 sectors: do neighbouring lanes (threadIdx.x) read neighbouring "
     "elements of a row?")
 ### BEGIN HIDDEN TESTS
+# on the grader's own inputs (the kernel above could write a and w), traced on the learner's thread
+a = np.random.default_rng(12).random((32, 64), dtype=np.float32)
+w = np.random.default_rng(13).random(32, dtype=np.float32)
+out = np.full_like(a, np.nan)
+grid, block = call(launch_config, a.shape)
+report = observe(scale_rows, grid, block, a.copy(), w.copy(), out)
 check(np.allclose(out, a * w[:, None], rtol=1e-6))
 check(report.sectors_per_request(array="a") == 4)
 check(report.sectors_per_request(array="out") == 4)
@@ -335,17 +351,10 @@ def load_sectors_per_request(p):
 stride1 = profile(strided_copy, 2, 64, np.arange(128, dtype=np.float32), np.zeros(128, dtype=np.float32), 128, 1, 0)
 assert load_sectors_per_request(stride1) == 4, "a stride-1 float32 copy loads 4 sectors per request"
 ### BEGIN HIDDEN TESTS
-check(load_sectors_per_request(stride4) == 16)
-
-
 def _copy_profile(stride, offset):
     span = 128 * stride + offset
     return profile(strided_copy, 2, 64, np.arange(span, dtype=np.float32), np.zeros(span, dtype=np.float32),
                    128, stride, offset)
-
-
-check(load_sectors_per_request(_copy_profile(1, 1)) == 5)
-check(load_sectors_per_request(_copy_profile(32, 0)) == 32)
 
 
 @cuda.jit
@@ -356,5 +365,9 @@ def _gather(src, dst, stride):  # strided loads, coalesced stores
 
 
 gathered = profile(_gather, 2, 64, np.arange(128 * 8, dtype=np.float32), np.zeros(128, dtype=np.float32), 8)
-check(load_sectors_per_request(gathered) == 32)
+# the grader's profiles (plain data: a profile's report keeps no kernel), read by the learner on its thread
+profiles = [_copy_profile(4, 0), _copy_profile(1, 1), _copy_profile(32, 0), gathered]
+got = call_each(load_sectors_per_request, [(p,) for p in profiles])
+for answer, expected in zip(got, [16, 5, 32, 32], strict=True):
+    check(answer == expected)
 ### END HIDDEN TESTS

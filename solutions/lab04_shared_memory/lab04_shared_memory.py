@@ -77,6 +77,8 @@ def tiled_traffic_bytes(m, k, n, tile):
 assert tiled_traffic_bytes(16, 24, 8, 8) == 3584
 assert tiled_traffic_bytes(8, 8, 8, 8) == 4 * 3 * 64, "one tile: every matrix exactly once"
 ### BEGIN HIDDEN TESTS
+FORBIDDEN = {"gpucourse.lessons.tiling.model:matmul_traffic_bytes": "it is lesson 04's traffic count: work out "
+                                                                    "this kernel's yourself"}
 # 4 · (m·k·n/T + n·k·m/T + m·n), worked by hand: e.g. (32, 8, 16, 8): 4 · (32·8·2 + 16·8·4 + 512) = 6144.
 cases = [(32, 8, 16, 8, 6144), (16, 16, 16, 16, 3072), (64, 10, 32, 32, 13312),
          (4096, 4096, 4096, 16, 34426847232), (1, 1, 1, 1, 12), (8, 3, 24, 8, 1344)]
@@ -200,10 +202,11 @@ a, bt = random_matrix(12, 20, 3), random_matrix(10, 20, 4)
 np.testing.assert_allclose(launch_tiled_matmul_bt(a, bt), reference_matmul_bt(a, bt), atol=1e-4,
                            err_msg="wrong result for 12 × 20 times (10 × 20)ᵀ (not multiples of TILE): check the edges")
 ### BEGIN HIDDEN TESTS
+FORBIDDEN = {"gpucourse.lessons.tiling.experiments:matmul": "it runs lesson 04's own matmul: launch your kernel"}
 for (m, k, n), seed in [((1, 1, 1), 5), ((5, 13, 9), 6), ((3, 20, 10), 7), ((16, 4, 3), 8)]:
     a, bt = random_matrix(m, k, seed), random_matrix(n, k, seed + 10)
-    c = np.full((m, n), np.nan, dtype=np.float32)
-    trace(tiled_matmul_bt, ((n + TILE - 1) // TILE, (m + TILE - 1) // TILE), (TILE, TILE), a, bt, c)
+    c = np.full((m, n), np.nan, dtype=np.float32)  # the grader's own, read after the kernel ran on its thread
+    observe(tiled_matmul_bt, ((n + TILE - 1) // TILE, (m + TILE - 1) // TILE), (TILE, TILE), a.copy(), bt.copy(), c)
     check(np.allclose(c, reference_matmul_bt(a, bt), atol=1e-4))
 a, bt = random_matrix(9, 3, 8), random_matrix(10, 3, 9)
 got = call(launch_tiled_matmul_bt, a.copy(), bt.copy())
@@ -222,7 +225,7 @@ assert report.max_bank_ways() == 1, f"a {report.max_bank_ways()}-way bank confli
 ### BEGIN HIDDEN TESTS
 a, bt = random_matrix(12, 12, 11), random_matrix(12, 12, 12)
 c = np.zeros((12, 12), dtype=np.float32)
-report = trace(tiled_matmul_bt, (2, 2), (TILE, TILE), a, bt, c, schedule="random", seed=3)
+report = observe(tiled_matmul_bt, (2, 2), (TILE, TILE), a.copy(), bt.copy(), c, schedule="random", seed=3)
 check(report.race_count() == 0)
 check(np.allclose(c, reference_matmul_bt(a, bt), atol=1e-4))
 memory = report.memory()
@@ -313,6 +316,7 @@ report = trace(transpose_tiled, (1, 1), (TILE_T, ROWS), src, dst)
 assert np.array_equal(dst, src.T), "wrong result for a 32 × 32 matrix"
 assert report.max_bank_ways() == 1, f"a {report.max_bank_ways()}-way bank conflict is left: pad the tile"
 ### BEGIN HIDDEN TESTS
+FORBIDDEN = {"gpucourse.lessons.tiling.experiments:transpose": "it runs lesson 04's own transpose: write yours"}
 check(report.sectors_per_request(op="load") == 4 and report.sectors_per_request(op="store") == 4)
 src = np.arange(7 * 33, dtype=np.float32).reshape(7, 33)
 got = call(launch_transpose, src.copy())

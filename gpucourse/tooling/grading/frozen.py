@@ -16,16 +16,27 @@ So a hidden block never touches a learner's object directly; it goes through thi
 * ``call(fn, *args, **kwargs)`` → ``freeze(fn(*args, **kwargs))``, with ``fn`` (the learner's function) run
   on a fresh thread: no frame of the grader is on its stack, so walking up frames finds nothing of the
   test. ``call_each(fn, cases)`` runs ``fn(*case)`` for each case on one thread; ``launch(kernel, grid,
-  block, *args)`` runs a learner's Numba kernel there. Never pass a function written in the hidden block
+  block, *args)`` runs a learner's Numba kernel there, and ``observe(kernel, grid, block, *args, **trace_options)``
+  runs the course's microscope trace of it there (below). Never pass a function written in the hidden block
   (a lambda): its globals are the block's namespace, readable from the learner's frame (ValueError).
   The result is frozen and the rest of the
   learner's objects are released there too (their finalizers run on that thread). Afterwards the call is
   refused if the learner's code left a thread running, or installed a tracer, a profiler, a GC callback or
   an import hook (each of which would run learner code later, inside the comparison). An exception from
-  ``fn`` becomes an ``AnswerRefused`` that names only its type.
+  ``fn`` becomes an ``AnswerRefused`` that names only its type. While it runs, ``sys._current_frames()``
+  leaves out the grader's waiting thread (whose stack holds the hidden block): importing this module
+  replaces ``sys._current_frames`` for good (before any learner code: the grader's header imports it).
 
-Use in a hidden block (``run_hidden_tests`` binds ``freeze``, ``call``, ``call_each`` and ``launch``, the
-grader's own)::
+``observe`` returns the course's own ``microscope.Report`` (so a hidden block keeps its checks:
+``report.race_count()``, ``report.branches()``, a lab's ``counts(report)``), but REBUILT on the grader's
+side from plain data: on the fresh thread the trace runs, its lazy analysis is forced, and the report's
+whole state is frozen (``freeze``: strings, numbers, tuples, lists, dicts); the grader then builds a new
+``Report`` from that frozen state. The report it returns holds no tracer, no kernel, no learner object:
+its methods are the course's code working on plain data, so nothing the learner wrote runs when a
+check reads it. What the kernel wrote is in the grader's own arrays, as with ``launch``.
+
+Use in a hidden block (``run_hidden_tests`` binds ``freeze``, ``call``, ``call_each``, ``launch`` and
+``observe``, the grader's own)::
 
     got = call(occupancy_by_hand, 96, 90, 0, (9, 0))        # BEFORE or after expected values: no matter,
     answer = freeze(answers, "answers")                      # no learner code runs after this line
@@ -47,6 +58,24 @@ _SCALARS = (bool, int, float, complex, str, bytes, type(None))
 _CONTAINERS = (dict, list, tuple, set, frozenset)
 _PLAIN_KINDS = "biufc"  # NumPy dtype kinds: bool, int, uint, float, complex
 MAX_DEPTH = 32
+_FUNCTION = type(lambda: None)
+# taken when the grader is imported (before any learner code: the grader's kernel header imports it), the
+# real one; ``sys._current_frames`` itself becomes ``_current_frames`` below for good, so a reference the
+# learner takes at any time is to that one
+_ALL_FRAMES = getattr(sys._current_frames, "real", sys._current_frames)
+_WAITING: set = set()  # the grader's threads that wait for a learner's call: their stacks hold a hidden block
+
+
+def _current_frames() -> dict:
+    """``sys._current_frames()`` without the grader's threads that wait for a learner's call."""
+    frames = _ALL_FRAMES()
+    for ident in list(_WAITING):
+        frames.pop(ident, None)
+    return frames
+
+
+_current_frames.real = _ALL_FRAMES  # a second import (a reload) keeps the real one
+sys._current_frames = _current_frames
 
 
 class AnswerRefused(AssertionError):
@@ -178,12 +207,63 @@ def launch(kernel, grid, block, *args) -> None:
     return _on_a_thread(lambda: kernel[grid, block](*args), kernel)
 
 
-def _on_a_thread(run, fn):
-    code = getattr(fn, "__code__", None)
+def _code_of(fn):
+    """The Python code of a function or of a Numba kernel (its ``py_func``), else None. type() first:
+    getattr on a learner's own object could run its ``__getattr__`` here, on the grader's stack."""
+    if type(fn) is not _FUNCTION and (getattr(type(fn), "__module__", "") or "").startswith("numba."):
+        fn = getattr(fn, "py_func", None)  # Numba's own class: its attributes run no learner code
+    return fn.__code__ if type(fn) is _FUNCTION else None
+
+
+def observe(kernel, grid, block, *args, **trace_options):
+    """The microscope's ``trace(kernel, grid, block, *args, **trace_options)`` of a learner's kernel, run on a
+    fresh thread like ``launch``; returns a ``Report`` rebuilt from its state frozen there (module docstring).
+    A kernel that fails under the microscope (an access out of bounds, a deadlock at a barrier) is
+    refused with the error's name."""
+
+    def run():
+        from gpucourse.microscope.launch import trace
+        from gpucourse.microscope.report import Report
+
+        report = trace(kernel, grid, block, *args, **trace_options)
+        if type(report) is not Report:  # the course's trace returns its own Report (integrity-checked code)
+            raise TypeError("the microscope's trace did not return its Report")
+        report._analyse()  # the lazy part (warp issues) is worked out here, while the tracer still exists
+        state = dict(vars(report))  # frozen by _on_a_thread: the tracer is gone (None) after _analyse
+        # a race's example names its two threads by the scheduler's objects: kept as their text
+        state["_races"] = [{key: repr(value) if key in _SHOWN else value for key, value in race.items()}
+                           for race in state["_races"]]
+        return state
+
+    return _report_from(_on_a_thread(run, kernel, "the microscope's report of your kernel"))
+
+
+def _report_from(state: dict):
+    from gpucourse.microscope.report import Report
+
+    report = Report.__new__(Report)  # no __init__: it reads a tracer; the state is complete already
+    state["_races"] = [{key: _Shown(value) if key in _SHOWN else value for key, value in race.items()}
+                       for race in state["_races"]]
+    vars(report).update(state)
+    return report
+
+
+_SHOWN = ("thread_a", "thread_b")  # Report.races() shows them with repr()
+
+
+class _Shown(str):
+    """The text of a race's thread, which ``repr()`` shows as it is (as the scheduler's object showed it)."""
+
+    def __repr__(self) -> str:
+        return str.__str__(self)
+
+
+def _on_a_thread(run, fn, what: str = "what your function returned"):
+    code = _code_of(fn)
     if code is not None and code.co_filename == "<hidden tests>":
         # its globals are the hidden block's namespace: the learner's code could read them from its frame
         raise ValueError("call() takes the learner's function itself, not a function of the hidden block")
-    before_threads = set(sys._current_frames())
+    before_threads = set(_ALL_FRAMES())
     before_hooks = _hooks_state()
     outcome: dict = {}
 
@@ -191,21 +271,27 @@ def _on_a_thread(run, fn):
         try:
             result = run()
             try:
-                outcome["value"] = freeze(result, "what your function returned")
+                outcome["value"] = freeze(result, what)
             except AnswerRefused as refused:
                 outcome["refused"] = str(refused)
             del result
         except BaseException as error:  # noqa: B036  (a learner's SystemExit fails the test too)
-            kind = type(error)  # a builtin exception by name; the learner's own could spell the inputs
-            outcome["error"] = kind.__name__ if kind.__module__ == "builtins" else "an exception of its own"
+            kind = type(error)  # a builtin's or the course's by name; the learner's own could spell the inputs
+            outcome["error"] = kind.__name__ if _named_exception(kind) else "an exception of its own"
             del error
         gc.collect()  # the learner's garbage is finalized here, not later inside the comparison
         sys.settrace(None)
         sys.setprofile(None)
 
     thread = threading.Thread(target=worker, name="gpucourse-graded-call", daemon=True)
-    thread.start()
-    thread.join()
+    # the waiting grader's stack holds the hidden block: sys._current_frames() leaves it out meanwhile
+    waiting = threading.get_ident()
+    _WAITING.add(waiting)
+    try:
+        thread.start()
+        thread.join()
+    finally:
+        _WAITING.discard(waiting)
     left = _learner_threads(before_threads, thread.ident)
     changed = _hooks_state() != before_hooks
     if changed:
@@ -223,12 +309,21 @@ def _on_a_thread(run, fn):
     return outcome["value"]
 
 
+def _named_exception(kind: type) -> bool:
+    """A builtin exception, or one the course defines (``MicroscopeError``): its name is not the learner's."""
+    module = kind.__module__
+    if module == "builtins":
+        return True
+    home = sys.modules.get(module) if module.startswith("gpucourse.") else None
+    return home is not None and vars(home).get(kind.__name__) is kind
+
+
 def _learner_threads(before: set, worker: int | None) -> list[int]:
     """Threads started since ``before`` that run the learner's code: one with a learner frame on its stack,
     or a ``threading.Thread`` whose target or ``run`` is the learner's (it may not have entered it yet). A
     library's idle thread is fine."""
     found = []
-    for ident, top in sys._current_frames().items():
+    for ident, top in _ALL_FRAMES().items():
         if ident in before or ident == worker:
             continue
         thread = threading._active.get(ident)
