@@ -40,6 +40,7 @@ from __future__ import annotations
 import gc
 import sys
 import threading
+import types
 
 from gpucourse.tooling.grading.tripwire import is_learner_code, learner_on_stack
 
@@ -179,7 +180,9 @@ def launch(kernel, grid, block, *args) -> None:
 
 
 def _on_a_thread(run, fn):
-    code = getattr(fn, "__code__", None)
+    # read only a real function's code: getattr on a learner's object would run its __getattr__ (or a
+    # property) here, on the grader's thread, with the hidden block's frame just above
+    code = fn.__code__ if type(fn) is types.FunctionType else None
     if code is not None and code.co_filename == "<hidden tests>":
         # its globals are the hidden block's namespace: the learner's code could read them from its frame
         raise ValueError("call() takes the learner's function itself, not a function of the hidden block")

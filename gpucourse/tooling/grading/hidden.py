@@ -20,6 +20,7 @@ from gpucourse.tooling.grading.frozen import call as _call
 from gpucourse.tooling.grading.frozen import call_each as _call_each
 from gpucourse.tooling.grading.frozen import freeze as _freeze
 from gpucourse.tooling.grading.frozen import launch as _launch
+from gpucourse.tooling.grading.traced import trace_launch as _trace_launch
 from gpucourse.tooling.grading.snapshot import custom_comparisons, of_the_course, restore_snapshot
 from gpucourse.tooling.grading.tripwire import armed, boundary
 
@@ -140,7 +141,8 @@ def run_hidden_tests(code: str, namespace: dict, local_namespace: dict | None = 
     First everything the grader's header snapshotted before any learner code ran is put back
     (``snapshot_environment``): hidden tests see the real NumPy, builtins and imported names
     whatever the submission changed. The block runs in a PRIVATE namespace (a copy of the notebook's
-    names, with the grader's ``check``, ``freeze``, ``call``, ``call_each`` and ``launch`` bound): nothing it
+    names, with the grader's ``check``, ``freeze``, ``call``, ``call_each``, ``launch`` and ``trace_launch``
+    (``traced.py``) bound): nothing it
     binds — expected values above all — is visible to the learner's functions, whose globals are the
     notebook's. Learner values and calls go through ``freeze``/``call`` (``frozen.py``), so no learner
     code runs where expected values live. The targets the block declares in
@@ -158,7 +160,8 @@ def run_hidden_tests(code: str, namespace: dict, local_namespace: dict | None = 
     private = dict(namespace)
     if local_namespace is not None and local_namespace is not namespace:
         private.update(local_namespace)
-    private.update(check=_CHECK, freeze=_freeze, call=_call, call_each=_call_each, launch=_launch)
+    private.update(check=_CHECK, freeze=_freeze, call=_call, call_each=_call_each, launch=_launch,
+                   trace_launch=_trace_launch)
     failed, why, trips = False, None, None
     try:
         targets = forbidden_targets(code)
