@@ -7,7 +7,8 @@ So a hidden block never touches a learner's object directly; it goes through thi
 
 * ``freeze(value, what)`` → a copy made only of plain data, built without running any of the learner's
   code: exact ``bool``, ``int``, ``float``, ``complex``, ``str``, ``bytes``, ``None``; exact ``dict``,
-  ``list``, ``tuple``, ``set``, ``frozenset`` of those (recursively); an exact NumPy scalar becomes its
+  ``list``, ``tuple``, ``set``, ``frozenset`` of those (recursively; an exact ``collections.Counter`` or
+  ``OrderedDict`` becomes a ``dict``); an exact NumPy scalar becomes its
   Python number; an exact ``numpy.ndarray`` of a plain dtype (bool, int, uint, float, complex) becomes a
   fresh contiguous copy; a Numba device array (or the simulator's) is copied to the host first; an exact
   ``torch.Tensor`` becomes a fresh CPU tensor (detached). Anything else (a learner's class, a lazy
@@ -37,6 +38,7 @@ Standard library only (NumPy, Numba and PyTorch are read only when the value is 
 
 from __future__ import annotations
 
+import collections
 import gc
 import sys
 import threading
@@ -71,6 +73,8 @@ def _freeze(value, what: str, depth: int, active: set):
         return value
     if depth > MAX_DEPTH:
         raise AnswerRefused(f"{what} is nested more than {MAX_DEPTH} levels deep: hand in plain data")
+    if kind is collections.Counter or kind is collections.OrderedDict:  # the stdlib's own (a course helper's
+        kind = dict                                                      # counts): read as the dict they are
     if kind in _CONTAINERS:
         if id(value) in active:
             raise AnswerRefused(f"{what} contains itself: hand in plain data without cycles")
