@@ -44,7 +44,7 @@ import sys
 import threading
 import types
 
-from gpucourse.tooling.grading.tripwire import is_learner_code, learner_on_stack
+from gpucourse.tooling.grading.tripwire import handed_in, is_learner_code, learner_on_stack
 
 _SCALARS = (bool, int, float, complex, str, bytes, type(None))
 _CONTAINERS = (dict, list, tuple, set, frozenset)
@@ -168,11 +168,13 @@ def _hooks_state() -> tuple:
 
 def call(fn, *args, **kwargs):
     """``freeze(fn(*args, **kwargs))`` with ``fn`` run on a fresh thread (module docstring)."""
+    _not_forbidden(fn, *args, *kwargs.values())
     return _on_a_thread(lambda: fn(*args, **kwargs), fn)
 
 
 def call_each(fn, cases) -> list:
     """``[freeze(fn(*case)) for case in cases]``, all on one fresh thread (cheaper than one ``call`` each)."""
+    _not_forbidden(fn)
     cases = [tuple(case) for case in cases]
     return _on_a_thread(lambda: [fn(*case) for case in cases], fn)
 
@@ -180,7 +182,17 @@ def call_each(fn, cases) -> list:
 def launch(kernel, grid, block, *args) -> None:
     """``kernel[grid, block](*args)`` on a fresh thread (a Numba kernel of the learner's); what it wrote is
     in the grader's own arrays, read after it returns. Returns None (frozen)."""
+    _not_forbidden(kernel)
     return _on_a_thread(lambda: kernel[grid, block](*args), kernel)
+
+
+def _not_forbidden(*handed) -> None:
+    """Refuse a function or kernel that IS what the hidden block forbids (``tripwire.handed_in``): the
+    course's reference handed in under the learner's name runs without a learner frame to record."""
+    for value in handed:
+        found = handed_in(value)
+        if found:
+            raise AnswerRefused(f"you handed in what this exercise forbids: {found}")
 
 
 def _on_a_thread(run, fn):

@@ -17,7 +17,7 @@ under ``frozen.py``'s rules (fresh thread, no thread or hook left behind, the re
 
 from __future__ import annotations
 
-from gpucourse.tooling.grading.frozen import _on_a_thread
+from gpucourse.tooling.grading.frozen import _not_forbidden, _on_a_thread
 
 _NO_KEY = object()
 
@@ -25,11 +25,13 @@ _NO_KEY = object()
 def trace_launch(kernel, grid, block, *args, metrics=(), key=_NO_KEY):
     """The microscope's run of ``kernel[grid, block](*args)`` on a fresh thread (module docstring)."""
     metrics = [str(m) for m in metrics]  # the grader's own list, copied before any learner code runs
+    _not_forbidden(kernel)
 
     def run():
         from gpucourse import microscope
 
         chosen = kernel if key is _NO_KEY else kernel[key]
+        _not_forbidden(chosen)  # read on this thread: a learner's mapping may hand in the course's kernel
         if not metrics:
             microscope.trace(chosen, grid, block, *args)
             return None
