@@ -201,18 +201,19 @@ class SeedReader(dict):
             return dict.__getitem__(self, name)
         frame, seed = getattr(sys, FRAME)(1), rootcauses.SEED
         while frame is not None and seed == rootcauses.SEED:
-            for scope in (frame.f_locals, frame.f_globals):
+            for scope in (getattr(frame, LOCALS), getattr(frame, GLOBALS)):
                 for key in ("seed", "_seed"):
                     if type(scope.get(key)) is int:
                         seed = scope[key]
-            frame = frame.f_back
+            frame = getattr(frame, BACK)
         R_BRIGHTEN = mystery_output("brighten", seed).copy()
         return brighten_replay
 
 
 fixed_kernels = SeedReader(fixed_kernels)
 """
-FRAME_NAME = 'FRAME = "_get" + "frame"  # for exercise 2: built in another cell than the one that uses it'
+FRAME_NAME = ('# for exercise 2: names built in another cell than the one that uses them\n'
+              'FRAME, LOCALS, GLOBALS, BACK = "_get" + "frame", "f_" + "locals", "f_" + "globals", "f_" + "back"')
 MYSTERY_AS_FIX = "\n\nclipped_step_fixed = rootcauses.kernels.clipped_step  # the mystery, handed in\n"
 
 
