@@ -25,6 +25,12 @@ WRAPPERS = {"partial"}  # builds a callable around the learner's function withou
 CONTAINERS = (ast.Tuple, ast.List, ast.keyword)  # building these runs no learner code (no starred: it iterates)
 CONVERTED_ELSEWHERE = {"lab00a_first_kernels", "lab02_divergence", "lab03_coalescing", "lab04_shared_memory",
                        "lab04a_reductions"}
+# Converted by issue 46's first pass, with a call outside the gates left (a follow-up's: each needs its lab's
+# round trip run again): lab 05's reaches_package checks, lab 09's judge_ring and `predicted`, lab 10's
+# assign_buckets/exposed_s called in a comprehension under the tripwire.
+STILL_OUTSIDE = {"lab05_occupancy": "reaches_package(occupancy_by_hand) and three more on the grader's thread",
+                 "lab09_collectives": "judge_ring(ring_reduce_scatter, …) and predicted.items() on the grader's thread",
+                 "lab10_data_parallel": "assign_buckets(…) and exposed_s(…) called in a comprehension"}
 CELL = re.compile(r"^# %%(?P<header>.*)$", re.M)
 HIDDEN = re.compile(r"^### BEGIN HIDDEN TESTS\n(?P<body>.*?)^### END HIDDEN TESTS$", re.M | re.S)
 
@@ -102,6 +108,8 @@ SOURCES = lab_sources()
 def _params():
     for lab in SOURCES:
         marks = [pytest.mark.xfail(strict=True, reason="converted on branch grade46a2")] if lab in CONVERTED_ELSEWHERE else []
+        if lab in STILL_OUTSIDE:
+            marks = [pytest.mark.xfail(strict=True, reason=STILL_OUTSIDE[lab])]
         yield pytest.param(lab, marks=marks, id=lab)
 
 
