@@ -315,3 +315,28 @@ def unchecked(src, dst):
     assert got == {"launch__thread_count": 64}
     with pytest.raises(AnswerRefused, match="IndexError"):
         trace_launch(ns["unchecked"], 2, 32, src, np.zeros(40, np.float32))
+
+
+def test_freeze_runs_no_metaclass_of_the_learner():
+    ran = []
+    ns = learner('''
+class Meta(type):
+    def __eq__(cls, other):
+        RAN.append("__eq__")
+        return True
+
+    __hash__ = type.__hash__
+
+    @property
+    def __module__(cls):
+        RAN.append("__module__")
+        return "torch"
+
+
+class Answer(metaclass=Meta):
+    pass
+''', RAN=ran)
+    ran.clear()
+    with pytest.raises(AnswerRefused, match="class of your own"):
+        freeze(ns["Answer"]())
+    assert ran == [], ran

@@ -253,7 +253,7 @@ MUTATIONS: list[Mutation] = [
              "    thread.start()\n    thread.join()\n", "    worker()\n",
              "the learner's function runs on a thread of its own: no frame of the test above it", ISOLATION),
     Mutation("freeze-accepts-subclasses", "gpucourse/tooling/grading/frozen.py",
-             "    if kind in _SCALARS:\n        return value\n    if depth",
+             "    if _one_of(kind, _SCALARS):\n        return value\n    if depth",
              "    if isinstance(value, _SCALARS):\n        return value\n    if depth",
              "a subclass of a builtin is not plain data (it can decide its comparisons)", ISOLATION),
     Mutation("freeze-shares-arrays", "gpucourse/tooling/grading/frozen.py",
