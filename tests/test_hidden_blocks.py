@@ -6,7 +6,8 @@ a lazy mapping, an ``__eq__``, a frame walk can read them or decide the comparis
 (``gpucourse/tooling/grading/frozen.py``, ``traced.py``) freeze answers to plain data and run learner
 code on a fresh thread. This test reads each lab's solution source (no nbgrader, no kernel): the names
 its exercise cells define (functions, kernels, classes, answer variables) may appear in a hidden block
-only as an argument of ``freeze``/``call``/``call_each``/``launch``/``trace_launch`` — directly, inside a
+only as an argument of ``freeze``/``call``/``call_each``/``launch``/``trace_launch`` (or grade46a2's
+``observe``) — directly, inside a
 tuple or list built there, or through ``functools.partial`` — never called, subscripted, iterated,
 compared, read for an attribute or rebound.
 """
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-GATES = {"freeze", "call", "call_each", "launch", "trace_launch"}  # hidden.run_hidden_tests binds them
+GATES = {"freeze", "call", "call_each", "launch", "trace_launch", "observe"}  # run_hidden_tests binds them (observe: grade46a2)
 WRAPPERS = {"partial"}  # builds a callable around the learner's function without calling it
 CONTAINERS = (ast.Tuple, ast.List, ast.keyword)  # building these runs no learner code (no starred: it iterates)
 CONVERTED_ELSEWHERE = {"lab00a_first_kernels", "lab02_divergence", "lab03_coalescing", "lab04_shared_memory",
