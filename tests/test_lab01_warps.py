@@ -4,7 +4,15 @@ loses its points however the plain launch behaves (in the simulator it raises; o
 past the array unnoticed, which `PADDED_NO_BOUNDS_CHECK` reproduces here): the microscope sees it."""
 
 import pytest
-from labtools import errors, grade_lab, release_notebook, solution_notebook, with_cells, with_course_patched, with_ipython_hooks
+from labtools import (
+    errors,
+    grade_lab,
+    release_notebook,
+    solution_notebook,
+    with_cells,
+    with_course_patched,
+    with_ipython_hooks,
+)
 
 LAB = "lab01_warps"
 

@@ -5,7 +5,15 @@ of the part they get wrong."""
 
 import pytest
 from lab06_kernels import handoff
-from labtools import errors, grade_lab, release_notebook, solution_notebook, with_cells, with_course_patched, with_ipython_hooks
+from labtools import (
+    errors,
+    grade_lab,
+    release_notebook,
+    solution_notebook,
+    with_cells,
+    with_course_patched,
+    with_ipython_hooks,
+)
 
 LAB = "lab06_races"
 

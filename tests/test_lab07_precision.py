@@ -5,7 +5,15 @@ measured against |result|) lose the points of the part they get wrong, with or w
 
 import nbformat
 import pytest
-from labtools import course_copy, errors, grade_lab, solution_notebook, with_cells, with_course_patched, with_ipython_hooks
+from labtools import (
+    course_copy,
+    errors,
+    grade_lab,
+    solution_notebook,
+    with_cells,
+    with_course_patched,
+    with_ipython_hooks,
+)
 
 LAB = "lab07_precision"
 

@@ -198,7 +198,8 @@ def test_lab08_round_trip(tmp_path):
         assert scores[student].cells == {**everything, "ex2_test": 0, "ex3_test": 0}, student
     assert scores["findings_fp32"].cells == {**everything, "ex1_test": 0, "ex3_test": 0}
     assert scores["on_device+lying_findings+agreeable_tensor"].cells == {**everything, "ex1_test": 0, "ex2_test": 0}
-    assert sum("HiddenTestRefused" in e for e in errors(scores["on_device+lying_findings+agreeable_tensor"].notebook)) == 2
+    refusals = errors(scores["on_device+lying_findings+agreeable_tensor"].notebook)
+    assert sum("HiddenTestRefused" in e for e in refusals) == 2, refusals
     for student in ("line_cpu", "randn_tolist"):
         assert scores[student].cells == {**everything, "ex1_test": 0, "ex3_test": 0}, student
     for student in ("width_synchronize", "unfused_blocking"):

@@ -61,7 +61,8 @@ def _fix_cell(cell: str, old: str, new: str) -> str:
 
 def _cell(cell: str) -> str:
     """The solution's source of one cell."""
-    return next(c.source for c in solution_notebook(LAB).cells if c.metadata.get("nbgrader", {}).get("grade_id") == cell)
+    return next(c.source for c in solution_notebook(LAB).cells
+                if c.metadata.get("nbgrader", {}).get("grade_id") == cell)
 
 
 def _causes(causes) -> str:

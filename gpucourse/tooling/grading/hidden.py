@@ -20,8 +20,8 @@ from gpucourse.tooling.grading.frozen import call as _call
 from gpucourse.tooling.grading.frozen import call_each as _call_each
 from gpucourse.tooling.grading.frozen import freeze as _freeze
 from gpucourse.tooling.grading.frozen import launch as _launch
-from gpucourse.tooling.grading.traced import trace_launch as _trace_launch
 from gpucourse.tooling.grading.snapshot import custom_comparisons, of_the_course, restore_snapshot
+from gpucourse.tooling.grading.traced import trace_launch as _trace_launch
 from gpucourse.tooling.grading.tripwire import armed, boundary
 
 GENERIC_FAILURE = "a hidden test failed: re-read the specification"

@@ -34,6 +34,7 @@ Standard library only.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import os
 import sys
@@ -212,9 +213,9 @@ class _Armed:
     def arm(self, target: str, reason: str) -> None:
         owner, name, obj = resolve(target)
         inner = obj.__func__ if isinstance(obj, staticmethod | classmethod) else obj
-        for armed_object in {id(obj): obj, id(inner): inner}.values():  # what handed_in() recognises
-            _ARMED[id(armed_object)] = f"{target}: {reason}"
-            self.undo.append(lambda key=id(armed_object): _ARMED.pop(key, None))
+        for key in {id(obj), id(inner)}:  # what handed_in() recognises
+            _ARMED[key] = f"{target}: {reason}"
+            self.undo.append(functools.partial(_ARMED.pop, key, None))
         if isinstance(inner, types.FunctionType):
             self.swap_code(inner, target, reason)
         elif isinstance(inner, type):
