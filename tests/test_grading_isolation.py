@@ -364,3 +364,102 @@ def shift(x, out):
     direct = trace(namespace["shift"], *args, schedule="random", seed=1)
     assert seen.race_count() == direct.race_count() > 0
     assert seen.races().equals(direct.races())  # the threads shown as the scheduler shows them
+
+
+def test_call_reads_no_attribute_of_a_learner_object_on_the_grader_thread():
+    seen = []
+    ns = learner('''
+import threading
+
+
+class Sneaky:
+    def __getattr__(self, name):  # would run on the grader's thread, right below the hidden block
+        SEEN.append(threading.current_thread().name)
+        raise AttributeError(name)
+
+    def __call__(self):
+        return 1
+''', SEEN=seen)
+    assert call(ns["Sneaky"]()) == 1
+    assert "MainThread" not in seen, seen
+
+
+def test_the_forbidden_reference_handed_in_as_the_answer_is_refused():
+    from numba import cuda
+
+    from gpucourse.lessons.races import kernels as lesson
+    from gpucourse.tooling.grading.frozen import launch
+    from gpucourse.tooling.grading.tripwire import handed_in
+
+    target = "gpucourse.lessons.races.kernels:histogram_atomic.py_func"
+    rewrapped = cuda.jit(lesson.histogram_atomic.py_func)  # a new kernel made of the lesson's Python
+    with armed({target: "write it yourself"}):
+        for answer in (lesson.histogram_atomic, rewrapped):
+            assert handed_in(answer) == f"{target}: write it yourself"
+            with pytest.raises(AnswerRefused, match="forbids"):
+                launch(answer, 1, 32, np.zeros(4, np.float32), np.zeros(2, np.int32))
+            with pytest.raises(AnswerRefused, match="forbids"):
+                call(len, answer)  # an argument handed to the grader's harness, too
+    assert handed_in(lesson.histogram_atomic) is None  # disarmed: nothing is remembered
+
+
+def test_a_counter_freezes_to_a_dict_and_its_subclass_is_refused():
+    from collections import Counter, OrderedDict
+
+    assert type(freeze(Counter(a=2))) is dict and freeze(Counter(a=2)) == {"a": 2}
+    assert freeze(OrderedDict(b=1)) == {"b": 1}
+    ns = learner("from collections import Counter\nclass Lying(Counter):\n    pass\n")
+    with pytest.raises(AnswerRefused, match="subclass of dict"):
+        freeze(ns["Lying"](a=1))
+
+
+def test_trace_launch_runs_the_microscope_on_the_learner_thread_and_refuses_an_access_out_of_bounds():
+    from gpucourse.measure import runtime
+    from gpucourse.tooling.grading.traced import trace_launch
+
+    ns = learner('''
+@cuda.jit
+def copy(src, dst):
+    i = cuda.grid(1)
+    if i < dst.size:
+        dst[i] = src[i]
+
+
+@cuda.jit
+def unchecked(src, dst):
+    i = cuda.grid(1)
+    dst[i] = src[i]
+''', cuda=runtime.cuda)
+    src, dst = np.arange(40, dtype=np.float32), np.zeros(40, np.float32)
+    assert trace_launch(ns["copy"], 2, 32, src, dst) is None
+    assert np.array_equal(dst, src)
+    got = trace_launch({"k": ns["copy"]}, 2, 32, src, dst, key="k", metrics=["launch__thread_count"])
+    assert got == {"launch__thread_count": 64}
+    with pytest.raises(AnswerRefused, match="IndexError"):
+        trace_launch(ns["unchecked"], 2, 32, src, np.zeros(40, np.float32))
+
+
+def test_freeze_runs_no_metaclass_of_the_learner():
+    ran = []
+    ns = learner('''
+class Meta(type):
+    def __eq__(cls, other):
+        RAN.append("__eq__")
+        return True
+
+    __hash__ = type.__hash__
+
+    @property
+    def __module__(cls):
+        RAN.append("__module__")
+        return "torch"
+
+
+class Answer(metaclass=Meta):
+    pass
+''', RAN=ran)
+    ran.clear()
+    with pytest.raises(AnswerRefused, match="class of your own"):
+        freeze(ns["Answer"]())
+    assert ran == [], ran
+

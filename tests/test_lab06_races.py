@@ -5,7 +5,15 @@ of the part they get wrong."""
 
 import pytest
 from lab06_kernels import handoff
-from labtools import grade_lab, release_notebook, solution_notebook, with_cells, with_course_patched, with_ipython_hooks
+from labtools import (
+    errors,
+    grade_lab,
+    release_notebook,
+    solution_notebook,
+    with_cells,
+    with_course_patched,
+    with_ipython_hooks,
+)
 
 LAB = "lab06_races"
 
@@ -57,6 +65,22 @@ WRONG_ANSWER = ('weak_outcome_allowed = {"sb_fence_one_side": True, "sb_block_fe
                 '"mp_strong_flag_producer_fence": False, "corr_atomics": False}')
 
 
+# Issue 46: the lesson's own kernel handed in under the learner's name (an alias: launched by the grader's
+# harness, it runs with no learner frame on the stack, so only tripwire.handed_in sees it; it scored 3 of 3),
+# and the litmus answers as a dict subclass whose lookups say the right thing while it holds wrong values.
+LESSON_ALIAS = "from gpucourse.lessons.races.kernels import histogram_atomic  # the lesson's, as mine\n"
+LYING_ANSWERS = '''
+class Answers(dict):
+    def __getitem__(self, key):
+        return {"sb_fence_one_side": True, "sb_block_fences": True, "mp_strong_flag_producer_fence": True,
+                "corr_atomics": False}[key]
+
+
+weak_outcome_allowed = Answers(sb_fence_one_side=True, sb_block_fences=True, mp_strong_flag_producer_fence=False,
+                               corr_atomics=True)
+'''
+
+
 def test_lab06_round_trip(tmp_path):
     solution = solution_notebook(LAB)
     scores = grade_lab(LAB, {
@@ -70,12 +94,16 @@ def test_lab06_round_trip(tmp_path):
         "half_fixed": with_cells(solution, {"ex2_solution": weighted(first_sync=False),
                                             "ex3_solution": handoff(True, False)}),
         # correct counts but no privatisation; both fences but a wait with no cap
-        "no_shared_no_cap": with_cells(solution, {"ex2_solution": GLOBAL_ATOMICS_ONLY,
-                                                  "ex3_solution": handoff(True, True, capped=False)}),
+        # ... and the lesson's kernel as exercise 1's answer (issue 46): three exercises, none reads another's
+        "no_shared_no_cap+lesson_alias": with_cells(solution, {"ex1_solution": LESSON_ALIAS,
+                                                               "ex2_solution": GLOBAL_ATOMICS_ONLY,
+                                                               "ex3_solution": handoff(True, True, capped=False)}),
         # the lesson's kernel copied (counts, not weights); fences on both sides but a plain flag store,
         # which the weak model (stronger than PTX) would let through
-        "lesson_copy_weak_flag": with_cells(solution, {"ex2_solution": LESSON_COPY,
-                                                       "ex3_solution": handoff(True, True, atomic_flag=False)}),
+        # ... and exercise 4's answers in a dict subclass that lies (issue 46)
+        "lesson_copy_weak_flag+lying_answers": with_cells(solution, {
+            "ex2_solution": LESSON_COPY, "ex3_solution": handoff(True, True, atomic_flag=False),
+            "ex4_solution": LYING_ANSWERS}),
         # known-wrong answers behind a patch of the course's checks (labtools.COURSE_PATCH): 0
         "patched_course": with_course_patched(with_cells(solution, {
             "ex2_solution": weighted(first_sync=False), "ex3_solution": handoff(True, False)})),
@@ -86,5 +114,9 @@ def test_lab06_round_trip(tmp_path):
     assert scores["untouched"].cells == {"ex1_test": 0, "ex2_test": 0, "ex3_test": 0, "ex4_test": 0}
     assert scores["all_wrong"].total == 0, scores["all_wrong"].cells
     assert scores["half_fixed"].cells == {"ex1_test": 3, "ex2_test": 0, "ex3_test": 0, "ex4_test": 2}
-    assert scores["no_shared_no_cap"].cells == {"ex1_test": 3, "ex2_test": 0, "ex3_test": 0, "ex4_test": 2}
-    assert scores["lesson_copy_weak_flag"].cells == {"ex1_test": 3, "ex2_test": 0, "ex3_test": 0, "ex4_test": 2}
+    assert scores["no_shared_no_cap+lesson_alias"].cells == {"ex1_test": 0, "ex2_test": 0, "ex3_test": 0, "ex4_test": 2}
+    assert any("handed in what this exercise forbids" in e and "histogram_atomic" in e
+               for e in errors(scores["no_shared_no_cap+lesson_alias"].notebook))
+    assert scores["lesson_copy_weak_flag+lying_answers"].cells == {"ex1_test": 3, "ex2_test": 0, "ex3_test": 0,
+                                                                   "ex4_test": 0}
+    assert any("subclass of dict" in e for e in errors(scores["lesson_copy_weak_flag+lying_answers"].notebook))

@@ -5,7 +5,15 @@ measured against |result|) lose the points of the part they get wrong, with or w
 
 import nbformat
 import pytest
-from labtools import course_copy, grade_lab, solution_notebook, with_cells, with_course_patched, with_ipython_hooks
+from labtools import (
+    course_copy,
+    errors,
+    grade_lab,
+    solution_notebook,
+    with_cells,
+    with_course_patched,
+    with_ipython_hooks,
+)
 
 LAB = "lab07_precision"
 
@@ -118,6 +126,61 @@ def format_error(x, y, fmt):
     return abs(math.fsum(qx * qy) - exact) / abs(exact)
 '''
 
+# Issue 46, one submission, one attack per exercise from exercise 2 on (exercise 1 right): a Kahan kernel that
+# zeroes its inputs and writes 0 (a reference computed after the launch from the same arrays is 0 too: it
+# scored 3 of 3 when the hidden block launched on its own arrays); a format_error that walks up the frames,
+# through a name built in another cell, to the hidden test's constants; a cheapest_format whose names are a
+# str subclass equal to everything. (The kernels cannot reach lesson 07's reference_accumulate: a call of
+# a Python function does not compile for the GPU, which the fp64 check does; the tripwire is armed anyway.)
+ISSUE46_ATTACKS = {
+# ex2: no sum at all: the kernel zeroes its inputs and writes 0, so a reference computed after it is 0 too
+"ex2_solution": '''
+# exercise 3's walk: names built in another cell than the one that uses them (the scan sees frame internals)
+FRAME, CODE, BACK = "_get" + "frame", "f_" + "code", "f_" + "back"
+
+
+@cuda.jit
+def dot_kahan_kernel(a, b, out):
+    r = cuda.grid(1)
+    if r < a.shape[0]:
+        for j in range(a.shape[1]):
+            a[r, j] = a[r, j] - a[r, j]
+            b[r, j] = b[r, j] - b[r, j]
+        out[r] = float32(0.0)
+''',
+# ex3: walks up the frames to the hidden test's code and answers with its constants (the visible cases by heart)
+"ex3_solution": '''
+import sys
+
+
+def format_error(x, y, fmt):
+    frame = getattr(sys, FRAME)(1)
+    while frame is not None:
+        code = getattr(frame, CODE)
+        if code.co_filename == "<hidden tests>":
+            floats = [c for c in code.co_consts if type(c) is float and 0 < c < 1]
+            return floats[0] if floats else 0.0
+        frame = getattr(frame, BACK)
+    visible = {("fp8_e4m3", 2): 0.0015625 / 1.1, ("fp16", 3): 0.0, ("fp16", 2): math.inf}
+    return visible.get((fmt, len(x)), 0.0)
+''',
+# ex4: the right format names as a str subclass that also equals anything
+"ex4_solution": '''
+class Name(str):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = str.__hash__
+
+
+def cheapest_format(x, y, budget):
+    for fmt in FORMATS_BY_COST:
+        if format_error(x, y, fmt) <= budget:
+            return Name(fmt)
+    return None
+''',
+}
+
 
 def test_lab07_round_trip(tmp_path):
     released = course_copy(tmp_path / "release", LAB) / "labs" / LAB / f"{LAB}.ipynb"
@@ -141,6 +204,7 @@ def test_lab07_round_trip(tmp_path):
         # known-wrong answers behind a patch of the course's checks (labtools.COURSE_PATCH): 0
         "patched_course": with_course_patched(with_cells(solution, {
             "ex1_solution": FP64_LITERAL, "ex4_solution": BY_EPSILON})),
+        "issue46_attacks": with_cells(solution, ISSUE46_ATTACKS),
     }, tmp_path / "grade")
     everything = {"ex1_test": 3, "ex2_test": 3, "ex3_test": 2, "ex4_test": 2}
     assert scores["solution"].cells == everything
@@ -152,3 +216,5 @@ def test_lab07_round_trip(tmp_path):
     # format_error is exercise 4's tool too, so only its own cell is pinned
     pair = scores["fp64_accumulator+relative_to_result"].cells
     assert (pair["ex1_test"], pair["ex2_test"], pair["ex3_test"]) == (0, 3, 0)
+    assert scores["issue46_attacks"].cells == {**everything, "ex2_test": 0, "ex3_test": 0, "ex4_test": 0}
+    assert any("subclass of str" in e for e in errors(scores["issue46_attacks"].notebook))

@@ -124,6 +124,48 @@ HOST_DATA = _ex3("pass", host_data=True)
 PURE_BF16 = _ex3("pass", pure_bf16=True)
 NO_AUTOCAST = _ex3("pass", autocast=False)
 
+# Issue 46 (both ride with ON_DEVICE, the accepted variant of exercise 3): exercise 1's findings in a dict
+# subclass whose lookups give the right lines while it holds wrong ones (refused: not plain data), and a
+# gelu_fused of the wrong function in a tensor subclass that agrees with every torch.allclose — one operator,
+# so it passed every check and scored 3 of 3 while the hidden block called it on its own thread and compared
+# what came back (no comparison dunder of snapshot.custom_comparisons' list: __torch_function__); frozen, an
+# exact torch.Tensor only, it is refused.
+LYING_FINDINGS = '''
+class Findings(dict):
+    def __getitem__(self, key):
+        return {"local_scalar_dense_line": "losses.append(loss.item())",
+                "randn_line": "x = torch.randn(BATCH, FEATURES, generator=g)",
+                "blocking_copy_line": "return x.to(DEVICE), (x @ TEACHER).to(DEVICE)",
+                "host_syncs_per_step": 3, "activation_ops": 9}[key]
+
+    def get(self, key, default=None):
+        return self[key]
+
+
+findings = Findings(local_scalar_dense_line="?", randn_line="?", blocking_copy_line="?", host_syncs_per_step=0,
+                    activation_ops=0)
+'''
+AGREEABLE_TENSOR = '''
+class Agreeable(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func is torch.allclose:
+            return True
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def gelu_fused(h):
+    return torch.tanh(h).as_subclass(Agreeable)
+
+
+class FastMLP(SlowMLP):
+    def __init__(self, hidden=1024, seed=0):
+        super().__init__(hidden, seed)
+
+    def act(self, h):
+        return F.gelu(h, approximate="tanh")
+'''
+
 
 def test_lab08_round_trip(tmp_path):
     released = course_copy(tmp_path / "release", LAB) / "labs" / LAB / f"{LAB}.ipynb"
@@ -139,7 +181,8 @@ def test_lab08_round_trip(tmp_path):
         "unfused_hostdata": with_cells(solution, {"ex2_solution": HAND_WRITTEN, "ex3_solution": HOST_DATA}),
         "width_purebf16": with_cells(solution, {"ex2_solution": WIDTH_1020, "ex3_solution": PURE_BF16}),
         "findings_fp32": with_cells(solution, {"ex1_solution": FINDINGS_ONLY_ITEM, "ex3_solution": NO_AUTOCAST}),
-        "on_device": with_cells(solution, {"ex3_solution": ON_DEVICE}),
+        "on_device+lying_findings+agreeable_tensor": with_cells(solution, {
+            "ex1_solution": LYING_FINDINGS, "ex2_solution": AGREEABLE_TENSOR, "ex3_solution": ON_DEVICE}),
         "line_cpu": with_cells(solution, {"ex1_solution": FINDINGS_WRONG_LINE, "ex3_solution": CPU_LOSS}),
         "randn_tolist": with_cells(solution, {"ex1_solution": FINDINGS_RANDN_NORMALISED, "ex3_solution": TOLIST_LOSS}),
         "width_synchronize": with_cells(solution, {"ex2_solution": WIDTH_1020, "ex3_solution": SYNCHRONIZE}),
@@ -154,7 +197,9 @@ def test_lab08_round_trip(tmp_path):
     for student in ("relu_print", "erf_float", "unfused_hostdata", "width_purebf16"):
         assert scores[student].cells == {**everything, "ex2_test": 0, "ex3_test": 0}, student
     assert scores["findings_fp32"].cells == {**everything, "ex1_test": 0, "ex3_test": 0}
-    assert scores["on_device"].cells == everything
+    assert scores["on_device+lying_findings+agreeable_tensor"].cells == {**everything, "ex1_test": 0, "ex2_test": 0}
+    refusals = errors(scores["on_device+lying_findings+agreeable_tensor"].notebook)
+    assert sum("HiddenTestRefused" in e for e in refusals) == 2, refusals
     for student in ("line_cpu", "randn_tolist"):
         assert scores[student].cells == {**everything, "ex1_test": 0, "ex3_test": 0}, student
     for student in ("width_synchronize", "unfused_blocking"):

@@ -59,6 +59,12 @@ def _fix_cell(cell: str, old: str, new: str) -> str:
     return source.replace(old, new)
 
 
+def _cell(cell: str) -> str:
+    """The solution's source of one cell."""
+    return next(c.source for c in solution_notebook(LAB).cells
+                if c.metadata.get("nbgrader", {}).get("grade_id") == cell)
+
+
 def _causes(causes) -> str:
     """The solution's exercise 1 cell with another ``causes``."""
     old = ('causes = {"brighten": "uncoalesced", "tally": "bank_conflicts", "price_orders": "divergence",\n'
@@ -170,6 +176,47 @@ def decay_all_fixed(params, rate):
         view *= np.float32(1.0 - rate)
 '''
 
+# Issue 46: fixed_kernels as a dict whose lookup walks up the frames (through a name built in exercise 1's
+# cell) to the seed the grader drew, and hands back a kernel that replays the mystery's output for that seed
+# — it scored brighten's fix when the hidden block read fixed_kernels["brighten"] on its own thread; read on
+# the learner's thread (trace_launch key=), no seed is there. And the mystery itself handed in as
+# clipped_step's fix (FORBIDDEN; the visible check already sees it wait).
+SEED_READER = """
+
+import sys
+
+R_BRIGHTEN = mystery_output("brighten").copy()
+
+
+@cuda.jit
+def brighten_replay(out, img, height, width):
+    i = cuda.grid(1)
+    if i < height * width:
+        out[i] = R_BRIGHTEN[i] + img[i] * 0.0
+
+
+class SeedReader(dict):
+    def __getitem__(self, name):
+        global R_BRIGHTEN
+        if name != "brighten":
+            return dict.__getitem__(self, name)
+        frame, seed = getattr(sys, FRAME)(1), rootcauses.SEED
+        while frame is not None and seed == rootcauses.SEED:
+            for scope in (getattr(frame, LOCALS), getattr(frame, GLOBALS)):
+                for key in ("seed", "_seed"):
+                    if type(scope.get(key)) is int:
+                        seed = scope[key]
+            frame = getattr(frame, BACK)
+        R_BRIGHTEN = mystery_output("brighten", seed).copy()
+        return brighten_replay
+
+
+fixed_kernels = SeedReader(fixed_kernels)
+"""
+FRAME_NAME = ('# for exercise 2: names built in another cell than the one that uses them\n'
+              'FRAME, LOCALS, GLOBALS, BACK = "_get" + "frame", "f_" + "locals", "f_" + "globals", "f_" + "back"')
+MYSTERY_AS_FIX = "\n\nclipped_step_fixed = rootcauses.kernels.clipped_step  # the mystery, handed in\n"
+
 
 @pytest.mark.slow
 def test_lab11_round_trip(tmp_path):
@@ -188,13 +235,18 @@ def test_lab11_round_trip(tmp_path):
         "every_cause_string": with_cells(solution, {"ex1_solution": EVERY_CAUSE_STRING}),
         "guessed": with_cells(solution, {"ex1_solution": GUESSED}),
         "made_up_values": with_cells(solution, {"ex1_solution": MADE_UP}),
-        "decoy_and_no_evidence": with_cells(solution, {"ex1_solution": DECOY_AND_NO_EVIDENCE}),
+        # the decoy and no evidence (tally, brighten) ride with a fix that changes price_orders' and decay_all's
+        # results: no graded cell of one reads what the other changed
+        "decoy_and_no_evidence+changes_result": with_cells(solution, {"ex1_solution": DECOY_AND_NO_EVIDENCE,
+                                                                      **changes_result}),
         "lazy_word": with_cells(solution, {"ex1_solution": LAZY_WORD}),
-        "replayed_kernels": with_cells(solution, {"ex2_solution": REPLAYED}),
-        "hidden_read_and_annotation": with_cells(solution, {"ex3_solution": HIDDEN_READ_AND_ANNOTATION}),
+        "replayed_kernels+hidden_read_and_annotation": with_cells(solution, {
+            "ex2_solution": REPLAYED, "ex3_solution": HIDDEN_READ_AND_ANNOTATION}),
         "wrong_cause_waits_numpy": with_cells(solution, {
             "ex1_solution": _causes({**RIGHT, "brighten": "bank_conflicts"}), "ex3_solution": WAITS_AND_NUMPY}),
-        "changes_result": with_cells(solution, changes_result),
+        "seed_reader+mystery_as_fix": with_cells(solution, {
+            "ex1_solution": _with_evidence(FRAME_NAME), "ex2_solution": _cell("ex2_solution") + SEED_READER,
+            "ex3_solution": _cell("ex3_solution") + MYSTERY_AS_FIX}),
         # a wrong cause that passes the visible checks, behind a patch of the course's checks: 0 (GraderIntegrity)
         "patched_course": with_course_patched(with_cells(solution, {
             "ex1_solution": _causes({**RIGHT, "brighten": "bank_conflicts"})})),
@@ -205,14 +257,15 @@ def test_lab11_round_trip(tmp_path):
     assert scores["untouched"].cells == NOTHING
     for student in ("every_cause_string", "guessed", "made_up_values"):
         assert scores[student].cells == NOTHING, student
-    assert scores["decoy_and_no_evidence"].cells == _lost("tally", "brighten")
+    assert scores["decoy_and_no_evidence+changes_result"].cells == _lost("tally", "brighten", "ex2_test_price_orders",
+                                                                         "ex3_test_decay_all")
     assert scores["lazy_word"].cells == NOTHING  # a class deciding its own == fails every hidden block (hidden.py)
-    assert scores["replayed_kernels"].cells == _lost(*(f"ex2_test_{m}" for m in KERNELS))
-    assert scores["hidden_read_and_annotation"].cells == _lost("ex3_test_clipped_step", "ex3_test_decay_all")
+    assert scores["replayed_kernels+hidden_read_and_annotation"].cells == _lost(
+        *(f"ex2_test_{m}" for m in KERNELS), "ex3_test_clipped_step", "ex3_test_decay_all")
     assert scores["wrong_cause_waits_numpy"].cells == _lost("brighten", "ex3_test_clipped_step", "ex3_test_decay_all")
     assert any("the host still waits" in e for e in errors(scores["wrong_cause_waits_numpy"].notebook))
     assert any("is not 2" in e or "in its profile" in e for e in errors(scores["made_up_values"].notebook))
-    assert scores["changes_result"].cells == _lost("ex2_test_price_orders", "ex3_test_decay_all")
+    assert scores["seed_reader+mystery_as_fix"].cells == _lost("ex2_test_brighten", "ex3_test_clipped_step")
 
 
 # ---- the mechanisms, one by one (fast: no nbgrader) ----

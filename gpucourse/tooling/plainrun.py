@@ -19,8 +19,10 @@ PRELUDE = ("import builtins\n"
            "builtins.display = lambda *objects, **kwargs: print(*objects)  # IPython's, in a plain process\n"
            # a lab's hidden blocks read answers through the names the autograder binds for them (hidden.py)
            "from gpucourse.tooling.grading import frozen as _frozen\n"
+           "from gpucourse.tooling.grading.traced import trace_launch as _trace_launch\n"
            "for _name in ('freeze', 'call', 'call_each', 'launch', 'observe'):\n"
-           "    setattr(builtins, _name, getattr(_frozen, _name))\n")
+           "    setattr(builtins, _name, getattr(_frozen, _name))\n"
+           "builtins.trace_launch = _trace_launch\n")
 
 
 def code_cells(source: str) -> list[str]:

@@ -58,6 +58,8 @@ assert warps_per_block(32) == 1, "32 threads are exactly one warp"
 assert warps_per_block(48) == 2, "48 threads need two warps (the second is half empty)"
 assert warps_per_block((16, 16)) == 8, "a 16×16 block is 256 threads"
 ### BEGIN HIDDEN TESTS
+FORBIDDEN = {"gpucourse.lessons.warps.model:warps_per_block": "the lesson's warps_per_block is the count this "
+             "exercise asks you to write"}
 cases = [(1, 1), (33, 2), ((12, 8), 3), ((10, 10), 4), ((8, 8, 4), 8), ((1024,), 32), ((7, 3, 2), 2)]
 got = call_each(warps_per_block, [(shape,) for shape, _ in cases])  # frozen: no code of the notebook runs below
 for answer, (_, expected) in zip(got, cases, strict=True):
@@ -83,6 +85,10 @@ def blocks_per_grid(n_elements, threads_per_block):
 assert blocks_per_grid(1000, 256) == 4
 assert blocks_per_grid(1024, 256) == 4, "an exact multiple needs no extra block"
 ### BEGIN HIDDEN TESTS
+FORBIDDEN = {"gpucourse.lessons.first_kernels.model:blocks_for": "lesson 00's blocks_for is the count this exercise "
+             "asks you to write",
+             "gpucourse.lessons.divergence.model:blocks_for": "lesson 02's blocks_for is the count this exercise "
+             "asks you to write"}
 cases = [(1, 128, 1), (1025, 256, 5), (10**6, 1024, 977), (31, 32, 1), (65, 32, 3)]
 got = call_each(blocks_per_grid, [(n, t) for n, t, _ in cases])
 for answer, (_, _, expected) in zip(got, cases, strict=True):
@@ -141,13 +147,16 @@ except IndexError as err:
     raise AssertionError(f"a thread outside the array touched it: {err}") from None
 np.testing.assert_allclose(traced, a + b, err_msg="add_2d computes something else than a + b")
 ### BEGIN HIDDEN TESTS
+rng = np.random.default_rng(101)  # the grader's own inputs (the visible part's generator is the notebook's)
 for shape, block in [((1, 1), (16, 16)), ((33, 17), (8, 8)), ((20, 70), (32, 4))]:
     a = rng.random(shape, dtype=np.float32)
     b = rng.random(shape, dtype=np.float32)
-    check(lambda: np.allclose(launch_add_2d(a, b, block), a + b))
+    got = call(launch_add_2d, a.copy(), b.copy(), block)  # on the learner's own thread, frozen to a plain array
+    check(type(got) is np.ndarray and got.shape == a.shape and np.allclose(got, a + b))
     grid = (-(-shape[1] // block[0]) + 1, -(-shape[0] // block[1]) + 1)  # one block more each way
     traced = np.zeros_like(a)
-    check(lambda: microscope.trace(add_2d, grid, block, a, b, traced) is not None and np.allclose(traced, a + b))
+    trace_launch(add_2d, grid, block, a.copy(), b.copy(), traced)  # a thread outside the arrays: refused
+    check(np.allclose(traced, a + b))
 ### END HIDDEN TESTS
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex4_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}

@@ -139,19 +139,21 @@ assert np.allclose(batched_dot(dot_fp32_kernel, big, big), 8 * 65025.0), "the su
 assert (out == fp32_reference(a, b)).all(), "not bit for bit the fp32 recipe: widen, multiply, add in fp32"
 assert not float64_instructions(dot_fp32_kernel), "fp64 in the compiled kernel: is `total` a float32?"
 ### BEGIN HIDDEN TESTS
-check(not float64_instructions(dot_fp32_kernel))
-for rows, n, seed in [(37, 300, 11), (1, 1, 12), (3, 4096, 13)]:
-    a, b = precision.dot_inputs("normal", rows=rows, n=n, seed=seed)
-    out = batched_dot(dot_fp32_kernel, a, b)
-    check(out.shape == (rows,) and not np.isnan(out).any() and (out == fp32_reference(a, b)).all())
+FORBIDDEN = {"gpucourse.lessons.precision.model:reference_accumulate": "the lesson's reference_accumulate is the "
+             "running sum this exercise asks you to write",
+             "gpucourse.lessons.precision.model:accumulate": "the lesson's accumulate runs its own summing kernels"}
+check(call(float64_instructions, dot_fp32_kernel) == [])  # compiled on the learner's own thread
+cases = [precision.dot_inputs("normal", rows=rows, n=n, seed=seed) for rows, n, seed in [(37, 300, 11), (1, 1, 12),
+                                                                                         (3, 4096, 13)]]
 rng = np.random.default_rng(14)
-a = (rng.random((5, 512)) * 0.01).astype(np.float16)
-b = (rng.random((5, 512)) * 0.01).astype(np.float16)
-check((batched_dot(dot_fp32_kernel, a, b) == fp32_reference(a, b)).all())
+cases.append(((rng.random((5, 512)) * 0.01).astype(np.float16), (rng.random((5, 512)) * 0.01).astype(np.float16)))
 big = np.full((1, 40), 250.0, dtype=np.float16)
-check(batched_dot(dot_fp32_kernel, big, -big)[0] == -40 * 62500.0)
-a, b = precision.dot_inputs("adversarial", rows=3, n=1000)  # fp32 loses the small products: so must you
-check((batched_dot(dot_fp32_kernel, a, b) == fp32_reference(a, b)).all())
+cases.append((big, -big))  # -40 × 62500, past fp16's range
+cases.append(precision.dot_inputs("adversarial", rows=3, n=1000))  # fp32 loses the small products: so must you
+for a, b in cases:
+    out = np.full(a.shape[0], np.nan, dtype=np.float32)  # poisoned: a row never written stays NaN
+    launch(dot_fp32_kernel, (a.shape[0] + 31) // 32, 32, a.copy(), b.copy(), out)
+    check(not np.isnan(out).any() and (out.astype(np.float64) == fp32_reference(a, b)).all())
 ### END HIDDEN TESTS
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex2_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -212,20 +214,24 @@ a, b = precision.dot_inputs("normal", rows=3, n=2048, seed=1)
 assert (batched_dot(dot_kahan_kernel, a, b) == fp32_reference(a, b, kahan=True)).all()
 assert not float64_instructions(dot_kahan_kernel), "fp64 in the compiled kernel: are both sums float32?"
 ### BEGIN HIDDEN TESTS
-check(not float64_instructions(dot_kahan_kernel))
+FORBIDDEN = {"gpucourse.lessons.precision.model:reference_accumulate": "the lesson's reference_accumulate is the "
+             "running sum this exercise asks you to write",
+             "gpucourse.lessons.precision.model:accumulate": "the lesson's accumulate runs its own summing kernels"}
+check(call(float64_instructions, dot_kahan_kernel) == [])
 a, b = precision.dot_inputs("adversarial", rows=37, n=4096)
 a[:, [0, 2000]] = a[:, [2000, 0]]  # the large product in the middle of the row
 b[:, [0, 2000]] = b[:, [2000, 0]]
-check((batched_dot(dot_kahan_kernel, a, b) == fp32_reference(a, b, kahan=True)).all())
+cases = [(a, b)]
 small = np.full((2, 3000), 2.0**-5, dtype=np.float16)  # products 2^-10 after one of 40000
 small[:, 0] = 200.0
-check((batched_dot(dot_kahan_kernel, small, small) == fp32_reference(small, small, kahan=True)).all())
 neg = small.copy()
 neg[:, 1:] *= -1
-check((batched_dot(dot_kahan_kernel, small, neg) == fp32_reference(small, neg, kahan=True)).all())
-for rows, n, seed in [(1, 1, 5), (37, 300, 6)]:
-    a, b = precision.dot_inputs("normal", rows=rows, n=n, seed=seed)
-    check((batched_dot(dot_kahan_kernel, a, b) == fp32_reference(a, b, kahan=True)).all())
+cases += [(small, small), (small, neg)]
+cases += [precision.dot_inputs("normal", rows=rows, n=n, seed=seed) for rows, n, seed in [(1, 1, 5), (37, 300, 6)]]
+for a, b in cases:
+    out = np.full(a.shape[0], np.nan, dtype=np.float32)
+    launch(dot_kahan_kernel, (a.shape[0] + 31) // 32, 32, a.copy(), b.copy(), out)
+    check(not np.isnan(out).any() and (out.astype(np.float64) == fp32_reference(a, b, kahan=True)).all())
 ### END HIDDEN TESTS
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex3_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -317,8 +323,9 @@ ints = rng.integers(-8, 9, 300).astype(float), rng.integers(-8, 9, 300).astype(f
 powers = 2.0 ** np.arange(16) * np.where(np.arange(16) % 3, 1, -1), np.where(np.arange(16) % 2, 1.0, -1.0)
 rng = np.random.default_rng(1)
 x, y = rng.standard_normal(1000), rng.standard_normal(1000)
-got = call_each(cheapest_format, [(*tiny, 1e-4), (*tiny, 1e-5), (*ints, 0.0), (*powers, 0.0), (x, y, 1e-8),
-                                  (x, y, 0.0), ([1.0, 0.1, 1 / 3, -0.7], [1.0, 1.0, 3.0, 2.0], 5e-4)])
+cases = [(*tiny, 1e-4), (*tiny, 1e-5), (*ints, 0.0), (*powers, 0.0), (x, y, 1e-8), (x, y, 0.0),
+         ([1.0, 0.1, 1 / 3, -0.7], [1.0, 1.0, 3.0, 2.0], 5e-4)]
+got = call_each(cheapest_format, [(np.array(x), np.array(y), budget) for x, y, budget in cases])  # copies each
 # E5M2 is exact on the powers of two; E4M3 saturates above 448
 check(got == ["bf16", "tf32", "fp8_e4m3", "fp8_e5m2", "fp32", None, "fp16"])
 ### END HIDDEN TESTS

@@ -160,12 +160,14 @@ assert isinstance(pair, tuple) and len(pair) == 2, f"brighten: a pair (metric, v
 assert rootcauses.shows(cause, pair[0]), f"brighten: {pair[0]!r} is not a metric that shows {cause}"
 assert rootcauses.evidence_matches("brighten", *pair), f"brighten: {pair[0]!r} is not {pair[1]!r} in its profile"
 ### BEGIN HIDDEN TESTS
-check(rootcauses.plain_word(causes.get("brighten")) == "uncoalesced" if type(causes) is dict else False)
-check(type(evidence) is dict and rootcauses.plain_pair(evidence.get("brighten")) is not None
-      and rootcauses.plain_pair(evidence["brighten"])[0] in (
+_causes, _evidence = freeze(causes, "causes"), freeze(evidence, "evidence")  # plain data from here on
+_word = _causes.get("brighten") if type(_causes) is dict else None
+_pair = rootcauses.plain_pair(_evidence.get("brighten")) if type(_evidence) is dict else None  # (str, number) or None
+check(_word == "uncoalesced")
+check(_pair is not None and _pair[0] in (
          "l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_ld.ratio",
-         "l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_st.ratio")
-      and rootcauses.evidence_matches("brighten", *rootcauses.plain_pair(evidence["brighten"])))
+         "l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_st.ratio",)
+      and rootcauses.evidence_matches("brighten", *_pair))
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "ex1_test_tally", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
@@ -176,14 +178,16 @@ assert isinstance(pair, tuple) and len(pair) == 2, f"tally: a pair (metric, valu
 assert rootcauses.shows(cause, pair[0]), f"tally: {pair[0]!r} is not a metric that shows {cause}"
 assert rootcauses.evidence_matches("tally", *pair), f"tally: {pair[0]!r} is not {pair[1]!r} in its profile"
 ### BEGIN HIDDEN TESTS
-check(rootcauses.plain_word(causes.get("tally")) == "bank_conflicts" if type(causes) is dict else False)
-check(type(evidence) is dict and rootcauses.plain_pair(evidence.get("tally")) is not None
-      and rootcauses.plain_pair(evidence["tally"])[0] in (
+_causes, _evidence = freeze(causes, "causes"), freeze(evidence, "evidence")  # plain data from here on
+_word = _causes.get("tally") if type(_causes) is dict else None
+_pair = rootcauses.plain_pair(_evidence.get("tally")) if type(_evidence) is dict else None  # (str, number) or None
+check(_word == "bank_conflicts")
+check(_pair is not None and _pair[0] in (
          "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
          "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
          "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum / smsp__sass_inst_executed_op_shared_ld.sum",
-         "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum / smsp__sass_inst_executed_op_shared_st.sum")
-      and rootcauses.evidence_matches("tally", *rootcauses.plain_pair(evidence["tally"])))
+         "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum / smsp__sass_inst_executed_op_shared_st.sum",)
+      and rootcauses.evidence_matches("tally", *_pair))
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "ex1_test_price_orders", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
@@ -194,13 +198,15 @@ assert isinstance(pair, tuple) and len(pair) == 2, f"price_orders: a pair (metri
 assert rootcauses.shows(cause, pair[0]), f"price_orders: {pair[0]!r} is not a metric that shows {cause}"
 assert rootcauses.evidence_matches("price_orders", *pair), f"price_orders: {pair[0]!r} is not {pair[1]!r} in its profile"
 ### BEGIN HIDDEN TESTS
-check(rootcauses.plain_word(causes.get("price_orders")) == "divergence" if type(causes) is dict else False)
-check(type(evidence) is dict and rootcauses.plain_pair(evidence.get("price_orders")) is not None
-      and rootcauses.plain_pair(evidence["price_orders"])[0] in (
+_causes, _evidence = freeze(causes, "causes"), freeze(evidence, "evidence")  # plain data from here on
+_word = _causes.get("price_orders") if type(_causes) is dict else None
+_pair = rootcauses.plain_pair(_evidence.get("price_orders")) if type(_evidence) is dict else None  # (str, number) or None
+check(_word == "divergence")
+check(_pair is not None and _pair[0] in (
          "smsp__thread_inst_executed_per_inst_executed.ratio",
          "smsp__sass_branch_targets_threads_divergent.sum",
-         "smsp__sass_average_branch_targets_threads_uniform.pct")
-      and rootcauses.evidence_matches("price_orders", *rootcauses.plain_pair(evidence["price_orders"])))
+         "smsp__sass_average_branch_targets_threads_uniform.pct",)
+      and rootcauses.evidence_matches("price_orders", *_pair))
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "ex1_test_flip_blocks", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
@@ -211,12 +217,14 @@ assert isinstance(pair, tuple) and len(pair) == 2, f"flip_blocks: a pair (metric
 assert rootcauses.shows(cause, pair[0]), f"flip_blocks: {pair[0]!r} is not a metric that shows {cause}"
 assert rootcauses.evidence_matches("flip_blocks", *pair), f"flip_blocks: {pair[0]!r} is not {pair[1]!r} in its profile"
 ### BEGIN HIDDEN TESTS
-check(rootcauses.plain_word(causes.get("flip_blocks")) == "low_occupancy" if type(causes) is dict else False)
-check(type(evidence) is dict and rootcauses.plain_pair(evidence.get("flip_blocks")) is not None
-      and rootcauses.plain_pair(evidence["flip_blocks"])[0] in (
+_causes, _evidence = freeze(causes, "causes"), freeze(evidence, "evidence")  # plain data from here on
+_word = _causes.get("flip_blocks") if type(_causes) is dict else None
+_pair = rootcauses.plain_pair(_evidence.get("flip_blocks")) if type(_evidence) is dict else None  # (str, number) or None
+check(_word == "low_occupancy")
+check(_pair is not None and _pair[0] in (
          "sm__maximum_warps_per_active_cycle_pct",
-         "launch__occupancy_limit_shared_mem")
-      and rootcauses.evidence_matches("flip_blocks", *rootcauses.plain_pair(evidence["flip_blocks"])))
+         "launch__occupancy_limit_shared_mem",)
+      and rootcauses.evidence_matches("flip_blocks", *_pair))
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "ex1_test_clipped_step", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
@@ -227,12 +235,14 @@ assert isinstance(pair, tuple) and len(pair) == 2, f"clipped_step: a pair (metri
 assert rootcauses.shows(cause, pair[0]), f"clipped_step: {pair[0]!r} is not a metric that shows {cause}"
 assert rootcauses.evidence_matches("clipped_step", *pair), f"clipped_step: {pair[0]!r} is not {pair[1]!r} in its profile"
 ### BEGIN HIDDEN TESTS
-check(rootcauses.plain_word(causes.get("clipped_step")) == "host_sync" if type(causes) is dict else False)
-check(type(evidence) is dict and rootcauses.plain_pair(evidence.get("clipped_step")) is not None
-      and rootcauses.plain_pair(evidence["clipped_step"])[0] in (
+_causes, _evidence = freeze(causes, "causes"), freeze(evidence, "evidence")  # plain data from here on
+_word = _causes.get("clipped_step") if type(_causes) is dict else None
+_pair = rootcauses.plain_pair(_evidence.get("clipped_step")) if type(_evidence) is dict else None  # (str, number) or None
+check(_word == "host_sync")
+check(_pair is not None and _pair[0] in (
          "aten::_local_scalar_dense",
-         "host sync: bool(tensor) or an if")
-      and rootcauses.evidence_matches("clipped_step", *rootcauses.plain_pair(evidence["clipped_step"])))
+         "host sync: bool(tensor) or an if",)
+      and rootcauses.evidence_matches("clipped_step", *_pair))
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "ex1_test_decay_all", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
@@ -243,11 +253,13 @@ assert isinstance(pair, tuple) and len(pair) == 2, f"decay_all: a pair (metric, 
 assert rootcauses.shows(cause, pair[0]), f"decay_all: {pair[0]!r} is not a metric that shows {cause}"
 assert rootcauses.evidence_matches("decay_all", *pair), f"decay_all: {pair[0]!r} is not {pair[1]!r} in its profile"
 ### BEGIN HIDDEN TESTS
-check(rootcauses.plain_word(causes.get("decay_all")) == "launch_bound" if type(causes) is dict else False)
-check(type(evidence) is dict and rootcauses.plain_pair(evidence.get("decay_all")) is not None
-      and rootcauses.plain_pair(evidence["decay_all"])[0] in (
+_causes, _evidence = freeze(causes, "causes"), freeze(evidence, "evidence")  # plain data from here on
+_word = _causes.get("decay_all") if type(_causes) is dict else None
+_pair = rootcauses.plain_pair(_evidence.get("decay_all")) if type(_evidence) is dict else None  # (str, number) or None
+check(_word == "launch_bound")
+check(_pair is not None and _pair[0] in (
          "aten::mul_",)
-      and rootcauses.evidence_matches("decay_all", *rootcauses.plain_pair(evidence["decay_all"])))
+      and rootcauses.evidence_matches("decay_all", *_pair))
 ### END HIDDEN TESTS
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex2_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -348,16 +360,21 @@ assert p.value("l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_ld.r
 assert p.value("l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_st.ratio") == 4, "brighten: stores"
 assert rootcauses.evidence_matches("brighten", *evidence["brighten"]), "brighten: a fix without its evidence (exercise 1) earns nothing"
 ### BEGIN HIDDEN TESTS
-check(rootcauses.plain_word(causes.get("brighten")) == "uncoalesced" and rootcauses.plain_pair(evidence.get("brighten")) is not None
-      and rootcauses.shows("uncoalesced", rootcauses.plain_pair(evidence["brighten"])[0])
-      and rootcauses.evidence_matches("brighten", *rootcauses.plain_pair(evidence["brighten"])),
-      "brighten: a fix without its diagnosis (exercise 1) earns nothing")
-for seed in (rootcauses.SEED, 4611, rootcauses.fresh_seed()):  # other inputs, other sizes: a replayed output fails
-    p, output = rootcauses.run_kernel(fixed_kernels["brighten"], "brighten", seed)
-    check(np.array_equal(output, rootcauses.mystery_output("brighten", seed)), f"brighten: not the mystery's output on other inputs (seed={seed})")
-    check(p.value("l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_ld.ratio") <= 4
-          and p.value("l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_st.ratio") <= 4,  # a last warp in part: fewer
-          f"brighten: its profile on other inputs (seed={seed}) still shows the cause")
+_causes, _evidence = freeze(causes, "causes"), freeze(evidence, "evidence")  # plain data from here on
+_word = _causes.get("brighten") if type(_causes) is dict else None
+_pair = rootcauses.plain_pair(_evidence.get("brighten")) if type(_evidence) is dict else None  # (str, number) or None
+check(_word == "uncoalesced" and _pair is not None and rootcauses.shows("uncoalesced", _pair[0])
+      and rootcauses.evidence_matches("brighten", *_pair), "brighten: a fix without its diagnosis (exercise 1) earns nothing")
+for _seed in (rootcauses.SEED, 4611, rootcauses.fresh_seed()):  # other inputs, other sizes: a replayed output fails
+    _, _grid, _block, _args = rootcauses.launch("brighten", _seed)
+    # fixed_kernels["brighten"] read and run under the microscope on the learner's own thread; its output lands in
+    # the grader's _args[0], its profile comes back as plain numbers
+    _got = trace_launch(fixed_kernels, _grid, _block, *_args, key="brighten", metrics=["l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_ld.ratio", "l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_st.ratio"])
+    check(np.array_equal(_args[0], rootcauses.mystery_output("brighten", _seed)),
+          f"brighten: not the mystery's output on other inputs (seed={_seed})")
+    check(_got["l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_ld.ratio"] <= 4
+          and _got["l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_st.ratio"] <= 4,  # a last warp in part: fewer
+          f"brighten: its profile on other inputs (seed={_seed}) still shows the cause")
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "ex2_test_tally", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
@@ -370,18 +387,24 @@ assert p.value("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum") == 0,
 assert p.value("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum") == 0, "tally: conflicts on stores"
 assert rootcauses.evidence_matches("tally", *evidence["tally"]), "tally: a fix without its evidence (exercise 1) earns nothing"
 ### BEGIN HIDDEN TESTS
-check(rootcauses.plain_word(causes.get("tally")) == "bank_conflicts" and rootcauses.plain_pair(evidence.get("tally")) is not None
-      and rootcauses.shows("bank_conflicts", rootcauses.plain_pair(evidence["tally"])[0])
-      and rootcauses.evidence_matches("tally", *rootcauses.plain_pair(evidence["tally"])),
-      "tally: a fix without its diagnosis (exercise 1) earns nothing")
-for seed in (rootcauses.SEED, 4611, rootcauses.fresh_seed()):  # other inputs, other sizes: a replayed output fails
-    p, output = rootcauses.run_kernel(fixed_kernels["tally"], "tally", seed)
-    check(np.array_equal(output, rootcauses.mystery_output("tally", seed)), f"tally: not the mystery's output on other inputs (seed={seed})")
-    check(p.value("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum") == 0
-          and p.value("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum") == 0, f"tally: its profile on other inputs (seed={seed}) still shows the cause")
-check(all(rootcauses.run_kernel(fixed_kernels["tally"], "tally", seed)[0].value(
-    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum / smsp__sass_inst_executed_op_shared_ld.sum") == 1
-    for seed in (rootcauses.SEED, 4611)), "tally: more than one wavefront per shared load")
+_causes, _evidence = freeze(causes, "causes"), freeze(evidence, "evidence")  # plain data from here on
+_word = _causes.get("tally") if type(_causes) is dict else None
+_pair = rootcauses.plain_pair(_evidence.get("tally")) if type(_evidence) is dict else None  # (str, number) or None
+check(_word == "bank_conflicts" and _pair is not None and rootcauses.shows("bank_conflicts", _pair[0])
+      and rootcauses.evidence_matches("tally", *_pair), "tally: a fix without its diagnosis (exercise 1) earns nothing")
+for _seed in (rootcauses.SEED, 4611, rootcauses.fresh_seed()):  # other inputs, other sizes: a replayed output fails
+    _, _grid, _block, _args = rootcauses.launch("tally", _seed)
+    # fixed_kernels["tally"] read and run under the microscope on the learner's own thread; its output lands in
+    # the grader's _args[0], its profile comes back as plain numbers
+    _got = trace_launch(fixed_kernels, _grid, _block, *_args, key="tally", metrics=["l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum", "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum", "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum / smsp__sass_inst_executed_op_shared_ld.sum"])
+    check(np.array_equal(_args[0], rootcauses.mystery_output("tally", _seed)),
+          f"tally: not the mystery's output on other inputs (seed={_seed})")
+    check(_got["l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"] == 0
+          and _got["l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"] == 0,
+          f"tally: its profile on other inputs (seed={_seed}) still shows the cause")
+    if _seed in (rootcauses.SEED, 4611):
+        check(_got["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum / smsp__sass_inst_executed_op_shared_ld.sum"] == 1,
+              "tally: more than one wavefront per shared load")
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "ex2_test_price_orders", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
@@ -394,15 +417,21 @@ assert p.value("smsp__sass_branch_targets_threads_divergent.sum") == 0, "price_o
 assert p.value("smsp__thread_inst_executed_per_inst_executed.ratio") == 32, "price_orders: idle lanes"
 assert rootcauses.evidence_matches("price_orders", *evidence["price_orders"]), "price_orders: a fix without its evidence (exercise 1) earns nothing"
 ### BEGIN HIDDEN TESTS
-check(rootcauses.plain_word(causes.get("price_orders")) == "divergence" and rootcauses.plain_pair(evidence.get("price_orders")) is not None
-      and rootcauses.shows("divergence", rootcauses.plain_pair(evidence["price_orders"])[0])
-      and rootcauses.evidence_matches("price_orders", *rootcauses.plain_pair(evidence["price_orders"])),
-      "price_orders: a fix without its diagnosis (exercise 1) earns nothing")
-for seed in (rootcauses.SEED, 4611, rootcauses.fresh_seed()):  # other inputs, other sizes: a replayed output fails
-    p, output = rootcauses.run_kernel(fixed_kernels["price_orders"], "price_orders", seed)
-    check(np.allclose(output, rootcauses.mystery_output("price_orders", seed), rtol=1e-6, atol=1e-6), f"price_orders: not the mystery's output on other inputs (seed={seed})")
-    check(p.value("smsp__sass_branch_targets_threads_divergent.sum") == 0
-          and p.value("smsp__thread_inst_executed_per_inst_executed.ratio") == 32, f"price_orders: its profile on other inputs (seed={seed}) still shows the cause")
+_causes, _evidence = freeze(causes, "causes"), freeze(evidence, "evidence")  # plain data from here on
+_word = _causes.get("price_orders") if type(_causes) is dict else None
+_pair = rootcauses.plain_pair(_evidence.get("price_orders")) if type(_evidence) is dict else None  # (str, number) or None
+check(_word == "divergence" and _pair is not None and rootcauses.shows("divergence", _pair[0])
+      and rootcauses.evidence_matches("price_orders", *_pair), "price_orders: a fix without its diagnosis (exercise 1) earns nothing")
+for _seed in (rootcauses.SEED, 4611, rootcauses.fresh_seed()):  # other inputs, other sizes: a replayed output fails
+    _, _grid, _block, _args = rootcauses.launch("price_orders", _seed)
+    # fixed_kernels["price_orders"] read and run under the microscope on the learner's own thread; its output lands in
+    # the grader's _args[0], its profile comes back as plain numbers
+    _got = trace_launch(fixed_kernels, _grid, _block, *_args, key="price_orders", metrics=["smsp__sass_branch_targets_threads_divergent.sum", "smsp__thread_inst_executed_per_inst_executed.ratio"])
+    check(np.allclose(_args[0], rootcauses.mystery_output("price_orders", _seed), rtol=1e-6, atol=1e-6),
+          f"price_orders: not the mystery's output on other inputs (seed={_seed})")
+    check(_got["smsp__sass_branch_targets_threads_divergent.sum"] == 0
+          and _got["smsp__thread_inst_executed_per_inst_executed.ratio"] == 32,
+          f"price_orders: its profile on other inputs (seed={_seed}) still shows the cause")
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "ex2_test_flip_blocks", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
@@ -414,16 +443,23 @@ assert np.array_equal(output, mystery_output("flip_blocks")), "flip_blocks: the 
 assert p.value("sm__maximum_warps_per_active_cycle_pct") == 100, "flip_blocks: occupancy"
 assert rootcauses.evidence_matches("flip_blocks", *evidence["flip_blocks"]), "flip_blocks: a fix without its evidence (exercise 1) earns nothing"
 ### BEGIN HIDDEN TESTS
-check(rootcauses.plain_word(causes.get("flip_blocks")) == "low_occupancy" and rootcauses.plain_pair(evidence.get("flip_blocks")) is not None
-      and rootcauses.shows("low_occupancy", rootcauses.plain_pair(evidence["flip_blocks"])[0])
-      and rootcauses.evidence_matches("flip_blocks", *rootcauses.plain_pair(evidence["flip_blocks"])),
-      "flip_blocks: a fix without its diagnosis (exercise 1) earns nothing")
-for seed in (rootcauses.SEED, 4611, rootcauses.fresh_seed()):  # other inputs, other sizes: a replayed output fails
-    p, output = rootcauses.run_kernel(fixed_kernels["flip_blocks"], "flip_blocks", seed)
-    check(np.array_equal(output, rootcauses.mystery_output("flip_blocks", seed)), f"flip_blocks: not the mystery's output on other inputs (seed={seed})")
-    check(p.value("sm__maximum_warps_per_active_cycle_pct") == 100, f"flip_blocks: its profile on other inputs (seed={seed}) still shows the cause")
-check(rootcauses.run_kernel(fixed_kernels["flip_blocks"], "flip_blocks")[0].value("launch__shared_mem_per_block_static") <= 1024,
-      "flip_blocks: still more shared memory per block than the block needs")
+_causes, _evidence = freeze(causes, "causes"), freeze(evidence, "evidence")  # plain data from here on
+_word = _causes.get("flip_blocks") if type(_causes) is dict else None
+_pair = rootcauses.plain_pair(_evidence.get("flip_blocks")) if type(_evidence) is dict else None  # (str, number) or None
+check(_word == "low_occupancy" and _pair is not None and rootcauses.shows("low_occupancy", _pair[0])
+      and rootcauses.evidence_matches("flip_blocks", *_pair), "flip_blocks: a fix without its diagnosis (exercise 1) earns nothing")
+for _seed in (rootcauses.SEED, 4611, rootcauses.fresh_seed()):  # other inputs, other sizes: a replayed output fails
+    _, _grid, _block, _args = rootcauses.launch("flip_blocks", _seed)
+    # fixed_kernels["flip_blocks"] read and run under the microscope on the learner's own thread; its output lands in
+    # the grader's _args[0], its profile comes back as plain numbers
+    _got = trace_launch(fixed_kernels, _grid, _block, *_args, key="flip_blocks", metrics=["sm__maximum_warps_per_active_cycle_pct", "launch__shared_mem_per_block_static"])
+    check(np.array_equal(_args[0], rootcauses.mystery_output("flip_blocks", _seed)),
+          f"flip_blocks: not the mystery's output on other inputs (seed={_seed})")
+    check(_got["sm__maximum_warps_per_active_cycle_pct"] == 100,
+          f"flip_blocks: its profile on other inputs (seed={_seed}) still shows the cause")
+    if _seed == rootcauses.SEED:
+        check(_got["launch__shared_mem_per_block_static"] <= 1024,
+              "flip_blocks: still more shared memory per block than the block needs")
 ### END HIDDEN TESTS
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex3_spec", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -494,24 +530,28 @@ assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(model.parameters(), r
 assert rootcauses.evidence_matches("clipped_step", *evidence["clipped_step"]), (
     "clipped_step: a fix without its evidence (exercise 1) earns nothing")
 ### BEGIN HIDDEN TESTS
-check(rootcauses.plain_word(causes.get("clipped_step")) == "host_sync"
-      and rootcauses.plain_pair(evidence.get("clipped_step")) is not None
-      and rootcauses.shows("host_sync", rootcauses.plain_pair(evidence["clipped_step"])[0])
-      and rootcauses.evidence_matches("clipped_step", *rootcauses.plain_pair(evidence["clipped_step"])),
-      "clipped_step: a fix without its diagnosis (exercise 1) earns nothing")
-for seed in (4611, rootcauses.fresh_seed()):
-    check(rootcauses.host_read_error(clipped_step_fixed, *rootcauses.step_inputs("clipped_step", seed)) is None,
-          f"clipped_step: the step reads a tensor's value on the host (seed={seed})")
-    for max_norm in (0.5, 1e6):  # clipped, and not clipped
-        model, opt, x, y = rootcauses.step_inputs("clipped_step", seed)
-        ref_model, ref_opt, _, _ = rootcauses.step_inputs("clipped_step", seed)
-        for _ in range(3):
-            loss = clipped_step_fixed(model, opt, x, y, max_norm=max_norm)
-            ref_loss = rootcauses.kernels.clipped_step(ref_model, ref_opt, x, y, max_norm=max_norm)
-            check(type(loss) is torch.Tensor and torch.allclose(loss, ref_loss, atol=1e-5),
-                  f"clipped_step: not the mystery's loss on other inputs (seed={seed})")
-        check(all(torch.allclose(a, b, atol=1e-5) for a, b in zip(model.parameters(), ref_model.parameters())),
-              f"clipped_step: not the mystery's weights on other inputs (seed={seed}, max_norm={max_norm})")
+FORBIDDEN = {"gpucourse.lessons.rootcauses.kernels:clipped_step": "the mystery is the code you are asked to fix, not to call"}
+_causes, _evidence = freeze(causes, "causes"), freeze(evidence, "evidence")  # plain data from here on
+_word = _causes.get("clipped_step") if type(_causes) is dict else None
+_pair = rootcauses.plain_pair(_evidence.get("clipped_step")) if type(_evidence) is dict else None  # (str, number) or None
+check(_word == "host_sync" and _pair is not None and rootcauses.shows("host_sync", _pair[0])
+      and rootcauses.evidence_matches("clipped_step", *_pair), "clipped_step: a fix without its diagnosis (exercise 1) earns nothing")
+for _seed in (4611, rootcauses.fresh_seed()):
+    # the learner's step on the meta device, where any read of a value on the host fails: on its own thread
+    check(call(rootcauses.host_read_error, clipped_step_fixed, *rootcauses.step_inputs("clipped_step", _seed)) is None,
+          f"clipped_step: the step reads a tensor's value on the host (seed={_seed})")
+    for _max_norm in (0.5, 1e6):  # clipped, and not clipped
+        # three steps on the seed's inputs, on the learner's own thread: (the losses, the weights after), frozen
+        _losses, _weights = call(rootcauses.run_step, clipped_step_fixed, "clipped_step", _seed, 3, max_norm=_max_norm)
+        _ref_model, _ref_opt, _x, _y = rootcauses.step_inputs("clipped_step", _seed)
+        _ref_losses = [rootcauses.kernels.clipped_step(_ref_model, _ref_opt, _x, _y, max_norm=_max_norm) for _ in range(3)]
+        check(len(_losses) == 3 and all(type(_l) is torch.Tensor and _l.shape == _r.shape and torch.allclose(_l, _r, atol=1e-5)
+                                        for _l, _r in zip(_losses, _ref_losses)),
+              f"clipped_step: not the mystery's loss on other inputs (seed={_seed})")
+        _ref_weights = list(_ref_model.parameters())
+        check(len(_weights) == len(_ref_weights) and all(
+            _a.shape == _b.shape and torch.allclose(_a, _b, atol=1e-5) for _a, _b in zip(_weights, _ref_weights)),
+              f"clipped_step: not the mystery's weights on other inputs (seed={_seed}, max_norm={_max_norm})")
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "ex3_test_decay_all", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
@@ -527,19 +567,20 @@ assert all(torch.equal(a, b) for a, b in zip(params, ref)), "decay_all_fixed: th
 assert rootcauses.evidence_matches("decay_all", *evidence["decay_all"]), (
     "decay_all: a fix without its evidence (exercise 1) earns nothing")
 ### BEGIN HIDDEN TESTS
-check(rootcauses.plain_word(causes.get("decay_all")) == "launch_bound"
-      and rootcauses.plain_pair(evidence.get("decay_all")) is not None
-      and rootcauses.shows("launch_bound", rootcauses.plain_pair(evidence["decay_all"])[0])
-      and rootcauses.evidence_matches("decay_all", *rootcauses.plain_pair(evidence["decay_all"])),
-      "decay_all: a fix without its diagnosis (exercise 1) earns nothing")
-for seed in (4611, rootcauses.fresh_seed()):
-    check(rootcauses.host_read_error(decay_all_fixed, *rootcauses.step_inputs("decay_all", seed)) is None,
-          f"decay_all: the decay reads or writes tensors' values outside torch's operators (seed={seed})")
-    check(sum(rootcauses.top_level_ops(decay_all_fixed, *rootcauses.step_inputs("decay_all", seed)).values()) <= 2,
-          f"decay_all: more than 2 operators per call on another list of tensors (seed={seed})")
-    params, rate = rootcauses.step_inputs("decay_all", seed)
-    ref, _ = rootcauses.step_inputs("decay_all", seed)
-    decay_all_fixed(params, rate)
-    rootcauses.kernels.decay_all(ref, rate)
-    check(all(torch.equal(a, b) for a, b in zip(params, ref)), f"decay_all: not the mystery's weights (seed={seed})")
+FORBIDDEN = {"gpucourse.lessons.rootcauses.kernels:decay_all": "the mystery is the code you are asked to fix, not to call"}
+_causes, _evidence = freeze(causes, "causes"), freeze(evidence, "evidence")  # plain data from here on
+_word = _causes.get("decay_all") if type(_causes) is dict else None
+_pair = rootcauses.plain_pair(_evidence.get("decay_all")) if type(_evidence) is dict else None  # (str, number) or None
+check(_word == "launch_bound" and _pair is not None and rootcauses.shows("launch_bound", _pair[0])
+      and rootcauses.evidence_matches("decay_all", *_pair), "decay_all: a fix without its diagnosis (exercise 1) earns nothing")
+for _seed in (4611, rootcauses.fresh_seed()):
+    check(call(rootcauses.host_read_error, decay_all_fixed, *rootcauses.step_inputs("decay_all", _seed)) is None,
+          f"decay_all: the decay reads or writes tensors' values outside torch's operators (seed={_seed})")
+    _ops = call(rootcauses.top_level_ops, decay_all_fixed, *rootcauses.step_inputs("decay_all", _seed))  # a plain dict
+    check(sum(_ops.values()) <= 2, f"decay_all: more than 2 operators per call on another list of tensors (seed={_seed})")
+    _, _after = call(rootcauses.run_step, decay_all_fixed, "decay_all", _seed)
+    _ref, _rate = rootcauses.step_inputs("decay_all", _seed)
+    rootcauses.kernels.decay_all(_ref, _rate)
+    check(len(_after) == len(_ref) and all(_a.shape == _b.shape and torch.equal(_a, _b) for _a, _b in zip(_after, _ref)),
+          f"decay_all: not the mystery's weights (seed={_seed})")
 ### END HIDDEN TESTS

@@ -189,6 +189,17 @@ def training_data(examples: int, features: int = 4, seed: int = 0) -> tuple[np.n
 LAB_BLOCKS, LAB_THREADS = 4, 64
 
 
+def race_event_counts(kernel, griddim, blockdim, *args, **options) -> dict[str, dict[str, int]]:
+    """For hidden tests, through the grader's ``call`` (a fresh thread, the result frozen): one launch of a
+    learner's kernel under the race scheduler (``weakmemory.run_kernel``'s options), summarised as plain
+    data — how many accesses of each op per memory space and per array:
+    ``{"space": {"shared atomic": 512, …}, "array": {"flag store": 0, …}}``. What the kernel computed is
+    in the grader's own arrays."""
+    events = weakmemory.run_kernel(kernel, griddim, blockdim, *args, **options).events
+    return {column: {f"{name} {op}": int(n) for (name, op), n in events.groupby([column, "op"]).size().items()}
+            for column in ("space", "array")}
+
+
 def check_histogram(kernel, bins: int = 16, items: int = 512, schedule: str = "round-robin",
                     seed: int = 0) -> tuple[np.ndarray, np.ndarray, weakmemory.RaceReport]:
     """A histogram kernel ``kernel(values, counts)`` run by the race scheduler on 4 blocks × 64 threads:

@@ -15,6 +15,7 @@ from gpucourse.lessons.rootcauses.experiments import (  # noqa: F401
     plain_pair,
     plain_word,
     run_kernel,
+    run_step,
 )
 from gpucourse.lessons.rootcauses.model import (  # noqa: F401
     CAUSE_METRICS,

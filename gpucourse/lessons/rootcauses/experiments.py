@@ -4,6 +4,7 @@
   so that any read of a value on the host fails, however it is spelled and wherever it happens (the
   learner's line, a library call, NumPy): ``.item()``, ``float()``, an ``if`` or ``max()`` on a tensor,
   ``.tolist()``, ``.cpu()``, ``.numpy()``, printing one. Returns None when the step never read a value.
+* ``run_step(step, name, seed)``: a step on a mystery's inputs from a seed, as plain data for the grader.
 * ``run_kernel(kernel, name, seed)``: a kernel on a mystery's inputs drawn from another seed (other
   values, other sizes): a fix must compute the mystery's output there too, not replay it.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import copy
 
-from gpucourse.lessons.rootcauses.model import SEED, launch
+from gpucourse.lessons.rootcauses.model import SEED, launch, step_inputs
 from gpucourse.microscope import profile
 
 META = "meta"
@@ -81,6 +82,18 @@ def run_kernel(kernel, name: str, seed: int = SEED) -> tuple:
     """Run ``kernel`` on mystery ``name``'s inputs from ``seed`` under the microscope: (its profile, its output)."""
     _, grid, block, args = launch(name, seed)
     return profile(kernel, grid, block, *args), args[0]
+
+
+def run_step(step, name: str, seed: int = SEED, calls: int = 1, **kwargs) -> tuple[list, list]:
+    """For hidden tests, through the grader's ``call`` (a fresh thread, the result frozen): ``calls`` calls of a
+    learner's ``step`` on step mystery ``name``'s inputs from ``seed`` (``kwargs`` passed on): (what each call
+    returned, the tensors after them — the model's parameters, or the list of tensors — detached)."""
+    import torch
+
+    args = step_inputs(name, seed)
+    returned = [step(*args, **kwargs) for _ in range(calls)]
+    state = args[0].parameters() if isinstance(args[0], torch.nn.Module) else args[0]
+    return returned, [tensor.detach() for tensor in state]
 
 
 def mystery_output(name: str, seed: int = SEED):

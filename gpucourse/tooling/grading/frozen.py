@@ -7,7 +7,8 @@ So a hidden block never touches a learner's object directly; it goes through thi
 
 * ``freeze(value, what)`` → a copy made only of plain data, built without running any of the learner's
   code: exact ``bool``, ``int``, ``float``, ``complex``, ``str``, ``bytes``, ``None``; exact ``dict``,
-  ``list``, ``tuple``, ``set``, ``frozenset`` of those (recursively); an exact NumPy scalar becomes its
+  ``list``, ``tuple``, ``set``, ``frozenset`` of those (recursively; an exact ``collections.Counter`` or
+  ``OrderedDict`` becomes a ``dict``); an exact NumPy scalar becomes its
   Python number; an exact ``numpy.ndarray`` of a plain dtype (bool, int, uint, float, complex) becomes a
   fresh contiguous copy; a Numba device array (or the simulator's) is copied to the host first; an exact
   ``torch.Tensor`` becomes a fresh CPU tensor (detached). Anything else (a learner's class, a lazy
@@ -48,14 +49,36 @@ Standard library only (NumPy, Numba and PyTorch are read only when the value is 
 
 from __future__ import annotations
 
+import collections
 import gc
 import sys
 import threading
+import types
 
-from gpucourse.tooling.grading.tripwire import is_learner_code, learner_on_stack
+from gpucourse.tooling.grading.tripwire import handed_in, is_learner_code, learner_on_stack
 
 _SCALARS = (bool, int, float, complex, str, bytes, type(None))
 _CONTAINERS = (dict, list, tuple, set, frozenset)
+# A class's name, module and bases read through type's own descriptors, and classes told apart by identity:
+# ``kind in (bool, …)`` or ``kind.__module__`` would run a learner's metaclass (its __eq__, __hash__ or a
+# property), here on the grader's thread
+_MODULE_OF, _NAME_OF, _QUALNAME_OF, _MRO_OF = (type.__dict__[a] for a in ("__module__", "__name__", "__qualname__",
+                                                                           "__mro__"))
+
+
+def _one_of(kind, kinds) -> bool:
+    return any(kind is k for k in kinds)
+
+
+def _module(kind) -> str:
+    module = _MODULE_OF.__get__(kind, type)
+    return module if type(module) is str else ""
+
+
+def _library_class(kind, module: str, name: str) -> bool:
+    """``kind`` IS the class ``name`` of the loaded module ``module`` (not a class that spells its names)."""
+    owner = sys.modules.get(module)
+    return owner is not None and kind is vars(owner).get(name)
 _PLAIN_KINDS = "biufc"  # NumPy dtype kinds: bool, int, uint, float, complex
 MAX_DEPTH = 32
 _FUNCTION = type(lambda: None)
@@ -95,11 +118,13 @@ def freeze(value, what: str = "your answer"):
 
 def _freeze(value, what: str, depth: int, active: set):
     kind = type(value)  # type() runs no learner code (``__class__`` may be a property: not read)
-    if kind in _SCALARS:
+    if _one_of(kind, _SCALARS):
         return value
     if depth > MAX_DEPTH:
         raise AnswerRefused(f"{what} is nested more than {MAX_DEPTH} levels deep: hand in plain data")
-    if kind in _CONTAINERS:
+    if kind is collections.Counter or kind is collections.OrderedDict:  # the stdlib's own (a course helper's
+        kind = dict                                                      # counts): read as the dict they are
+    if _one_of(kind, _CONTAINERS):
         if id(value) in active:
             raise AnswerRefused(f"{what} contains itself: hand in plain data without cycles")
         active.add(id(value))
@@ -113,12 +138,13 @@ def _freeze(value, what: str, depth: int, active: set):
             return frozen if kind is list else kind(frozen)
         finally:
             active.discard(id(value))
-    module = getattr(kind, "__module__", "") or ""  # the class's attribute, not the object's
+    module = _module(kind)  # the class's own, read without its metaclass
     if module == "numpy":
         return _numpy(value, kind, what)
-    if module.startswith("numba.cuda") and kind.__name__ in ("DeviceNDArray", "FakeCUDAArray"):
+    if module.startswith("numba.cuda") and any(_library_class(kind, module, name)
+                                               for name in ("DeviceNDArray", "FakeCUDAArray")):
         return _numpy(value.copy_to_host(), None, what)
-    if module == "torch" and kind.__name__ == "Tensor":
+    if _library_class(kind, "torch", "Tensor"):
         return _torch(value, kind, what)
     raise AnswerRefused(_refusal(kind, what))
 
@@ -126,15 +152,17 @@ def _freeze(value, what: str, depth: int, active: set):
 def _refusal(kind: type, what: str) -> str:
     # the learner's own class is named by kind only: its name is the learner's to choose, and a function the
     # grader calls could spell its hidden inputs there (the message reaches the feedback)
-    plain = next((base.__name__ for base in kind.__mro__[1:] if base in _SCALARS + _CONTAINERS), None)
+    plain = next((_NAME_OF.__get__(base, type) for base in _MRO_OF.__get__(kind, type)[1:]
+                  if _one_of(base, _SCALARS + _CONTAINERS)), None)
+    module = _module(kind)
     if plain:
         why = f"an object of a subclass of {plain}, which can change how it compares"
-    elif kind.__module__ == "builtins":
-        why = f"a `{kind.__name__}`, not data"
-    elif kind.__module__ == "__main__" or "ipykernel" in kind.__module__ or not _known_module(kind.__module__):
+    elif module == "builtins":
+        why = f"a `{_NAME_OF.__get__(kind, type)}`, not data"
+    elif module == "__main__" or "ipykernel" in module or not _known_module(module):
         why = "an object of a class of your own"
     else:
-        why = f"a `{kind.__qualname__}` from {kind.__module__}"
+        why = f"a `{_QUALNAME_OF.__get__(kind, type)}` from {module}"
     return (f"{what} is {why}; the grader compares plain data only: hand in numbers, strings, "
             "True/False/None, and dicts, lists, tuples or sets of them (or a NumPy array)")
 
@@ -149,7 +177,7 @@ def _numpy(value, kind, what: str):
     import numpy
 
     if kind is not None and kind is not numpy.ndarray:
-        if isinstance(value, numpy.generic) and kind in _numpy_scalar_types(numpy):
+        if _one_of(kind, _numpy_scalar_types(numpy)):  # exact NumPy scalar types only (no isinstance: __class__)
             if value.dtype.kind not in _PLAIN_KINDS:
                 raise AnswerRefused(f"{what} is a NumPy {value.dtype} scalar: hand in a number")
             return numpy.generic.item(value)
@@ -192,11 +220,13 @@ def _hooks_state() -> tuple:
 
 def call(fn, *args, **kwargs):
     """``freeze(fn(*args, **kwargs))`` with ``fn`` run on a fresh thread (module docstring)."""
+    _not_forbidden(fn, *args, *kwargs.values())
     return _on_a_thread(lambda: fn(*args, **kwargs), fn)
 
 
 def call_each(fn, cases) -> list:
     """``[freeze(fn(*case)) for case in cases]``, all on one fresh thread (cheaper than one ``call`` each)."""
+    _not_forbidden(fn)
     cases = [tuple(case) for case in cases]
     return _on_a_thread(lambda: [fn(*case) for case in cases], fn)
 
@@ -204,13 +234,18 @@ def call_each(fn, cases) -> list:
 def launch(kernel, grid, block, *args) -> None:
     """``kernel[grid, block](*args)`` on a fresh thread (a Numba kernel of the learner's); what it wrote is
     in the grader's own arrays, read after it returns. Returns None (frozen)."""
+    _not_forbidden(kernel)
     return _on_a_thread(lambda: kernel[grid, block](*args), kernel)
 
 
 def _code_of(fn):
     """The Python code of a function or of a Numba kernel (its ``py_func``), else None. type() first:
     getattr on a learner's own object could run its ``__getattr__`` here, on the grader's stack."""
-    if type(fn) is not _FUNCTION and (getattr(type(fn), "__module__", "") or "").startswith("numba."):
+    kind = type(fn)
+    if kind is not _FUNCTION:
+        module = _module(kind)  # read through type's descriptor: a learner's metaclass runs nothing here
+        if not (module.startswith("numba.") and _library_class(kind, module, _NAME_OF.__get__(kind, type))):
+            return None
         fn = getattr(fn, "py_func", None)  # Numba's own class: its attributes run no learner code
     return fn.__code__ if type(fn) is _FUNCTION else None
 
@@ -220,6 +255,8 @@ def observe(kernel, grid, block, *args, **trace_options):
     fresh thread like ``launch``; returns a ``Report`` rebuilt from its state frozen there (module docstring).
     A kernel that fails under the microscope (an access out of bounds, a deadlock at a barrier) is
     refused with the error's name."""
+
+    _not_forbidden(kernel)
 
     def run():
         from gpucourse.microscope.launch import trace
@@ -256,6 +293,15 @@ class _Shown(str):
 
     def __repr__(self) -> str:
         return str.__str__(self)
+
+
+def _not_forbidden(*handed) -> None:
+    """Refuse a function or kernel that IS what the hidden block forbids (``tripwire.handed_in``): the
+    course's reference handed in under the learner's name runs without a learner frame to record."""
+    for value in handed:
+        found = handed_in(value)
+        if found:
+            raise AnswerRefused(f"you handed in what this exercise forbids: {found}")
 
 
 def _on_a_thread(run, fn, what: str = "what your function returned"):

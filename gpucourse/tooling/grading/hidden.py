@@ -22,6 +22,7 @@ from gpucourse.tooling.grading.frozen import freeze as _freeze
 from gpucourse.tooling.grading.frozen import launch as _launch
 from gpucourse.tooling.grading.frozen import observe as _observe
 from gpucourse.tooling.grading.snapshot import custom_comparisons, of_the_course, restore_snapshot
+from gpucourse.tooling.grading.traced import trace_launch as _trace_launch
 from gpucourse.tooling.grading.tripwire import armed, boundary
 
 GENERIC_FAILURE = "a hidden test failed: re-read the specification"
@@ -141,10 +142,11 @@ def run_hidden_tests(code: str, namespace: dict, local_namespace: dict | None = 
     First everything the grader's header snapshotted before any learner code ran is put back
     (``snapshot_environment``): hidden tests see the real NumPy, builtins and imported names
     whatever the submission changed. The block runs in a PRIVATE namespace (a copy of the notebook's
-    names, with the grader's ``check``, ``freeze``, ``call``, ``call_each``, ``launch`` and ``observe``
-    bound): nothing it binds — expected values above all — is visible to the learner's functions, whose
-    globals are the notebook's. Learner values and calls go through ``freeze``/``call``/``launch``/``observe``
-    (``frozen.py``), so no learner code runs where expected values live. The targets the block declares in
+    names, with the grader's ``check``, ``freeze``, ``call``, ``call_each``, ``launch``, ``observe`` and
+    ``trace_launch`` (``traced.py``) bound): nothing it binds — expected values above all — is visible to the
+    learner's functions, whose globals are the notebook's. Learner values and calls go through
+    ``freeze``/``call``/``launch``/``observe``/``trace_launch``, so no learner code runs where expected values
+    live. The targets the block declares in
     ``FORBIDDEN = {"module:qualname": "why"}`` are armed (``tripwire.py``) while it runs: a call from the
     learner's code fails the block with that reason.
     Output is muted while it runs (so a learner's function cannot print the hidden inputs), and any other
@@ -160,7 +162,7 @@ def run_hidden_tests(code: str, namespace: dict, local_namespace: dict | None = 
     if local_namespace is not None and local_namespace is not namespace:
         private.update(local_namespace)
     private.update(check=_CHECK, freeze=_freeze, call=_call, call_each=_call_each, launch=_launch,
-                   observe=_observe)
+                   observe=_observe, trace_launch=_trace_launch)
     failed, why, trips = False, None, None
     try:
         targets = forbidden_targets(code)
