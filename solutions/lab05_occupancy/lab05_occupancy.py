@@ -190,7 +190,7 @@ import random as _random
 from gpucourse.lessons.occupancy.calculator import occupancy as _reference
 from gpucourse.tooling.grading import reaches_package as _reaches_the_course
 
-check(not _reaches_the_course(occupancy_by_hand))
+check(not call(_reaches_the_course, occupancy_by_hand))  # on the grader's fresh thread: it reads your function's globals
 
 
 def _hidden_cases():
@@ -275,7 +275,7 @@ FORBIDDEN = {"gpucourse.lessons.occupancy.calculator:occupancy": "the course's c
              "gpucourse.lessons.occupancy.calculator:register_budget": "the course's calculator answers it"}
 from gpucourse.tooling.grading import reaches_package as _reaches_the_course
 
-check(not _reaches_the_course(best_block_size))
+check(not call(_reaches_the_course, best_block_size))  # on the grader's fresh thread: it reads your function's globals
 # Worked out with the rules of exercise 1 (independent of any library), e.g. 40 registers, 16 KB, cc 9.0:
 # 1280 registers per warp → at most 48 warps (75 %) whatever the size; 17408 bytes per block → 13 blocks.
 # 96 threads: 13 blocks × 3 warps = 39; 128 threads: 12 blocks × 4 warps = 48, the first to reach 75 %.
@@ -320,7 +320,7 @@ FORBIDDEN = {"gpucourse.lessons.occupancy.calculator:occupancy": "the course's c
              "gpucourse.lessons.occupancy.calculator:register_budget": "the course's calculator answers it"}
 from gpucourse.tooling.grading import reaches_package as _reaches_the_course
 
-check(not _reaches_the_course(register_budget))
+check(not call(_reaches_the_course, register_budget))  # on the grader's fresh thread: it reads your function's globals
 # Worked out with the rules of exercise 1, e.g. 128 threads, 100 %, cc 8.6: 48 warps = 12 per sub-partition
 # → at most 16384 / 12 = 1365 registers per warp → 1280 (a multiple of 256) → 40 per thread.
 _cases = [(128, 100, (8, 6)), (1024, 50, (9, 0)), (192, 75, (8, 9)), (96, 60, (7, 5)), (64, 100, (9, 0)),
@@ -410,7 +410,7 @@ import random as _random
 from gpucourse.lessons.occupancy.model import SpeedModel as _SpeedModel
 from gpucourse.tooling.grading import reaches_package as _reaches_the_course
 
-check(not _reaches_the_course(copy_speed_ratio))
+check(not call(_reaches_the_course, copy_speed_ratio))  # on the grader's fresh thread: it reads your function's globals
 # The course's model of lesson 05 (gpucourse.lessons.occupancy.model.SpeedModel) on several GPUs' inputs,
 # then a randomized sweep; a lower occupancy is never faster.
 _cases = [(4271, 876, 132, 16, 64, 1), (3350, 600, 132, 8, 64, 4), (300, 600, 58, 12, 48, 1),

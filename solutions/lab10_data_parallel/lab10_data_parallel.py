@@ -115,7 +115,7 @@ for _ in range(300):
     _cases.append((_sizes, _rng.choice([0, 1, 64, 1000, 4096, 50000, 10**9]), _rng.choice([None, 0, 1, 512, 4096])))
 _cases += [([], 10, None), ([5, 5], 10, 10)]
 with tripwire.armed(_BUCKETING) as _trips:  # your answers first, frozen to plain lists; the expected ones after
-    _got = _json.dumps([assign_buckets(list(_s), _c, _f) for _s, _c, _f in _cases])
+    _got = _json.dumps(call_each(assign_buckets, [(list(_s), _c, _f) for _s, _c, _f in _cases]))
 check(not _trips.tripped)
 check(_json.loads(_got) == [dataparallel.assign_buckets(_s, _c, _f) for _s, _c, _f in _cases])
 ### END HIDDEN TESTS
@@ -193,7 +193,7 @@ for _cap in (0.125, 25, 4096):
     _cases.append(([float(r) for r in _c.start_s], [float(c) for c in _c.end_s - _c.start_s],
                    dataparallel.summary(_tl)["compute_s"]))
 with tripwire.armed(_TIMELINE) as _trips:
-    _got = [exposed_s(list(_r), list(_c), _e) for _r, _c, _e in _cases]
+    _got = call_each(exposed_s, [(list(_r), list(_c), _e) for _r, _c, _e in _cases])
 check(not _trips.tripped)
 check(all(type(_g) in (int, float) for _g in _got))  # plain numbers, frozen before any expected value exists
 _got = [float(_g) for _g in _got]
