@@ -258,7 +258,7 @@ MUTATIONS: list[Mutation] = [
              "the microscope traces a learner's kernel on a thread of its own: its greenlets lead to no frame "
              "of the test", ISOLATION),
     Mutation("observe-not-bound", "gpucourse/tooling/grading/hidden.py",
-             "                   observe=_observe)", "                   )",
+             "observe=_observe, trace_launch=_trace_launch)", "trace_launch=_trace_launch)",
              "hidden blocks trace learner kernels through the grader's own observe", ISOLATION),
     Mutation("current-frames-show-the-grader", "gpucourse/tooling/grading/frozen.py",
              "    _WAITING.add(waiting)\n", "",
