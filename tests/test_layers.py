@@ -36,8 +36,8 @@ LESSON_PARTS = ("kernels", "model", "experiments", "figures", "__init__")
 BESIDE_EXPERIMENTS = ("compiled", "ranks")
 GRADING = "gpucourse.tooling.grading"
 # lowest first: the learner's kernel imports the first three (with the face, __init__); nbgrader's side next
-GRADING_ROOMS = ("snapshot", "hooks", "tripwire", "frozen", "traced", "hidden", "rewrite", "scan", "notes", "header", "locked",
-                 "execute", "preprocessors", "report", "workers", "batch", "known", "__init__")
+GRADING_ROOMS = ("snapshot", "hooks", "tripwire", "frozen", "traced", "hidden", "rewrite", "scan", "notes", "header",
+                 "locked", "execute", "preprocessors", "report", "workers", "batch", "known", "__init__")
 
 
 def module_name(path: Path) -> str:

@@ -53,7 +53,6 @@ import collections
 import gc
 import sys
 import threading
-import types
 
 from gpucourse.tooling.grading.tripwire import handed_in, is_learner_code, learner_on_stack
 
