@@ -39,6 +39,8 @@ NOTHING_PUBLISHED = {
     "litmus": "published litmus counts (Alglave et al., 2015) are for Fermi to Maxwell GPUs, not current ones",
     "strided copy": "no published stride sweep of a copy like this one is kept in data/published/ yet "
                     "(the CUDA Best Practices Guide shows one on a V100, as a figure)",
+    "work per thread": "no published sweep of one copy's elements and bytes per thread against bytes in flight "
+                       "is kept in data/published/ (vendors publish the copy ceiling, not this ladder)",
     "warp staircase": "no published time-vs-threads-per-block sweep is kept in data/published/",
     "transpose": "no published transpose sweep of these variants is kept in data/published/",
     "launch timing": "gpu-benches' launch-overhead results (gpu-small-kernels) are not extracted yet",
