@@ -54,7 +54,7 @@ import gc
 import sys
 import threading
 
-from gpucourse.tooling.grading.tripwire import handed_in, is_learner_code, learner_on_stack
+from gpucourse.tooling.grading.tripwire import handed_in, is_learner_code, is_numba_kernel, learner_on_stack
 
 _SCALARS = (bool, int, float, complex, str, bytes, type(None))
 _CONTAINERS = (dict, list, tuple, set, frozenset)
@@ -240,12 +240,10 @@ def launch(kernel, grid, block, *args) -> None:
 def _code_of(fn):
     """The Python code of a function or of a Numba kernel (its ``py_func``), else None. type() first:
     getattr on a learner's own object could run its ``__getattr__`` here, on the grader's stack."""
-    kind = type(fn)
-    if kind is not _FUNCTION:
-        module = _module(kind)  # read through type's descriptor: a learner's metaclass runs nothing here
-        if not (module.startswith("numba.") and _library_class(kind, module, _NAME_OF.__get__(kind, type))):
+    if type(fn) is not _FUNCTION:
+        if not is_numba_kernel(fn):
             return None
-        fn = getattr(fn, "py_func", None)  # Numba's own class: its attributes run no learner code
+        fn = fn.py_func  # Numba's own class: its attributes run no learner code
     return fn.__code__ if type(fn) is _FUNCTION else None
 
 

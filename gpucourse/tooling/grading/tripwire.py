@@ -243,12 +243,20 @@ def handed_in(value) -> str | None:
     if not _ARMED:
         return None
     found = _ARMED.get(id(value))
-    kind = type(value)
-    for module_name, class_name in _KERNEL_TYPES:  # by identity: a learner's class spells no name here
-        module = sys.modules.get(module_name)
-        if found is None and module is not None and kind is getattr(module, class_name, None):
-            found = _ARMED.get(id(value.py_func))
+    if found is None and is_numba_kernel(value):
+        found = _ARMED.get(id(value.py_func))
     return found
+
+
+def is_numba_kernel(value) -> bool:
+    """Whether ``value``'s class IS one of Numba's kernel classes (by identity: a learner's class that spells
+    the same names is not), so reading its ``py_func`` runs no learner code."""
+    kind = type(value)
+    for module_name, class_name in _KERNEL_TYPES:
+        module = sys.modules.get(module_name)
+        if module is not None and kind is getattr(module, class_name, None):
+            return True
+    return False
 
 
 @contextlib.contextmanager
