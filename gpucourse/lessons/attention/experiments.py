@@ -22,6 +22,7 @@ from gpucourse.lessons.attention import kernels
 from gpucourse.lessons.attention.kernels import HEAD_DIMS, TILE_SIZES
 from gpucourse.lessons.attention.model import check_tile
 from gpucourse.measure import runtime
+from gpucourse.measure.tritonmode import TRITON_MISSING
 
 LOG2E = 1.4426950408889634
 # The interpreter runs every program one after another in NumPy: about a second for n = 256, d = 64 (65,536
@@ -29,8 +30,6 @@ LOG2E = 1.4426950408889634
 MAX_INTERPRETED_SCORES = 4 * 256 * 256
 INTERPRETED_DTYPES = ("float16", "float32")
 COMPILED_DTYPES = ("float16", "bfloat16", "float32")
-TRITON_MISSING = ("Triton is not installed (it ships Linux wheels only, as a dependency of Linux torch): the lesson "
-                  "shows its recorded interpreter results instead")
 BF16_REFUSED = ("bf16 is refused in Triton's interpreter: it computes a bf16 tl.dot silently wrong (errors of "
                 "~5e10 in Triton 3.7.1 and 3.9.0). Use float16 or float32 here; bf16 runs on a GPU")
 

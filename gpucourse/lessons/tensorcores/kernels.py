@@ -11,7 +11,8 @@ and running or compiling says so in one line (``TritonMissing``).
 
 from __future__ import annotations  # the constexpr annotations stay strings: Triton reads "tl.constexpr"
 
-from gpucourse.errors import CourseError
+from gpucourse.measure import tritonmode
+from gpucourse.measure.tritonmode import TRITON_MISSING, TritonMissing
 
 try:
     import triton.language as tl
@@ -22,18 +23,11 @@ BLOCK_M, BLOCK_N, BLOCK_K = 32, 32, 32  # interpreter tiles: NumPy runs every pr
 COMPILE_TILE = (128, 128, 64)  # compiled tiles: what a real fp16 GEMM uses on sm_80..sm_100
 
 
-class TritonMissing(CourseError, ImportError):
-    """Triton is not installed here (it has Linux wheels only)."""
-
-
 def triton_or_raise():
-    """The ``triton`` module, or one line saying why there is none."""
-    if tl is None:
-        raise TritonMissing("Triton is not installed (it ships Linux wheels only): this part of the lesson "
-                            "shows recorded results; on Linux, `make setup` installs it with PyTorch")
-    import triton
-
-    return triton
+    """The ``triton`` module, or one line saying why there is none (the course's one refusal)."""
+    if tl is None:  # this module's own import failed (or a test took it away)
+        raise TritonMissing(TRITON_MISSING)
+    return tritonmode.triton_or_raise()
 
 
 def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
