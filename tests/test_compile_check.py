@@ -148,3 +148,61 @@ def test_every_kernel_compiles_for_turing_to_blackwell():
     results = compilecheck.check(compilecheck.CUDA13_ARCHS)
     assert len(results) == len(compilecheck.ALL_KERNELS) * len(compilecheck.CUDA13_ARCHS)
     lesson_facts(results)
+
+
+# --- the Triton kernels (issue 49): compiled by Triton for sm_75 to sm_120, tensor cores named per architecture ---
+needs_triton = pytest.mark.skipif(not compilecheck.TRITON_KERNELS, reason="needs Triton (Linux wheels only)")
+# What the lessons teach, restated here (not read from tritoncheck.TENSOR_CORES, which compile-check judges by):
+# Turing gets no tensor-core instruction from Triton, Ampere/Ada and consumer Blackwell mma.sync, Hopper wgmma,
+# datacenter Blackwell tcgen05 — and sm_120 neither wgmma nor tcgen05.
+TAUGHT = {75: "none", 80: "mma.sync/HMMA", 86: "mma.sync/HMMA", 89: "mma.sync/HMMA", 90: "wgmma.mma_async/HGMMA",
+          100: "tcgen05.mma/UTCHMMA", 120: "mma.sync/HMMA"}
+
+
+def test_the_triton_kernels_are_listed_and_selected_by_their_prefix(monkeypatch):
+    from gpucourse.tooling import tritoncheck
+
+    labels = {k.label for k in tritoncheck.KERNELS}
+    assert labels == {"triton:tensorcores.matmul_kernel", "triton:attention.flash_forward_kernel"}
+    from gpucourse.lessons.attention import kernels as attention
+    from gpucourse.lessons.tensorcores import kernels as tensorcores
+
+    for kernel in tritoncheck.KERNELS:  # the registry names the lessons' own functions, by their arguments
+        fn = getattr({"attention": attention, "tensorcores": tensorcores}[kernel.lesson], kernel.name)
+        names = [n for n, _ in kernel.signature] + [n for n, _ in kernel.constexprs] + list(kernel.unit)
+        assert set(names) == set(fn.__code__.co_varnames[:fn.__code__.co_argcount]), kernel.label
+    if compilecheck.TRITON_KERNELS:
+        assert {k.label for k in compilecheck.select("triton:")} == labels
+        assert set(compilecheck.TRITON_KERNELS) <= set(compilecheck.ALL_KERNELS)
+    assert not any(k.label.startswith("triton:") for k in compilecheck.select("tiling."))
+    monkeypatch.setattr(compilecheck, "TRITON_KERNELS", ())  # macOS, Windows: the selector says why
+    monkeypatch.setattr(compilecheck, "ALL_KERNELS", compilecheck.KERNELS + compilecheck.LAB_KERNELS)
+    with pytest.raises(InvalidConfig, match="Triton is not installed"):
+        compilecheck.select("triton:")
+
+
+def test_compile_check_judges_the_tensor_core_claims():
+    from gpucourse.tooling import tritoncheck as t
+
+    assert {arch: t.describe((f,) if f else ()) for arch, f in t.TENSOR_CORES.items()} == TAUGHT
+    assert t.expected_error(90, (t.WGMMA,)) == "" and t.expected_error(75, ()) == ""
+    assert "sm_90 uses wgmma.mma_async/HGMMA, Triton compiled mma.sync/HMMA" in t.expected_error(90, (t.MMA_SYNC,))
+    assert "Triton compiled tcgen05.mma/UTCHMMA" in t.expected_error(120, (t.TCGEN05,))
+    assert t.expected_error(75, (t.MMA_SYNC,)) != ""
+    # PTX and SASS must agree: an mma.sync the assembler dropped is not a tensor-core kernel
+    assert t.tensor_cores_used({"mma.sync": 4}, {}) == ()
+    assert t.tensor_cores_used({"mma.sync": 4, "ldmatrix": 2}, {"HMMA": 8}) == (t.MMA_SYNC,)
+
+
+@needs_triton
+def test_triton_kernels_compile_for_turing_to_blackwell_and_say_which_tensor_cores():
+    lines = []
+    code = compilecheck.main(",".join(map(str, compilecheck.CUDA13_ARCHS)), "triton:", out=lines.append)
+    text = "\n".join(lines)
+    assert code == 0, text
+    assert "14 of 14 compiled" in text and "FAIL" not in text
+    for label in ("triton:tensorcores.matmul_kernel", "triton:attention.flash_forward_kernel"):
+        [row] = [ln for ln in text.splitlines() if ln.startswith(f"  {label}: ")]
+        said = dict(cell.split(" ", 1) for cell in row.split(": ", 1)[1].split("; "))
+        assert said == {f"sm_{arch}": used for arch, used in TAUGHT.items()}, row
+        assert "wgmma" not in said["sm_120"] and "tcgen05" not in said["sm_120"]

@@ -14,6 +14,11 @@ types as each lesson module's launch code creates its arrays). The lab solutions
 course library, so the compiler process reads its code cells, runs only their imports,
 definitions and constant assignments in a scratch namespace (no test cell, no launch: no GPU
 needed) and compiles the ``@cuda.jit`` kernels found there.
+
+The Triton kernels of the tensor-core and attention lessons (``TRITON_KERNELS``, labels ``triton:...``, so
+``--only triton:`` selects them) are compiled by Triton itself in another child process
+(``gpucourse.tooling.tritoncheck``), which also says which tensor-core instructions each architecture got and
+fails where that is not what the lessons teach. Where Triton is missing (macOS, Windows) they are left out.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ from pathlib import Path
 from gpucourse.errors import InvalidConfig
 from gpucourse.measure import ptxinfo
 from gpucourse.measure.compat import CHILD_PRELUDE
+from gpucourse.measure.tritonmode import TRITON_MISSING, triton_available
+from gpucourse.tooling import tritoncheck
 
 CUDA13_ARCHS = (75, 80, 86, 89, 90, 100, 120)
 CUDA12_ARCHS = (75, 80, 86, 89, 90)
@@ -194,7 +201,9 @@ LAB11_KERNELS = (
     _lab("11", "lab11_root_causes", "flip_blocks_fixed", f"void({F1}, {F1})"),
 ) if ROOT_CAUSE_KERNELS else ()
 KERNELS, LAB_KERNELS = KERNELS + ROOT_CAUSE_KERNELS, LAB_KERNELS + LAB11_KERNELS
-ALL_KERNELS = KERNELS + LAB_KERNELS
+# The Triton kernels (tensor cores, attention): compiled by Triton, not numba; only where Triton is installed.
+TRITON_KERNELS = tritoncheck.KERNELS if triton_available() else ()
+ALL_KERNELS = KERNELS + LAB_KERNELS + TRITON_KERNELS
 
 
 def parse_archs(text: str) -> tuple[int, ...]:
@@ -387,23 +396,57 @@ class Result:
     spill_load_bytes: int | None = None
     tool: str = ""
     error: str = ""
+    stack_bytes: int | None = None  # Triton kernels: local memory per thread (cuobjdump), spills among it
+    tensor_cores: str = ""  # Triton kernels: the tensor-core PTX/SASS tl.dot became, e.g. "wgmma.mma_async/HGMMA"
 
     @property
     def ok(self) -> bool:
         return not self.error
 
 
+def _compile_triton(kernels, archs) -> list[dict]:
+    """Per Triton kernel: {arch: tritoncheck's facts or {"error": why}}, from a child process."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "GPUCOURSE_MODE")}
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    request = {"labels": [k.label for k in kernels], "archs": list(archs)}
+    done = subprocess.run([sys.executable, "-m", "gpucourse.tooling.tritoncheck"], input=json.dumps(request),
+                          capture_output=True, text=True, env=env, timeout=1800)
+    line = next((x for x in done.stdout.splitlines() if x.startswith("@@RESULT@@")), None)
+    if line is None:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
+        raise RuntimeError(f"the Triton compiler process failed: {tail}")
+    return json.loads(line.removeprefix("@@RESULT@@"))
+
+
 def check(archs=CUDA13_ARCHS, kernels=ALL_KERNELS) -> list[Result]:
     """Compile every kernel for every architecture; one Result per (kernel, arch)."""
-    if ptxinfo.find_ptxas() is None:
+    triton_kernels = [k for k in kernels if isinstance(k, tritoncheck.TritonKernel)]
+    numba_kernels = [k for k in kernels if not isinstance(k, tritoncheck.TritonKernel)]
+    if numba_kernels and ptxinfo.find_ptxas() is None:
         raise InvalidConfig("ptxas was not found: install the CUDA toolkit wheel (cuda-toolkit[nvcc]) "
                             "or set GPUCOURSE_PTXAS")
-    compiled = _compile(kernels, archs)
+    rows = dict(zip(map(id, numba_kernels), _compile(numba_kernels, archs) if numba_kernels else (), strict=True))
+    rows.update(zip(map(id, triton_kernels), _compile_triton(triton_kernels, archs) if triton_kernels else (),
+                    strict=True))
     results = []
-    for kernel, row in zip(kernels, compiled, strict=True):
+    for kernel in kernels:
+        row = rows[id(kernel)]
         for arch in archs:
-            results.append(_assemble(kernel.label, arch, row.get(str(arch), {"error": row.get("error", "?")})))
+            cell = row.get(str(arch), {"error": row.get("error", "?")})
+            if isinstance(kernel, tritoncheck.TritonKernel):
+                results.append(_triton_result(kernel.label, arch, cell))
+            else:
+                results.append(_assemble(kernel.label, arch, cell))
     return results
+
+
+def _triton_result(label: str, arch: int, cell: dict) -> Result:
+    if not cell.get("registers") and not cell.get("error"):
+        cell = dict(cell, error="cuobjdump reported no registers")
+    return Result(label, arch, cell.get("registers"), cell.get("shared_bytes"), tool=cell.get("tool", ""),
+                  error=cell.get("error", ""), stack_bytes=cell.get("stack_bytes"),
+                  tensor_cores=cell.get("tensor_cores", ""))
 
 
 def _assemble(label: str, arch: int, compiled: dict) -> Result:
@@ -432,18 +475,33 @@ def table_text(results: list[Result], archs) -> str:
         cells = []
         for a in archs:
             r = row[a]
-            spill = "+s" if (r.spill_store_bytes or r.spill_load_bytes) else ""
+            spill = "+s" if (r.spill_store_bytes or r.spill_load_bytes) else "+l" if r.stack_bytes else ""
             cells.append(f"{'FAIL' if not r.ok else str(r.registers) + spill:<8}")
         lines.append(f"{name:<{width}}  " + "".join(cells))
+    return "\n".join(lines)
+
+
+def tensor_core_text(results: list[Result], archs) -> str:
+    """Per Triton kernel and architecture, the tensor-core instructions ``tl.dot`` became ('' without any)."""
+    triton_rows = [r for r in results if r.kernel.startswith("triton:")]
+    if not triton_rows:
+        return ""
+    lines = [f"tensor-core instructions Triton emitted for tl.dot (PTX/SASS; compiled by {triton_rows[0].tool}):"]
+    by_kernel: dict[str, list[str]] = {}
+    for r in triton_rows:
+        by_kernel.setdefault(r.kernel, []).append(f"sm_{r.arch} {r.tensor_cores or 'FAIL'}")
+    lines += [f"  {name}: {'; '.join(cells)}" for name, cells in by_kernel.items()]
     return "\n".join(lines)
 
 
 def select(only: str | None = None) -> tuple[CheckedKernel, ...]:
     """The kernels whose label contains ``only`` (all when None)."""
     chosen = tuple(k for k in ALL_KERNELS if not only or only in k.label)
+    if not chosen and not TRITON_KERNELS and any(only in k.label for k in tritoncheck.KERNELS):
+        raise InvalidConfig(f"{only!r} selects Triton kernels: {TRITON_MISSING}")
     if not chosen:
         raise InvalidConfig(f"no kernel matches {only!r}; labels look like 'tiling.naive_matmul_kernel()' "
-                            "or 'lab04_shared_memory.transpose_tiled'")
+                            "or 'lab04_shared_memory.transpose_tiled' or 'triton:attention.flash_forward_kernel'")
     return chosen
 
 
@@ -455,6 +513,11 @@ def main(arch_text: str | None = None, only: str | None = None, out=print) -> in
     out(f"registers per thread ('+s': spills), ptxas {ptxinfo.ptxas_version()}, "
         f"{len(kernels)} kernels × {len(archs)} architectures")
     out(table_text(results, archs))
+    if any(isinstance(k, tritoncheck.TritonKernel) for k in kernels):
+        out("'+l': local memory (spills or a stack) in a Triton kernel, from cuobjdump")
+        out(tensor_core_text(results, archs))
+    elif not TRITON_KERNELS and not only:
+        out("Triton kernels: not checked, Triton is not installed here (it ships Linux wheels only)")
     failures = [r for r in results if not r.ok]
     for r in failures:
         out(f"FAIL {r.kernel} sm_{r.arch}: {r.error}")
