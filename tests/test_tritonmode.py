@@ -44,3 +44,49 @@ def test_attention_refuses_with_the_same_words(monkeypatch):
     monkeypatch.setattr(attention.kernels, "triton", None)
     with pytest.raises(InvalidConfig, match="Linux wheels only"):
         attention.flash_attention(None, None, None)
+
+
+needs_triton = pytest.mark.skipif(not tritonmode.triton_available(), reason="needs Triton (Linux wheels only)")
+
+
+def _triton_36_patch(tensor, scope):
+    """What Triton 3.6.0's interpreter gives a scalar (the CUDA 12 lock's Triton): ``int`` of a 1-element array."""
+    scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data))
+
+
+@needs_triton
+def test_the_interpreter_loops_over_scalars_with_triton_36_and_numpy_24(monkeypatch):
+    # Triton 3.6.0 + NumPy 2.4 (locks/cu12.txt): `for k0 in range(0, K, BLOCK_K)` failed in both lessons' kernels
+    # ("only 0-dimensional arrays can be converted to Python scalars"). Here 3.6's conversion is put back in the
+    # installed interpreter: without the fix the matmul fails, with it it computes A @ B.
+    import numpy as np
+    from triton.runtime import interpreter
+
+    from gpucourse.lessons.tensorcores import experiments
+
+    experiments.interpreted_kernel()  # decorated (and the probe run) before 3.6's conversion comes back
+    original = interpreter._patch_lang_tensor
+    original = getattr(original, "gpucourse_original", original)  # under Triton 3.6 the fix is already in
+
+    def as_in_36(tensor, scope):
+        original(tensor, scope)
+        _triton_36_patch(tensor, scope)
+
+    monkeypatch.setattr(interpreter, "_patch_lang_tensor", as_in_36)
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    b = np.ones((4, 2), dtype=np.float32)
+    with pytest.raises(Exception, match="0-dimensional"):
+        experiments._interpret(*(experiments._torch().from_numpy(x) for x in (a, b)), (16, 16, 16))
+    assert tritonmode.fix_interpreter() is True  # the probe saw the bug and installed the fix
+    assert tritonmode.fix_interpreter() is True  # once per process
+    np.testing.assert_array_equal(experiments.run_interpreted(a, b), a @ b)
+
+
+@needs_triton
+def test_the_fix_leaves_a_triton_that_converts_scalars_alone(monkeypatch):
+    from triton.runtime import interpreter
+
+    before = interpreter._patch_lang_tensor
+    if not getattr(before, "gpucourse_fixed", False):
+        assert tritonmode.fix_interpreter() is False  # Triton 3.7 squeezes itself: nothing installed
+        assert interpreter._patch_lang_tensor is before

@@ -36,3 +36,50 @@ def triton_or_raise():
     except ImportError as error:
         raise TritonMissing(TRITON_MISSING) from error
     return triton
+
+
+def _scalar_index(self) -> int:
+    """A scalar's ``__index__`` in the interpreter (``range(0, K, BLOCK_K)`` calls it), as Triton 3.7 writes it."""
+    return int(self.handle.data.squeeze())
+
+
+def fix_interpreter() -> bool:
+    """Make Triton's interpreter run loops over scalar arguments with the NumPy of the locks; True if it had to.
+
+    The interpreter holds a kernel's scalar arguments as 1-element arrays and Triton 3.6.0 (the CUDA 12 lock)
+    converts them with ``int(array)``, which NumPy 2.4 (both locks) refuses for arrays that are not 0-D: every
+    ``for k in range(0, K, BLOCK_K)`` then fails with "only 0-dimensional arrays can be converted to Python
+    scalars". Triton 3.7 squeezes first; this gives 3.6 the same ``__index__``. A probe decides (no version
+    test), and the fix is installed once per process, for both lessons' interpreted runners."""
+    import numpy as np
+    from triton.runtime import interpreter
+
+    original = interpreter._patch_lang_tensor
+    if getattr(original, "gpucourse_fixed", False):
+        return True
+
+    class Probe:
+        pass
+
+    class Handle:
+        data = np.array([3], dtype=np.int32)
+
+    holder = Probe()
+    holder.handle = Handle()
+    scope = interpreter._LangPatchScope()
+    original(Probe, scope)
+    try:
+        Probe.__index__(holder)
+        return False  # this Triton converts scalars itself
+    except TypeError:
+        pass
+    finally:
+        scope.restore()
+
+    def patched(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", _scalar_index)  # undone with the rest when the launch ends
+
+    patched.gpucourse_fixed, patched.gpucourse_original = True, original
+    interpreter._patch_lang_tensor = patched
+    return True

@@ -21,7 +21,7 @@ from gpucourse.errors import InvalidConfig
 from gpucourse.lessons.attention import kernels
 from gpucourse.lessons.attention.kernels import HEAD_DIMS, TILE_SIZES
 from gpucourse.lessons.attention.model import check_tile
-from gpucourse.measure import runtime
+from gpucourse.measure import runtime, tritonmode
 from gpucourse.measure.tritonmode import TRITON_MISSING
 
 LOG2E = 1.4426950408889634
@@ -46,6 +46,7 @@ def interpreted_kernel():
     "Tensor cores from Python" decorates its matmul: the knob on for the decoration only, restored at once."""
     from triton import knobs
 
+    tritonmode.fix_interpreter()  # Triton 3.6 (CUDA 12 lock) with NumPy 2.4: the loop over K and V fails without it
     with knobs.runtime.scope():
         knobs.runtime.interpret = True
         return kernels.triton.jit(kernels.flash_forward_kernel)

@@ -19,6 +19,7 @@ import numpy as np
 
 from gpucourse.lessons.tensorcores import kernels
 from gpucourse.lessons.tensorcores.model import check_block, check_operands
+from gpucourse.measure import tritonmode
 
 
 @functools.cache
@@ -27,6 +28,7 @@ def interpreted_kernel():
     triton = kernels.triton_or_raise()
     from triton import knobs
 
+    tritonmode.fix_interpreter()  # Triton 3.6 (CUDA 12 lock) with NumPy 2.4: loops over K fail without it
     with knobs.runtime.scope():  # restores the knob (and TRITON_INTERPRET) on leaving
         knobs.runtime.interpret = True
         return triton.jit(kernels.matmul_kernel)
