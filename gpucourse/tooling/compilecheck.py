@@ -510,7 +510,8 @@ def main(arch_text: str | None = None, only: str | None = None, out=print) -> in
     kernels = select(only)
     started = time.perf_counter()
     results = check(archs, kernels)
-    out(f"registers per thread ('+s': spills), ptxas {ptxinfo.ptxas_version()}, "
+    numba_ptxas = any(not isinstance(k, tritoncheck.TritonKernel) for k in kernels)
+    out(f"registers per thread ('+s': spills), ptxas {ptxinfo.ptxas_version() if numba_ptxas else '(Triton’s own)'}, "
         f"{len(kernels)} kernels × {len(archs)} architectures")
     out(table_text(results, archs))
     if any(isinstance(k, tritoncheck.TritonKernel) for k in kernels):

@@ -28,6 +28,8 @@ LOG2E = 1.4426950408889634
 # The interpreter runs every program one after another in NumPy: about a second for n = 256, d = 64 (65,536
 # scores) on one CPU core, and ~20 s for n = 1024. Beyond this many scores per launch (batch·heads·n²): refused.
 MAX_INTERPRETED_SCORES = 4 * 256 * 256
+# The kernel's offsets (bh · stride_qh + row · stride_qn + dim) are 32-bit: from 2³¹ elements per tensor they wrap.
+MAX_ELEMENTS = 2**31 - 1
 INTERPRETED_DTYPES = ("float16", "float32")
 COMPILED_DTYPES = ("float16", "bfloat16", "float32")
 BF16_REFUSED = ("bf16 is refused in Triton's interpreter: it computes a bf16 tl.dot silently wrong (errors of "
@@ -117,6 +119,11 @@ def check_inputs(q, k, v, block_m: int, block_n: int, interpreted: bool) -> tupl
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
             raise InvalidConfig(f"{name} must be a torch tensor of shape (batch, heads, n, d); got {type(t).__name__}")
+        if t.layout != torch.strided:
+            raise InvalidConfig(f"{name} must be a dense tensor (the kernel walks strides); got layout {t.layout}")
+        if t.requires_grad and torch.is_grad_enabled():
+            raise InvalidConfig(f"{name} requires grad, but this kernel is the forward pass only (no backward): "
+                                f"call it under torch.no_grad() or pass {name}.detach()")
     if q.dim() != 4:
         raise InvalidConfig(f"q, k and v must be 4-D, (batch, heads, n, d); got q of shape {tuple(q.shape)}")
     if k.shape != q.shape or v.shape != q.shape:
@@ -140,6 +147,9 @@ def check_inputs(q, k, v, block_m: int, block_n: int, interpreted: bool) -> tupl
                             f"tl.arange a power of two); got {d}")
     check_tile("block_m", block_m, TILE_SIZES)
     check_tile("block_n", block_n, TILE_SIZES)
+    if q.numel() > MAX_ELEMENTS:
+        raise InvalidConfig(f"q, k and v have {q.numel():,} elements each: the kernel's offsets are 32-bit, so keep "
+                            f"batch·heads·n·d ≤ {MAX_ELEMENTS:,} (split the batch into several calls)")
     if interpreted and batch * heads * n * n > MAX_INTERPRETED_SCORES:
         raise InvalidConfig(f"batch·heads·n² = {batch * heads * n * n:,} scores is too many for Triton's "
                             f"interpreter (tens of seconds or more on a CPU); keep it ≤ {MAX_INTERPRETED_SCORES:,}, "

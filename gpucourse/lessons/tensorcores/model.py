@@ -14,7 +14,10 @@ Generations (the generation is named on every claim; the compiled facts come fro
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
+
+import numpy as np
 
 from gpucourse.errors import InvalidConfig
 
@@ -68,6 +71,7 @@ def check_operands(a, b) -> tuple[str, tuple[int, int, int]]:
     for name, x in (("A", a), ("B", b)):
         if len(getattr(x, "shape", ())) != 2:
             raise InvalidConfig(f"{name} must be a 2-D matrix, got shape {tuple(getattr(x, 'shape', ()))}")
+        check_storage(name, x)
     (m, k), (k2, n) = tuple(a.shape), tuple(b.shape)
     if k != k2:
         raise InvalidConfig(f"A is {m}×{k} and B is {k2}×{n}: A's columns must equal B's rows")
@@ -86,12 +90,34 @@ def check_operands(a, b) -> tuple[str, tuple[int, int, int]]:
     return dtype, (m, n, k)
 
 
+def check_storage(name: str, x) -> None:
+    """Refuse, before launch, matrices whose elements the kernel cannot read as they look: a NumPy masked array
+    (the kernel would read the masked values too), a torch tensor without data (``meta``) or not strided (sparse)."""
+    if isinstance(x, np.ma.MaskedArray):
+        raise InvalidConfig(f"{name} is a masked array: the kernel would read its masked values too; pass "
+                            f"{name}.filled(0) (or another fill) instead")
+    layout = str(getattr(x, "layout", "torch.strided"))
+    if layout != "torch.strided":
+        raise InvalidConfig(f"{name} must be a dense tensor (the kernel walks strides), got layout {layout}; "
+                            f"use {name}.to_dense()")
+    device = getattr(x, "device", None)
+    if getattr(device, "type", "cpu") not in ("cpu", "cuda"):
+        raise InvalidConfig(f"{name} must hold its data on the CPU (or a GPU, copied back), got device {device}")
+
+
+def _integer(x) -> int:
+    if isinstance(x, bool):  # True is an int to Python, never a tile
+        raise TypeError("a bool is not a tile size")
+    return operator.index(x)  # ints and NumPy integers; floats raise
+
+
 def check_block(block) -> tuple[int, int, int]:
-    """BLOCK_M, BLOCK_N, BLOCK_K: powers of two from 16 (tl.dot's smallest tile) to 256."""
+    """BLOCK_M, BLOCK_N, BLOCK_K: powers of two from 16 (tl.dot's smallest tile) to 256, as integers (16.5 is
+    refused, not rounded)."""
     try:
-        parts = tuple(int(x) for x in block)
+        parts = tuple(_integer(x) for x in block)
     except (TypeError, ValueError) as error:
-        raise InvalidConfig(f"block must be (BLOCK_M, BLOCK_N, BLOCK_K), got {block!r}") from error
+        raise InvalidConfig(f"block must be (BLOCK_M, BLOCK_N, BLOCK_K), three integers, got {block!r}") from error
     if len(parts) != 3 or any(p < 16 or p > 256 or p & (p - 1) for p in parts):
         raise InvalidConfig(f"block must be three powers of two from 16 to 256 (tl.dot's tiles), got {block!r}")
     return parts
