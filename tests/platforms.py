@@ -3,10 +3,12 @@
 * ``nocuda``  Python 3.11, the simulator stack (`install.py --cuda sim`): none of cuda-bindings,
   cuda-core, the CUDA toolkit wheels or CuPy; every lesson runs (tests/test_notebooks.py) and every
   lab is graded through nbgrader (tests/test_lab*.py) in the CUDA simulator that ships with numba.
-  This is what macOS and Windows get.
+  This is what macOS and Windows get: no Triton either (the course's probe says so).
 * ``cu12``    Python 3.12, locks/cu12.txt: the whole lock resolves (a dry run: PyTorch's CUDA 12
   build is several GB), and numba-cuda[cu12] with CUDA 12's ptxas compiles kernels to SASS for
-  sm_75 to sm_90 (no GPU needed); unit tests run there.
+  sm_75 to sm_90 (no GPU needed); unit tests run there. Triton as the lock pins it (3.6.0, without
+  torch): compile-check compiles the Triton kernels too, and the Triton tests run (the interpreter's
+  need torch and skip).
 * ``colab``   Python 3.13 built like Colab's (numba-cuda[cu12], cupy-cuda12x): the notebooks' install
   cell, run for real against this repository, changes none of the GPU packages and adds no CUDA 13
   package; the lessons import in simulator mode. PyTorch is not installed (several GB): a dry run
@@ -117,6 +119,32 @@ def unit_tests(python: Path, tests: list[str], marker: str = "not slow and not g
     return done.stdout.strip().splitlines()[-1]
 
 
+# Triton (issue 49): the course's one probe, asked in a lane's own venv. nocuda is macOS/Windows, where Triton has no
+# wheel: the tensor-core and attention lessons must show recordings there; cu12 compiles and runs them with Triton 3.6.
+TRITON_PROBE = "from gpucourse.measure.tritonmode import triton_available; print(triton_available())"
+TRITON_TESTS = ["tests/test_tritonmode.py", "tests/test_tensorcores.py", "tests/test_triton_inputs.py",
+                "tests/test_attention_triton.py",
+                "tests/test_compile_check.py::test_triton_kernels_compile_for_turing_to_blackwell_and_say_which_tensor_cores"]
+
+
+def triton_here(python: Path) -> bool:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), GPUCOURSE_MODE="sim")
+    return run([python, "-c", TRITON_PROBE], env=env).stdout.strip().splitlines()[-1] == "True"
+
+
+def assert_no_triton(python: Path) -> None:
+    """The no-CUDA profile is the no-Triton profile: neither installed nor found by the course."""
+    assert "triton" not in installed(python) and not triton_here(python), "the simulator stack must hold no Triton"
+
+
+def triton_lane(python: Path, stack: str) -> str:
+    """Triton as the lock pins it, found by the course, and the Triton tests (those needing torch skip without it)."""
+    pin = dict(ln.split("==") for ln in lock_lines(stack) if ln.startswith("triton=="))["triton"]
+    have = installed(python).get("triton")
+    assert have == pin and triton_here(python), f"locks/{stack}.txt pins triton {pin}, found {have}"
+    return f"triton {have}: " + unit_tests(python, TRITON_TESTS)
+
+
 def check_nocuda() -> str:
     python = fresh_venv("nocuda", "3.11")
     run([python, "-m", "pip", "install", "-q", "-U", "pip"])  # a newer resolver: minutes faster
@@ -124,6 +152,7 @@ def check_nocuda() -> str:
     have = installed(python)
     found = [n for n in have if n.startswith(NO_CUDA) or n.startswith("nvidia-")]
     assert not found, f"the simulator stack must hold no CUDA package, found {found}"
+    assert_no_triton(python)
     # every lesson executed, and every lab graded (solution, untouched lab, known-wrong versions),
     # in the simulator numba ships
     labs = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_lab*.py"))
@@ -181,11 +210,11 @@ def check_cu12() -> str:
     run([python, "-m", "pip", "install", "-q", "-U", "pip"])  # PEP 658 metadata: the dry run reads no wheel
     resolved = lock_resolves(python, "cu12")
     run([python, "-m", "pip", "install", "-q", "-c", ROOT / "locks" / "cu12.txt", "-e", f"{ROOT}[lab]",
-         "numba-cuda[cu12]", "cuda-toolkit[nvcc]", "pytest", "pyyaml", "packaging"])
+         "numba-cuda[cu12]", "cuda-toolkit[nvcc]", "triton", "pytest", "pyyaml", "packaging"])
     have = installed(python)
     assert have["cuda-toolkit"].startswith("12.") and "cupy-cuda13x" not in have
     return f"lock resolves to itself ({resolved} packages); {compile_kernels(python)}; unit tests: " + unit_tests(
-        python, UNIT_TESTS)
+        python, UNIT_TESTS) + f"; {triton_lane(python, 'cu12')}"
 
 
 def check_colab() -> str:

@@ -90,3 +90,20 @@ def test_the_fix_leaves_a_triton_that_converts_scalars_alone(monkeypatch):
     if not getattr(before, "gpucourse_fixed", False):
         assert tritonmode.fix_interpreter() is False  # Triton 3.7 squeezes itself: nothing installed
         assert interpreter._patch_lang_tensor is before
+
+
+def test_the_platform_lanes_ask_the_course_s_probe_and_run_tests_that_exist(capsys):
+    # make test-platforms: nocuda asserts Triton is absent, cu12 that the lock's Triton is there, both by this probe
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("platforms", root / "tests" / "platforms.py")
+    platforms = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(platforms)
+    exec(platforms.TRITON_PROBE, {})
+    assert capsys.readouterr().out.strip() == str(tritonmode.triton_available())
+    for test in platforms.TRITON_TESTS:
+        path, _, name = test.partition("::")
+        assert (root / path).exists() and (not name or f"def {name}(" in (root / path).read_text()), test
+    assert "triton==3.6.0" in (root / "locks" / "cu12.txt").read_text().splitlines()
