@@ -206,3 +206,15 @@ def test_triton_kernels_compile_for_turing_to_blackwell_and_say_which_tensor_cor
         said = dict(cell.split(" ", 1) for cell in row.split(": ", 1)[1].split("; "))
         assert said == {f"sm_{arch}": used for arch, used in TAUGHT.items()}, row
         assert "wgmma" not in said["sm_120"] and "tcgen05" not in said["sm_120"]
+
+
+def test_the_readme_names_the_tensor_cores_compile_check_judges_by():
+    from gpucourse.tooling import tritoncheck
+
+    by_family: dict = {}
+    for arch, family in tritoncheck.TENSOR_CORES.items():
+        name = f"`{family[0].removesuffix('.mma_async').removesuffix('.mma')}`" if family else "none"
+        by_family.setdefault(name, []).append(str(arch))
+    said = "; ".join(f"{name} on sm_{'/'.join(archs)}" for name, archs in by_family.items())
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"({said})" in readme, said
