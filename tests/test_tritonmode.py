@@ -1,6 +1,7 @@
 """The one probe the course asks "is Triton here?", and its one line when it is not."""
 
 import builtins
+import importlib.util
 
 import pytest
 
@@ -47,6 +48,8 @@ def test_attention_refuses_with_the_same_words(monkeypatch):
 
 
 needs_triton = pytest.mark.skipif(not tritonmode.triton_available(), reason="needs Triton (Linux wheels only)")
+needs_interpreter = pytest.mark.skipif(not tritonmode.triton_available() or importlib.util.find_spec("torch") is None,
+                                       reason="Triton's interpreter needs Triton (Linux wheels only) and PyTorch")
 
 
 def _triton_36_patch(tensor, scope):
@@ -54,7 +57,7 @@ def _triton_36_patch(tensor, scope):
     scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data))
 
 
-@needs_triton
+@needs_interpreter
 def test_the_interpreter_loops_over_scalars_with_triton_36_and_numpy_24(monkeypatch):
     # Triton 3.6.0 + NumPy 2.4 (locks/cu12.txt): `for k0 in range(0, K, BLOCK_K)` failed in both lessons' kernels
     # ("only 0-dimensional arrays can be converted to Python scalars"). Here 3.6's conversion is put back in the
@@ -83,13 +86,31 @@ def test_the_interpreter_loops_over_scalars_with_triton_36_and_numpy_24(monkeypa
 
 
 @needs_triton
-def test_the_fix_leaves_a_triton_that_converts_scalars_alone(monkeypatch):
+def test_the_fix_is_installed_where_triton_needs_it_and_only_there():
+    # Triton 3.6 converts a scalar with int() of a 1-element array (refused by NumPy 2.4); 3.7 squeezes it first
+    import triton
     from triton.runtime import interpreter
 
     before = interpreter._patch_lang_tensor
-    if not getattr(before, "gpucourse_fixed", False):
-        assert tritonmode.fix_interpreter() is False  # Triton 3.7 squeezes itself: nothing installed
-        assert interpreter._patch_lang_tensor is before
+    older = tuple(int(x) for x in triton.__version__.split(".")[:2]) < (3, 7)
+    assert tritonmode.fix_interpreter() is older, triton.__version__
+    if not older:
+        assert interpreter._patch_lang_tensor is before  # nothing installed
+
+    class Tensor:
+        pass
+
+    class Handle:
+        data = __import__("numpy").array([7], dtype="int32")
+
+    scope = interpreter._LangPatchScope()
+    interpreter._patch_lang_tensor(Tensor, scope)
+    scalar = Tensor()
+    scalar.handle = Handle()
+    try:
+        assert list(range(0, scalar, 3)) == [0, 3, 6]  # what `for k0 in range(0, K, BLOCK_K)` does
+    finally:
+        scope.restore()
 
 
 def test_the_platform_lanes_ask_the_course_s_probe_and_run_tests_that_exist(capsys):

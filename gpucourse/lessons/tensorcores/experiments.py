@@ -61,6 +61,7 @@ def run_interpreted(a, b, block=(kernels.BLOCK_M, kernels.BLOCK_N, kernels.BLOCK
     or torch tensors, float16 or float32, any M, N, K up to ``INTERPRET_MAX_DIM`` (masks handle the edges)."""
     check_operands(a, b)
     block = check_block(block)
+    kernels.triton_or_raise()  # no Triton is the refusal to give first (torch missing too: macOS without it)
     torch = _torch()
     a_t, b_t = (x if isinstance(x, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(x)) for x in (a, b))
     return _interpret(a_t.cpu(), b_t.cpu(), block)
