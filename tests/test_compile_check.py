@@ -185,6 +185,9 @@ def test_compile_check_judges_the_tensor_core_claims():
     from gpucourse.tooling import tritoncheck as t
 
     assert {arch: t.describe((f,) if f else ()) for arch, f in t.TENSOR_CORES.items()} == TAUGHT
+    from gpucourse.lessons.tensorcores.model import GENERATIONS  # the lesson's names for the same instructions
+
+    assert [t.MMA_SYNC, t.WGMMA, t.TCGEN05] == [(g.ptx[0], g.sass[0]) for g in GENERATIONS.values()]
     assert t.expected_error(90, (t.WGMMA,)) == "" and t.expected_error(75, ()) == ""
     assert "sm_90 uses wgmma.mma_async/HGMMA, Triton compiled mma.sync/HMMA" in t.expected_error(90, (t.MMA_SYNC,))
     assert "Triton compiled tcgen05.mma/UTCHMMA" in t.expected_error(120, (t.TCGEN05,))
