@@ -113,6 +113,14 @@ def test_the_fix_is_installed_where_triton_needs_it_and_only_there():
         scope.restore()
 
 
+@needs_triton
+def test_a_triton_without_these_internals_is_left_alone(monkeypatch):
+    from triton.runtime import interpreter
+
+    monkeypatch.delattr(interpreter, "_patch_lang_tensor")
+    assert tritonmode.fix_interpreter() is False  # the runners still run; nothing patched
+
+
 def test_the_platform_lanes_ask_the_course_s_probe_and_run_tests_that_exist(capsys):
     # make test-platforms: nocuda asserts Triton is absent, cu12 that the lock's Triton is there, both by this probe
     import importlib.util

@@ -54,7 +54,10 @@ def fix_interpreter() -> bool:
     import numpy as np
     from triton.runtime import interpreter
 
-    original = interpreter._patch_lang_tensor
+    original = getattr(interpreter, "_patch_lang_tensor", None)
+    scope_class = getattr(interpreter, "_LangPatchScope", None)
+    if original is None or scope_class is None:  # a Triton built otherwise (3.6.0 and 3.7.1 have both): nothing to fix
+        return False
     if getattr(original, "gpucourse_fixed", False):
         return True
 
@@ -66,7 +69,7 @@ def fix_interpreter() -> bool:
 
     holder = Probe()
     holder.handle = Handle()
-    scope = interpreter._LangPatchScope()
+    scope = scope_class()
     original(Probe, scope)
     try:
         Probe.__index__(holder)
