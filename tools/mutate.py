@@ -637,6 +637,11 @@ MUTATIONS: list[Mutation] = [
              "end = tl.minimum((tile + 1) * BLOCK_M, n_ctx)", "end = tl.minimum(tile * BLOCK_M, n_ctx)",
              "the causal kernel visits every K/V tile at or left of the diagonal (against SDPA, interpreted)",
              ["tests/test_attention_triton.py", "-k", "sdpa and True"]),
+    # issue 50: rank processes start lean (the course's packages bare), importing this copy of the course
+    Mutation("rank-start-not-lean", "gpucourse/measure/ranklaunch.py",
+             "    return preamble + program", "    return program",
+             "a rank's process imports only what it names, from this copy of the course (ranklaunch.lean_start)",
+             ["tests/test_ranklaunch.py", "-k", "lean"]),
 ]
 
 
