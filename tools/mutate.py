@@ -642,6 +642,10 @@ MUTATIONS: list[Mutation] = [
              "    return preamble + program", "    return program",
              "a rank's process imports only what it names, from this copy of the course (ranklaunch.lean_start)",
              ["tests/test_ranklaunch.py", "-k", "lean"]),
+    Mutation("grader-header-freezes-nothing", "gpucourse/tooling/grading/header.py",
+             "    _gpucourse_gc.freeze()", "    _gpucourse_gc.collect()",
+             "the grader's header freezes what it loaded, after its snapshot, and garbage is still collected",
+             ["tests/test_grading.py", "-k", "header_snapshots and lab00a"]),
 ]
 
 
