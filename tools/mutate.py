@@ -646,6 +646,10 @@ MUTATIONS: list[Mutation] = [
              "    _gpucourse_gc.freeze()", "    _gpucourse_gc.collect()",
              "the grader's header freezes what it loaded, after its snapshot, and garbage is still collected",
              ["tests/test_grading.py", "-k", "header_snapshots and lab00a"]),
+    Mutation("platform-labs-any-score", "tests/platforms.py",
+             "        assert ok, line", "        assert ok or line, line",
+             "make test-platforms' nocuda lane fails when a lab's known submission scores other than expected",
+             ["tests/test_platforms_grading.py", "-k", "not for_real"]),
 ]
 
 
