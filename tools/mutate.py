@@ -650,6 +650,9 @@ MUTATIONS: list[Mutation] = [
              "        assert ok, line", "        assert ok or line, line",
              "make test-platforms' nocuda lane fails when a lab's known submission scores other than expected",
              ["tests/test_platforms_grading.py", "-k", "not for_real"]),
+    Mutation("test-run-freezes-nothing", "tests/conftest.py", "    gc.freeze()", "    gc.collect()",
+             "pytest freezes what its collection made, and the tests' own garbage is still collected",
+             ["tests/test_suite_speed.py"]),
 ]
 
 
