@@ -1,3 +1,4 @@
+import gc
 import os
 import sys
 from pathlib import Path
@@ -22,6 +23,14 @@ def pytest_configure(config):
     # (issue 50); on xdist's controller only, which receives every worker's reports
     if not hasattr(config, "workerinput"):
         config.pluginmanager.register(suite_times.SuiteTimes(config), "suite_times")
+
+
+def pytest_collection_finish(session):
+    # what the collection made (every test module and what it imported, every test item) lives until the run
+    # ends: frozen, the collector's full passes during the tests need not walk it again (issue 50: about 12 %
+    # less CPU on in-process unit tests). Objects the tests make are collected as before
+    # (tests/test_suite_speed.py).
+    gc.freeze()
 
 
 @pytest.hookimpl(optionalhook=True)

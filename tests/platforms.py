@@ -2,7 +2,8 @@
 
 * ``nocuda``  Python 3.11, the simulator stack (`install.py --cuda sim`): none of cuda-bindings,
   cuda-core, the CUDA toolkit wheels or CuPy; every lesson runs (tests/test_notebooks.py) and every
-  lab is graded through nbgrader (tests/test_lab*.py) in the CUDA simulator that ships with numba.
+  lab's solution, untouched lab and course-patching version is graded through nbgrader
+  (``grade_every_lab``) in the CUDA simulator that ships with numba.
   This is what macOS and Windows get: no Triton either (the course's probe says so).
 * ``cu12``    Python 3.12, locks/cu12.txt: the whole lock resolves (a dry run: PyTorch's CUDA 12
   build is several GB), and numba-cuda[cu12] with CUDA 12's ptxas compiles kernels to SASS for
@@ -153,13 +154,41 @@ def check_nocuda() -> str:
     found = [n for n in have if n.startswith(NO_CUDA) or n.startswith("nvidia-")]
     assert not found, f"the simulator stack must hold no CUDA package, found {found}"
     assert_no_triton(python)
-    # every lesson executed, and every lab graded (solution, untouched lab, known-wrong versions),
-    # in the simulator numba ships
-    labs = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_lab*.py"))
-    # on two workers (issue 50): in one process, this lane (make test's labs and lessons, one after another)
-    # kept one core busy while the other lane mostly waited for pip
-    summary = unit_tests(python, ["tests/test_notebooks.py", *labs], marker="slow", workers=TWO_WORKERS)
-    return f"no CUDA package; numba's own simulator; notebooks: {summary}"
+    # every lesson executed (on two workers: issue 50), and every lab's solution, untouched lab and
+    # course-patching version graded through nbgrader, once, two students at a time (issue 50: this lane
+    # ran every lab's test file, whose known-wrong and hostile versions make test already grades)
+    summary = unit_tests(python, ["tests/test_notebooks.py"], marker="slow", workers=TWO_WORKERS)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), GPUCOURSE_MODE="sim")
+    graded = run([python, ROOT / "tests" / "platforms.py", GRADE_EVERY_LAB], env=env).stdout.strip().splitlines()[-1]
+    return f"no CUDA package; numba's own simulator; notebooks: {summary}; labs: {graded}"
+
+
+GRADE_EVERY_LAB = "--grade-every-lab"  # run by check_nocuda with the nocuda venv's Python
+
+
+def grade_every_lab(jobs: int = 2, labs: list[str] | None = None) -> str:
+    """Every lab (or ``labs``) graded in this interpreter's environment through ``python -m gpucourse grade``
+    (gpucourse.tooling.grading.known): the solution full marks, the untouched lab and the course-patching
+    version 0; the solution and the untouched lab run as released (tests/labtools.py: no error or stderr
+    in the solution, the untouched lab stops at exercise 1, both open with the banner). One line."""
+    import nbformat
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from labtools import Score, check_runs_as_released
+
+    from gpucourse.tooling.build import lab_names
+    from gpucourse.tooling.grading import known
+
+    labs = labs or lab_names(ROOT)
+    with tempfile.TemporaryDirectory(prefix="platform-labs-") as tmp:
+        table = known.grade_known(labs, Path(tmp), timeout_s=3600.0, jobs=jobs)
+        ok, line = known.summary(table)
+        assert ok, line
+        for lab in labs:
+            check_runs_as_released({student: Score(notebook=nbformat.read(
+                Path(tmp, "course", "autograded", student, lab, f"{lab}.ipynb"), as_version=4))
+                for student in ("solution", "untouched")})
+    return f"{len(labs)} labs, {len(table)} submissions graded as expected"
 
 
 def compile_kernels(python: Path) -> str:
@@ -299,4 +328,7 @@ def main(names: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == [GRADE_EVERY_LAB]:
+        print(grade_every_lab())
+        sys.exit(0)
     sys.exit(main(sys.argv[1:]))

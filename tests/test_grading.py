@@ -232,7 +232,13 @@ import json, sys
 exec(open(sys.argv[1]).read())  # as IPython runs a startup file: in the notebook's namespace
 from gpucourse.tooling.grading import snapshot
 left = sorted(name for name in globals() if name.startswith("_gpucourse"))
-print(json.dumps({"bindings": sorted(snapshot._SNAPSHOT["bindings"]), "left": left}))
+import gc
+frozen = gc.get_freeze_count()
+cycle = []
+cycle.append(cycle)
+del cycle
+print(json.dumps({"bindings": sorted(snapshot._SNAPSHOT["bindings"]), "left": left, "frozen": frozen,
+                  "collects": gc.isenabled() and gc.collect() >= 1}))
 """
 
 
@@ -254,6 +260,9 @@ def test_the_header_snapshots_each_labs_imports(lab, tmp_path):
     assert header_room.header_note(tmp_path) is None
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["bindings"] == sorted(locked) and result["left"] == [], result
+    # the header freezes what it loaded (issue 50: fewer objects for each full collection to walk), and the
+    # learner's own garbage is still collected
+    assert result["frozen"] > 10_000 and result["collects"] is True, result
 
 
 def test_the_snapshot_survives_objects_whose_attributes_raise(tmp_path):

@@ -85,3 +85,39 @@ def test_a_port_taken_meanwhile_is_tried_once_more(monkeypatch):
     monkeypatch.setattr(ranklaunch, "_run_once", once)
     ranklaunch.run([[PY]], timeout_s=1, what="x")
     assert calls == ["x", "x"]
+
+
+def test_a_lean_start_imports_this_course_without_its_packages_init(tmp_path):
+    # issue 50: rank processes imported every lesson's charts, widgets and pandas through the packages' __init__;
+    # the lean start must still import this very copy of the course (a worktree, a mutation copy), submodules
+    # of every package, and the grader's tripwire that still tells the course's code from the learner's
+    program = ranklaunch.lean_start(
+        "import json, sys\n"
+        "import gpucourse\n"
+        "from gpucourse.lessons.collectives import distworker\n"
+        "from gpucourse.tooling.grading import tripwire\n"
+        "from gpucourse.errors import CourseError\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('pandas', 'numba', 'plotly', 'ipywidgets')\n"
+        "               or m in ('gpucourse.measure.runtime', 'gpucourse.lessons.collectives.figures'))\n"
+        "print(json.dumps({'distworker': distworker.__file__, 'errors': sys.modules['gpucourse.errors'].__file__,\n"
+        "                  'course_is_learner': tripwire.is_learner_code(distworker.main.__code__),\n"
+        "                  'launcher_is_course': issubclass(distworker.LaunchError, CourseError),\n"
+        "                  'heavy': heavy, 'path': gpucourse.__path__}))\n")
+    import json
+    import subprocess
+
+    from gpucourse.lessons.collectives import distworker
+
+    done = subprocess.run([PY, "-c", program], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["distworker"] == distworker.__file__ and got["path"] == [str(ranklaunch.COURSE_DIR)]
+    assert got["errors"] == str(ranklaunch.COURSE_DIR / "errors.py")
+    assert got["course_is_learner"] is False and got["launcher_is_course"] is True
+    assert got["heavy"] == []
+    # the lessons' rank programs start lean
+    from gpucourse.lessons.dataparallel import experiments
+
+    preamble = ranklaunch.lean_start("")
+    for start in (experiments.START, experiments.GUARDED_START, distworker.RANK_START):
+        assert start.startswith(preamble) and "import sys" in start[len(preamble):]

@@ -675,6 +675,22 @@ MUTATIONS: list[Mutation] = [
              "if t.requires_grad and torch.is_grad_enabled():", "if False:",
              "the forward-only kernel refuses tensors that expect a backward pass",
              ["tests/test_triton_inputs.py", "-k", "flash_attention_refuses"]),
+    # issue 50: rank processes start lean (the course's packages bare), importing this copy of the course
+    Mutation("rank-start-not-lean", "gpucourse/measure/ranklaunch.py",
+             "    return preamble + program", "    return program",
+             "a rank's process imports only what it names, from this copy of the course (ranklaunch.lean_start)",
+             ["tests/test_ranklaunch.py", "-k", "lean"]),
+    Mutation("grader-header-freezes-nothing", "gpucourse/tooling/grading/header.py",
+             "    _gpucourse_gc.freeze()", "    _gpucourse_gc.collect()",
+             "the grader's header freezes what it loaded, after its snapshot, and garbage is still collected",
+             ["tests/test_grading.py", "-k", "header_snapshots and lab00a"]),
+    Mutation("platform-labs-any-score", "tests/platforms.py",
+             "        assert ok, line", "        assert ok or line, line",
+             "make test-platforms' nocuda lane fails when a lab's known submission scores other than expected",
+             ["tests/test_platforms_grading.py", "-k", "not for_real"]),
+    Mutation("test-run-freezes-nothing", "tests/conftest.py", "    gc.freeze()", "    gc.collect()",
+             "pytest freezes what its collection made, and the tests' own garbage is still collected",
+             ["tests/test_suite_speed.py"]),
 ]
 
 

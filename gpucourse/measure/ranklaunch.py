@@ -22,6 +22,7 @@ from pathlib import Path
 from gpucourse.errors import CourseError
 
 GRACE_S = 2.0  # after the first rank fails, the others fail a moment later: let them write why
+COURSE_DIR = Path(__file__).resolve().parent.parent  # the gpucourse package's folder
 
 
 class LaunchError(CourseError, RuntimeError):
@@ -33,6 +34,27 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def lean_start(program: str) -> str:
+    """``program`` (a rank's ``python -c`` source) after a preamble that registers every package of the course
+    bare: the same folder to import from, its ``__init__`` not run. A rank then imports the modules it names and
+    what they import, not the lessons' charts, widgets and pandas that the packages' ``__init__`` re-export, nor
+    the start-up decision ``gpucourse/__init__`` makes for notebooks (ranks use torch, never numba). Issue 50:
+    lab 10's test file spent about a quarter of its CPU time importing those in its rank processes."""
+    packages = sorted((".".join(init.parent.relative_to(COURSE_DIR.parent).parts), str(init.parent))
+                      for init in COURSE_DIR.rglob("__init__.py") if "__pycache__" not in init.parts)
+    preamble = ("import importlib.machinery as _lean_m, sys as _lean_s, types as _lean_t\n"
+                f"for _lean_n, _lean_p in {packages!r}:\n"
+                "    _lean_x = _lean_t.ModuleType(_lean_n)\n"
+                "    _lean_x.__spec__ = _lean_m.ModuleSpec(_lean_n, None, is_package=True)\n"
+                "    _lean_x.__spec__.submodule_search_locations = _lean_x.__path__ = [_lean_p]\n"
+                "    _lean_x.__package__ = _lean_n\n"
+                "    _lean_s.modules[_lean_n] = _lean_x\n"
+                "    if '.' in _lean_n:\n"
+                "        setattr(_lean_s.modules[_lean_n.rpartition('.')[0]], _lean_n.rpartition('.')[2], _lean_x)\n"
+                "del _lean_m, _lean_s, _lean_t, _lean_n, _lean_p, _lean_x\n")
+    return preamble + program
 
 
 def rank_env(port: int) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """Real collectives between processes: gloo on this computer (lesson 09 part 3), NCCL on ≥ 2 GPUs (recording).
 
-Started as separate processes (``python -m gpucourse.lessons.collectives.distworker``) by ``launch`` through
+Started as separate processes (this module, imported lean: ``RANK_START``) by ``launch`` through
 ``gpucourse.measure.ranklaunch`` (a free port on 127.0.0.1, at most ``timeout_s``, a failure said in one line).
 
 Tasks (what rank 0 writes as JSON):
@@ -152,6 +152,11 @@ def _rank_main(args) -> None:
 
 # --- the launcher ----------------------------------------------------------------------------------------
 
+# a rank imports this module and torch, not the lesson's charts (``python -m`` would run the packages' __init__)
+RANK_START = ranklaunch.lean_start("import sys; from gpucourse.lessons.collectives import distworker; "
+                                   "sys.exit(distworker.main(sys.argv[1:]))")
+
+
 def launch(task: str, ranks: int = 2, sizes=(4096,), *, backend: str = "gloo", timeout_s: float = 60.0,
            iters: int = 5, ring_file: str | None = None) -> dict:
     """Run ``task`` on ``ranks`` processes and return rank 0's JSON; a rank that fails or a run longer than
@@ -169,7 +174,7 @@ def launch(task: str, ranks: int = 2, sizes=(4096,), *, backend: str = "gloo", t
         raise ValueError("pingpong times messages between two ranks: ranks must be 2")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "rank0.json"
-        cmd = [sys.executable, "-m", "gpucourse.lessons.collectives.distworker", "rank", "--world", str(ranks),
+        cmd = [sys.executable, "-c", RANK_START, "rank", "--world", str(ranks),
                "--task", task, "--backend", backend, "--sizes", ",".join(map(str, sizes)), "--out", str(out),
                "--iters", str(iters), "--timeout", str(max(int(timeout_s), 5))]
         if ring_file:

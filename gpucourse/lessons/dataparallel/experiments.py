@@ -28,14 +28,16 @@ from gpucourse.lessons.dataparallel import kernels, model
 from gpucourse.measure import ranklaunch, runtime
 
 RANK_MODULE = "gpucourse.lessons.dataparallel.ranks"
-START = f"import sys; from {RANK_MODULE.rsplit('.', 1)[0]} import ranks; sys.exit(ranks.main(sys.argv[1:]))"
+# Both starts are lean (ranklaunch.lean_start): a rank imports ranks, kernels and torch, not the lesson's charts.
+START = ranklaunch.lean_start(f"import sys; from {RANK_MODULE.rsplit('.', 1)[0]} import ranks; "
+                              "sys.exit(ranks.main(sys.argv[1:]))")
 # A grader's start: each rank arms gpucourse.tooling.grading.tripwire around the learner's Reducer (ranks.main's
 # guard), the grader's communicator its boundary (what it calls for the learner is not the learner's call). Only a
 # string here (lessons sit below tooling); lab 10 passes it to run_ranks.
-GUARDED_START = ("import sys; from gpucourse.tooling.grading import tripwire; "
-                 f"from {RANK_MODULE.rsplit('.', 1)[0]} import ranks; "
-                 "tripwire.boundary(ranks.WatchedComm.all_reduce); "
-                 "sys.exit(ranks.main(sys.argv[1:], guard=tripwire.armed))")
+GUARDED_START = ranklaunch.lean_start("import sys; from gpucourse.tooling.grading import tripwire; "
+                                      f"from {RANK_MODULE.rsplit('.', 1)[0]} import ranks; "
+                                      "tripwire.boundary(ranks.WatchedComm.all_reduce); "
+                                      "sys.exit(ranks.main(sys.argv[1:], guard=tripwire.armed))")
 TIMEOUT_S = 120.0
 
 

@@ -119,11 +119,12 @@ def expected_total(student: str, max_score: float) -> float:
 
 def grade_known(labs: list[str], folder: Path, *, timeout_s: float = 1800.0, root: Path = ROOT,
                 submissions: dict[str, dict] | None = None, gpu: bool = False,
-                students: tuple[str, ...] | None = None) -> list[dict]:
+                students: tuple[str, ...] | None = None, jobs: int = 1) -> list[dict]:
     """Grade ``known_submissions`` of each lab (or ``submissions``: lab -> student -> notebook; ``students``: only
     these of them) once, in one call of ``python -m gpucourse grade --jobs 1`` (``--gpu`` when ``gpu``: else the
     kernels run in simulator mode, as ``make grade`` grades) in a scratch course under ``folder``; one row per
-    submission."""
+    submission. ``jobs``: students graded side by side (their seconds then share the CPUs: make
+    test-platforms, which wants only the scores, grades on two)."""
     import nbformat
 
     course = scratch_course(folder, root, labs)
@@ -137,7 +138,8 @@ def grade_known(labs: list[str], folder: Path, *, timeout_s: float = 1800.0, roo
     env = learner_env()
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     try:
-        done = subprocess.run([sys.executable, "-m", "gpucourse", "grade", "--jobs", "1", *(["--gpu"] if gpu else [])],
+        done = subprocess.run([sys.executable, "-m", "gpucourse", "grade", "--jobs", str(jobs),
+                               *(["--gpu"] if gpu else [])],
                               cwd=course, env=env,
                               capture_output=True, text=True, timeout=timeout_s)
         output, why = done.stdout, ("" if done.returncode == 0 else (done.stderr.strip().splitlines() or ["?"])[-1])
