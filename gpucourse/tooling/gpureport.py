@@ -38,6 +38,7 @@ report itself are marked rehearsal.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import json
 import os
@@ -98,14 +99,35 @@ RESERVE_S = 10.0  # kept back for the report and the archive
 
 
 GPU_MARK = "mark.gpu"  # tests/conftest.py stops a run with a GPU test in a file without it
-_GPU_MARK_IN_CODE = re.compile(r"^(?:pytestmark\s*=.*\bmark\.gpu\b|@pytest\.mark\.gpu\b)", re.MULTILINE)
+
+
+def _names_gpu_mark(node: ast.AST) -> bool:
+    """``node`` holds ``<...>.mark.gpu`` (``pytest.mark.gpu``, a list of marks holding it)."""
+    return any(isinstance(n, ast.Attribute) and n.attr == "gpu" and isinstance(n.value, ast.Attribute)
+               and n.value.attr == "mark" for n in ast.walk(node))
+
+
+def marks_gpu_in_code(text: str) -> bool:
+    """Whether a test module marks GPU tests in its code, read by its syntax tree: a module-level ``pytestmark``
+    holding ``mark.gpu``, or a top-level test or class decorated with it. Text inside a string never counts (a test
+    file that writes a GPU test module for a check, tests/test_tierplugin.py, runs on the CPU)."""
+    for node in ast.parse(text).body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in targets) and node.value is not None \
+                    and _names_gpu_mark(node.value):
+                return True
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if any(_names_gpu_mark(d) for d in node.decorator_list):
+                return True
+    return False
 
 
 def gpu_test_files(tests: Path) -> list[Path]:
-    """The test files that mark GPU tests in code (``pytestmark = ...mark.gpu`` or ``@pytest.mark.gpu``
-    at the start of a line; the text inside a string does not count). Collecting only these is about
-    20 s less than collecting the whole suite (every module imported, its asserts rewritten)."""
-    return sorted(p for p in tests.glob("test_*.py") if _GPU_MARK_IN_CODE.search(p.read_text(encoding="utf-8")))
+    """The test files that mark GPU tests in code (``marks_gpu_in_code``). Collecting only these is about 20 s
+    less than collecting the whole suite (every module imported, its asserts rewritten); the tier's estimate
+    counts only their tests."""
+    return sorted(p for p in tests.glob("test_*.py") if marks_gpu_in_code(p.read_text(encoding="utf-8")))
 
 
 @dataclass
