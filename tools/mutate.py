@@ -639,8 +639,8 @@ MUTATIONS: list[Mutation] = [
              ["tests/test_attention_triton.py", "-k", "sdpa and True"]),
     # --- issue 48 item 4: the full profile planned in 20 minutes (gpureport's plan) ---
     Mutation("plan-tier-counts-marks-in-strings", "gpucourse/tooling/gpureport.py",
-             "return sorted(p for p in tests.glob(\"test_*.py\") if marks_gpu_in_code(p.read_text(encoding=\"utf-8\")))",
-             "return sorted(p for p in tests.glob(\"test_*.py\") if GPU_MARK in p.read_text(encoding=\"utf-8\"))",
+             "if marks_gpu_in_code(p.read_text(encoding=\"utf-8\")))",
+             "if GPU_MARK in p.read_text(encoding=\"utf-8\"))",
              "the tier (and its estimate) holds the files that mark GPU tests in code, not a CPU test that writes one "
              "as text", ["tests/test_gpureport_steps.py", "-k", "cpu_test"]),
 ]
