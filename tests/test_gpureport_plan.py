@@ -119,20 +119,38 @@ def test_each_lab_is_graded_once_in_groups_that_fit_their_limit():
         p.stem for p in plainrun.sources() if p.parent.parent.name == "solutions")
 
 
+def test_a_grade_call_is_planned_as_its_workers_take_the_labs_in_order(monkeypatch):
+    """GRADE_JOBS workers (grading.batch's cap on a GPU), each lab to the first one free: the plan is the last one
+    done, never less than the longest lab nor the labs' sum shared evenly."""
+    from gpucourse.tooling.grading import batch
+
+    assert gpureport.GRADE_JOBS == batch.GPU_JOBS_MAX == 4
+    labs = gpureport.lab_stems()
+    each = [reportplan.lab_grade_s(lab) for lab in labs]
+    one = reportplan.grade_estimate_s(labs, jobs=1)
+    assert one == pytest.approx(reportplan.GRADE_FIXED_S + sum(each))
+    four = reportplan.grade_estimate_s(labs)
+    assert reportplan.GRADE_FIXED_S + max(max(each), sum(each) / 4) <= four < one
+    # labs of 10, 20, 30 and 5 s on two workers: 10 | 20, the 30 s lab to the first free (at 10), the 5 s one to
+    # the second (at 20): done at 40 s, not at the sum shared (32.5 s) nor the longest (30 s)
+    monkeypatch.setattr(reportplan, "lab_grade_s", {"a": 10.0, "b": 20.0, "c": 30.0, "d": 5.0}.get)
+    assert reportplan.grade_estimate_s(["a", "b", "c", "d"], jobs=2) == reportplan.GRADE_FIXED_S + 40.0
+
+
 def test_a_grade_step_grades_its_labs_solutions_in_one_call(tmp_path, monkeypatch):
     from gpucourse.tooling.grading import known
 
     calls = []
 
-    def grade(labs, folder, *, timeout_s, gpu, students):
-        calls.append((list(labs), students))
+    def grade(labs, folder, *, timeout_s, gpu, students, jobs):
+        calls.append((list(labs), students, jobs))
         return [{"lab": lab, "student": s, "score": 1.0, "max_score": 1.0, "expected": "full", "seconds": 1.0,
                  "as_expected": True, "note": ""} for lab in labs for s in students]
 
     monkeypatch.setattr(known, "grade_known", grade)
     monkeypatch.setattr(gpureport.util, "find_spec", lambda name, *a: object())
     status, detail = gpureport._lesson_step(gpureport.Step("grade lab01_warps lab02_divergence", 100.0), tmp_path, None)
-    assert calls == [(["lab01_warps", "lab02_divergence"], ("solution",))], calls
+    assert calls == [(["lab01_warps", "lab02_divergence"], ("solution",), gpureport.GRADE_JOBS)], calls
     assert status == "done" and detail.count("solution 1.0/1.0") == 2
     text = (tmp_path / "grading.md").read_text()
     assert "tests/test_lab*.py" in text and "| lab02_divergence | solution |" in text

@@ -643,6 +643,15 @@ MUTATIONS: list[Mutation] = [
              "if GPU_MARK in p.read_text(encoding=\"utf-8\"))",
              "the tier (and its estimate) holds the files that mark GPU tests in code, not a CPU test that writes one "
              "as text", ["tests/test_gpureport_steps.py", "-k", "cpu_test"]),
+    Mutation("plan-grading-shared-evenly", "gpucourse/tooling/reportplan.py",
+             "heapq.heapreplace(free_at, free_at[0] + lab_grade_s(lab))",
+             "free_at[0] += lab_grade_s(lab) / len(free_at); free_at.sort()",
+             "the grade call is planned as its workers take the labs in order (the last one done), not the labs' "
+             "sum shared evenly", ["tests/test_gpureport_plan.py", "-k", "workers_take"]),
+    Mutation("plan-grading-runs-one-worker", "gpucourse/tooling/gpureport.py",
+             "jobs=GRADE_JOBS)", "jobs=1)",
+             "the grade step grades its labs with the workers its plan counts on (GRADE_JOBS)",
+             ["tests/test_gpureport_plan.py", "-k", "one_call"]),
 ]
 
 

@@ -63,6 +63,7 @@ from gpucourse.tooling.grading import known
 from gpucourse.tooling.reportplan import (  # the plan's time model and its steps, re-exported here
     FULL_S_PER_MEASUREMENT,
     GRADE_GROUP_LIMIT_S,  # noqa: F401 (re-exported: tests, __main__)
+    GRADE_JOBS,
     GRADED,
     NCU_CATALOGUE_S,
     QUICK_S_PER_MEASUREMENT,
@@ -625,7 +626,8 @@ def _lesson_step(step: Step, out: Path, left: float | None) -> tuple[str, str]:
     with tempfile.TemporaryDirectory(prefix="gpureport-grade-") as folder:
         # on a GPU through `make grade GPU=1` (the path no CPU test runs); `make grade` itself grades in simulator
         # mode. The solution only: the known-wrong submissions are graded by the CPU suite (tests/test_lab*.py)
-        table = known.grade_known(labs, Path(folder), timeout_s=limit, gpu=runtime.is_gpu(), students=GRADED)
+        table = known.grade_known(labs, Path(folder), timeout_s=limit, gpu=runtime.is_gpu(), students=GRADED,
+                                  jobs=GRADE_JOBS)
     saved = out / "grading.json"
     rows = [r for r in (json.loads(saved.read_text()) if saved.exists() else []) if r["lab"] not in labs] + table
     saved.write_text(json.dumps(rows, indent=1))

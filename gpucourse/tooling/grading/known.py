@@ -119,9 +119,9 @@ def expected_total(student: str, max_score: float) -> float:
 
 def grade_known(labs: list[str], folder: Path, *, timeout_s: float = 1800.0, root: Path = ROOT,
                 submissions: dict[str, dict] | None = None, gpu: bool = False,
-                students: tuple[str, ...] | None = None) -> list[dict]:
+                students: tuple[str, ...] | None = None, jobs: int = 1) -> list[dict]:
     """Grade ``known_submissions`` of each lab (or ``submissions``: lab -> student -> notebook; ``students``: only
-    these of them) once, in one call of ``python -m gpucourse grade --jobs 1`` (``--gpu`` when ``gpu``: else the
+    these of them) once, in one call of ``python -m gpucourse grade --jobs <jobs>`` (``--gpu`` when ``gpu``: else the
     kernels run in simulator mode, as ``make grade`` grades) in a scratch course under ``folder``; one row per
     submission."""
     import nbformat
@@ -137,8 +137,8 @@ def grade_known(labs: list[str], folder: Path, *, timeout_s: float = 1800.0, roo
     env = learner_env()
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     try:
-        done = subprocess.run([sys.executable, "-m", "gpucourse", "grade", "--jobs", "1", *(["--gpu"] if gpu else [])],
-                              cwd=course, env=env,
+        done = subprocess.run([sys.executable, "-m", "gpucourse", "grade", "--jobs", str(jobs),
+                               *(["--gpu"] if gpu else [])], cwd=course, env=env,
                               capture_output=True, text=True, timeout=timeout_s)
         output, why = done.stdout, ("" if done.returncode == 0 else (done.stderr.strip().splitlines() or ["?"])[-1])
     except subprocess.TimeoutExpired as stopped:
