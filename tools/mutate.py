@@ -652,6 +652,19 @@ MUTATIONS: list[Mutation] = [
              "jobs=GRADE_JOBS)", "jobs=1)",
              "the grade step grades its labs with the workers its plan counts on (GRADE_JOBS)",
              ["tests/test_gpureport_plan.py", "-k", "one_call"]),
+    Mutation("plan-prestart-off-every-lesson", "gpucourse/tooling/gpureport.py",
+             "widgets_estimate(path, started_ahead=index > 0)", "widgets_estimate(path, started_ahead=True)",
+             "only a lesson that follows a lesson was started ahead: the first keeps its start-up in the plan",
+             ["tests/test_widgetrun_prestart.py", "-k", "plan"]),
+    Mutation("prestart-runs-before-its-go", "gpucourse/tooling/widgetrun.py",
+             "if sys.stdin.readline().strip() != \"go\":", "if False:",
+             "a child started ahead runs no cell before the report gives its go (the lesson before still runs)",
+             ["tests/test_widgetrun_prestart.py", "-k", "waits or stopped"]),
+    Mutation("prestart-skips-a-resumed-step-wrongly", "gpucourse/tooling/gpureport.py",
+             "following = next((s for s in later if s.status not in (\"done\", \"failed\")), None)",
+             "following = next(iter(later), None)",
+             "the report starts ahead the next lesson it will run, not one a resumed report kept",
+             ["tests/test_widgetrun_prestart.py", "-k", "next_pending"]),
 ]
 
 

@@ -311,8 +311,8 @@ def plan_steps(quick: bool, tests: Path = ROOT / "tests", targets: bool = False)
         # lesson's widgets step runs its cells as plain Python and then moves its controls (no separate plain step);
         # the labs' solutions are graded in groups, one autograde call each (the known-wrong submissions are
         # graded by the CPU suite: tests/test_lab*.py); without nbgrader each solution runs as plain Python
-        for path in widgetrun.lessons():  # every control moved, each move timed (≤ 1 s)
-            estimate, source = widgets_estimate(path)
+        for index, path in enumerate(widgetrun.lessons()):  # every control moved, each move timed (≤ 1 s)
+            estimate, source = widgets_estimate(path, started_ahead=index > 0)
             steps.append(Step(f"widgets {path.stem}", estimate, source=source))
         steps += [Step("grade " + " ".join(group), grade_estimate_s(group)) for group in grade_groups()]
     return _with_recorded([Step(s.name, round(s.estimate_s, 1), source=s.source) for s in steps], quick)
@@ -539,6 +539,7 @@ def build(out: Path, *, practice: bool = False, run_tier: bool = True, quick: bo
                 step.status, step.detail = "not run", str(stopped) or "interrupted"
         save(meta)
     finally:
+        widgetrun.stop_prestarted()  # a lesson started ahead that the budget or a stop left waiting
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
         for name, before in (("GPUCOURSE_MEASURE", contract_before), (gpuinfo.FAMILY_PIDS_VARIABLE, family_before)):
@@ -573,7 +574,7 @@ def ceilings_handed_on() -> dict[str, str]:
 def _run_steps(steps, budget_s, started, out, data_root, command, practice, quick, state, tier, results, context,
                save, meta) -> None:
     sticky = ""
-    for step in steps:
+    for index, step in enumerate(steps):
         if step.status in ("done", "failed"):  # kept from the report resumed (failed: unless --retry-failed)
             continue
         step.commit = (meta.get("course") or {}).get("commit") or ""
@@ -584,8 +585,19 @@ def _run_steps(steps, budget_s, started, out, data_root, command, practice, quic
             step.status = "skipped"
             step.detail = f"the budget: {max(left, 0):.0f} s left, estimate {step.estimate_s:.0f} s"
         else:
+            if step.name.startswith("widgets "):
+                _prestart_next(steps[index + 1:])
             sticky = _run_step(step, out, data_root, command, practice, quick, left, state, tier, results, context)
         save(meta)
+
+
+def _prestart_next(later: list[Step]) -> None:
+    """Start the next lesson's child Python (widgetrun.prestart) while this lesson runs, where the next step to run
+    is a lesson: its start-up (STARTUP_S, imports only) is then off the plan (plan_steps)."""
+    following = next((s for s in later if s.status not in ("done", "failed")), None)
+    if following is not None and following.name.startswith("widgets "):
+        stem = following.name.split(" ", 1)[1]
+        widgetrun.prestart(next(p for p in widgetrun.lessons() if p.stem == stem), WIDGETS_CONTRACT)
 
 
 def _ncu_catalogue(out: Path, data_root: Path, practice: bool, left: float | None) -> str:
