@@ -55,11 +55,26 @@ def test_the_report_starts_the_next_pending_lesson_ahead_and_only_a_lesson(monke
     assert len(started) == 1
 
 
-def test_the_plan_takes_the_start_up_off_each_lesson_that_follows_a_lesson():
-    steps = [s for s in gpureport.plan_steps(quick=False) if s.name.startswith("widgets ")]
+def test_the_plan_takes_off_the_start_up_that_overlaps_the_step_before():
+    steps = gpureport.plan_steps(quick=False)
     paths = widgetrun.lessons()
-    assert [s.name for s in steps] == [f"widgets {p.stem}" for p in paths]
-    alone = [reportplan.widgets_estimate(p)[0] for p in paths]
-    assert steps[0].estimate_s == round(alone[0], 1) and "started ahead" not in steps[0].source
-    for step, model in zip(steps[1:], alone[1:]):
-        assert step.estimate_s == round(model - reportplan.STARTUP_S, 1) and step.source.endswith("started ahead")
+    first = next(i for i, s in enumerate(steps) if s.name.startswith("widgets "))
+    lessons = steps[first:first + len(paths)]
+    assert [s.name for s in lessons] == [f"widgets {p.stem}" for p in paths]
+    before = steps[first - 1]
+    for step, path in zip(lessons, paths):
+        model = reportplan.widgets_estimate(path)[0]
+        ahead = round(min(reportplan.STARTUP_S, before.estimate_s), 1)  # it overlaps the step before, no more
+        assert step.estimate_s == round(model - ahead, 1), (step, before)
+        assert step.source.endswith(f"started ahead, {ahead:g} s of its start-up during {before.name}")
+        before = step
+    assert any(s.estimate_s < reportplan.STARTUP_S for s in lessons[:-1])  # so a short step gives a partial overlap
+
+
+def test_a_recorded_lesson_keeps_its_seconds(monkeypatch):
+    """widgetrun.run counts from the go: a real report's seconds for a lesson already leave its start-up out."""
+    stem = widgetrun.lessons()[3].stem
+    recorded = {f"widgets {stem}": reportplan.Recorded(7.0, 20.0, "NVIDIA X", "2026-12-01")}
+    monkeypatch.setattr(gpureport, "recorded_step_seconds", lambda quick: recorded)
+    step = next(s for s in gpureport.plan_steps(quick=False) if s.name == f"widgets {stem}")
+    assert step.estimate_s > 0 and "started ahead" not in step.source and step.source.startswith("measured")

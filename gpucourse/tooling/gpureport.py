@@ -311,11 +311,24 @@ def plan_steps(quick: bool, tests: Path = ROOT / "tests", targets: bool = False)
         # lesson's widgets step runs its cells as plain Python and then moves its controls (no separate plain step);
         # the labs' solutions are graded in groups, one autograde call each (the known-wrong submissions are
         # graded by the CPU suite: tests/test_lab*.py); without nbgrader each solution runs as plain Python
-        for index, path in enumerate(widgetrun.lessons()):  # every control moved, each move timed (≤ 1 s)
-            estimate, source = widgets_estimate(path, started_ahead=index > 0)
+        for path in widgetrun.lessons():  # every control moved, each move timed (≤ 1 s)
+            estimate, source = widgets_estimate(path)
             steps.append(Step(f"widgets {path.stem}", estimate, source=source))
         steps += [Step("grade " + " ".join(group), grade_estimate_s(group)) for group in grade_groups()]
-    return _with_recorded([Step(s.name, round(s.estimate_s, 1), source=s.source) for s in steps], quick)
+    return _started_ahead(_with_recorded([Step(s.name, round(s.estimate_s, 1), source=s.source) for s in steps],
+                                         quick))
+
+
+def _started_ahead(steps: list[Step]) -> list[Step]:
+    """A lesson's child Python is started when the step before it starts (_prestart_next): its start-up overlaps
+    that step, so the plan takes off as much of STARTUP_S as the step before lasts. A lesson's recorded seconds
+    (widgetrun.run counts from its go) already leave its start-up out."""
+    for before, step in zip(steps, steps[1:]):
+        if step.name.startswith("widgets ") and step.source.startswith("estimate"):
+            ahead = round(min(STARTUP_S, before.estimate_s), 1)
+            step.estimate_s = round(step.estimate_s - ahead, 1)
+            step.source += f"; started ahead, {ahead:g} s of its start-up during {before.name}"
+    return steps
 
 
 def estimate_s(quick: bool = True, targets: bool = False) -> float:
@@ -585,15 +598,14 @@ def _run_steps(steps, budget_s, started, out, data_root, command, practice, quic
             step.status = "skipped"
             step.detail = f"the budget: {max(left, 0):.0f} s left, estimate {step.estimate_s:.0f} s"
         else:
-            if step.name.startswith("widgets "):
-                _prestart_next(steps[index + 1:])
+            _prestart_next(steps[index + 1:])
             sticky = _run_step(step, out, data_root, command, practice, quick, left, state, tier, results, context)
         save(meta)
 
 
 def _prestart_next(later: list[Step]) -> None:
-    """Start the next lesson's child Python (widgetrun.prestart) while this lesson runs, where the next step to run
-    is a lesson: its start-up (STARTUP_S, imports only) is then off the plan (plan_steps)."""
+    """Start the next lesson's child Python (widgetrun.prestart) while this step runs, where the next step to run
+    is a lesson: its start-up (STARTUP_S, imports only) overlaps this step (plan_steps: _started_ahead)."""
     following = next((s for s in later if s.status not in ("done", "failed")), None)
     if following is not None and following.name.startswith("widgets "):
         stem = following.name.split(" ", 1)[1]

@@ -190,18 +190,16 @@ def grade_estimate_s(labs: list[str], jobs: int = GRADE_JOBS) -> float:
     return GRADE_FIXED_S + max(free_at)
 
 
-def widgets_estimate(path: Path, started_ahead: bool = False) -> tuple[float, str]:
-    """A lesson's widgets step: its cells run under the quick contract (WIDGETS_CONTRACT) and each chart's controls
-    moved; a move costs what the last real report measured for one (reportplan.recorded_move_s), else the limit.
-    ``started_ahead``: a lesson that follows a lesson, whose child Python the report started while the one before ran
-    (gpureport._prestart_next, widgetrun.prestart): its start-up is not on the GPU's clock."""
+def widgets_estimate(path: Path) -> tuple[float, str]:
+    """A lesson's widgets step: its child Python started, its cells run under the quick contract (WIDGETS_CONTRACT)
+    and each chart's controls moved; a move costs what the last real report measured for one
+    (reportplan.recorded_move_s), else the limit. (gpureport._started_ahead takes off the start-up that overlaps
+    the step before.)"""
     move = recorded_move_s()
     move_s = move.seconds if move is not None else widgetrun.MOVE_LIMIT_S
     source = (f"estimate; a move {move.seconds:g} s, {move.where}" if move is not None
               else f"estimate; a move at its limit, {widgetrun.MOVE_LIMIT_S:g} s")
-    if started_ahead:
-        source += "; started ahead"
-    return widgetrun.estimate_s(path, 0.0 if started_ahead else STARTUP_S, QUICK_S_PER_MEASUREMENT, move_s), source
+    return widgetrun.estimate_s(path, STARTUP_S, QUICK_S_PER_MEASUREMENT, move_s), source
 
 
 def plan_groups(steps: list[Step]) -> dict[str, float]:
