@@ -182,10 +182,38 @@ def test_a_curve_is_recorded_at_fewer_points_only_where_it_is_flat_within_its_re
             if divergence.experiments.flat_within_spread(rows)}
     predicated = {k for k in flat if k[0] == "predicated"}
     assert len(predicated) == 2  # both placements of the predicated kernel: the curve the sweep thins
+    # two_paths: flat only where the sweep thins it, clustered with equal bodies (FLAT_TWO_PATHS), in the recording
+    experiments = divergence.experiments
+    assert {k for k in flat if k[0] == "two_paths"} == {("two_paths", p, 128, 128) for p in experiments.FLAT_TWO_PATHS}
     two_paths = data[(data.kernel == "two_paths") & (data.placement == "interleaved")]
     assert not any(divergence.experiments.flat_within_spread(r) for _, r in two_paths.groupby(["body_a", "body_b"]))
     assert divergence.experiments.predicated_fractions() == (0.0, 0.5, 1.0)
-    experiments = divergence.experiments
+    flat_cut = len(experiments.BODY_COSTS) * len(experiments.FLAT_TWO_PATHS) * (
+        len(experiments.SWEEP_FRACTIONS) - len(experiments.predicated_fractions()))  # path B "same" only
     counted = (len(experiments.BODY_COSTS) * 2 * len(experiments.PLACEMENTS) * len(experiments.SWEEP_FRACTIONS)
-               + 2 * len(experiments.predicated_fractions()))
-    assert plans.FULL_MEASUREMENTS["divergence.fraction"] == counted
+               - flat_cut + 2 * len(experiments.predicated_fractions()))
+    assert plans.FULL_MEASUREMENTS["divergence.fraction"] == counted == 204
+
+
+def test_a_flat_curve_is_measured_at_fewer_points_and_shares_its_curves_reference(monkeypatch):
+    """The sweep measures clustered two_paths with equal bodies at the flat fractions only, every other curve at
+    every fraction, and each time relative to fraction 1 over all placements (as one call gave)."""
+    experiments = divergence.experiments
+    calls = []
+
+    def fake(body_a, body_b, *, placements=experiments.PLACEMENTS, fractions=experiments.SWEEP_FRACTIONS, **kw):
+        calls.append((body_a, body_b, tuple(placements), tuple(fractions)))
+        return pd.DataFrame([{"placement": p, "fraction": f, "body_a": body_a, "body_b": body_b,
+                              "median_ms": (2.0 if p == "clustered" else 1.0), "relative_time": 1.0}
+                             for p in placements for f in fractions])
+
+    monkeypatch.setattr(experiments, "measure_fraction_curve", fake)
+    same = experiments._two_paths_curves(128, 128)
+    cheap = experiments._two_paths_curves(128, 8)
+    rest = tuple(p for p in experiments.PLACEMENTS if p not in experiments.FLAT_TWO_PATHS)
+    assert calls == [(128, 128, rest, experiments.SWEEP_FRACTIONS),
+                     (128, 128, experiments.FLAT_TWO_PATHS, experiments.predicated_fractions()),
+                     (128, 8, experiments.PLACEMENTS, experiments.SWEEP_FRACTIONS)]
+    assert len(same) == 3 * 9 + 3 and len(cheap) == 4 * 9
+    # fraction 1's median over all four placements (1, 1, 1, 2 ms): 1 ms
+    assert same[same.placement == "clustered"].relative_time.tolist() == [2.0] * 3

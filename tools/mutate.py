@@ -670,6 +670,16 @@ MUTATIONS: list[Mutation] = [
              "following = next(iter(later), None)",
              "the report starts ahead the next lesson it will run, not one a resumed report kept",
              ["tests/test_widgetrun_prestart.py", "-k", "next_pending"]),
+    Mutation("plan-flat-two-paths-also-unequal", "gpucourse/lessons/divergence/experiments.py",
+             "flat = [p for p in placements if p in FLAT_TWO_PATHS] if body_a == body_b else []",
+             "flat = [p for p in placements if p in FLAT_TWO_PATHS]",
+             "only clustered two_paths with equal bodies is flat in its recording: a cheap path B keeps every fraction",
+             ["tests/test_gpureport_plan.py", "-k", "flat"]),
+    Mutation("plan-flat-curve-own-reference", "gpucourse/lessons/divergence/experiments.py",
+             "    frame = pd.concat(frames, ignore_index=True)\n    frame[\"relative_time\"]",
+             "    frame = pd.concat(frames, ignore_index=True)\n    frame[\"_unused\"]",
+             "a thinned curve's times stay relative to fraction 1 over all its placements, as one call gave",
+             ["tests/test_gpureport_plan.py", "-k", "flat"]),
 ]
 
 
