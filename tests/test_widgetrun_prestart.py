@@ -78,3 +78,17 @@ def test_a_recorded_lesson_keeps_its_seconds(monkeypatch):
     monkeypatch.setattr(gpureport, "recorded_step_seconds", lambda quick: recorded)
     step = next(s for s in gpureport.plan_steps(quick=False) if s.name == f"widgets {stem}")
     assert step.estimate_s > 0 and "started ahead" not in step.source and step.source.startswith("measured")
+
+
+def test_the_report_starts_a_lesson_ahead_on_a_gpu_run_and_never_in_a_rehearsal(monkeypatch, tmp_path):
+    started, ran = [], []
+    monkeypatch.setattr(widgetrun, "prestart", lambda path, contract=None: started.append(path.stem))
+    monkeypatch.setattr(gpureport, "_run_step", lambda step, *a: ran.append((step.name, list(started))) or "")
+    lesson = widgetrun.lessons()[0].stem
+    for practice in (True, False):
+        steps = [gpureport.Step("ncu catalogue", 10.0), gpureport.Step(f"widgets {lesson}", 10.0)]
+        gpureport._run_steps(steps, None, time.monotonic(), tmp_path, tmp_path, "c", practice, False, {},
+                             gpureport.TierRun(), {}, None, lambda meta: None, {})
+    # the rehearsal started nothing; the GPU run started the lesson before the step ahead of it ran
+    assert ran[:2] == [("ncu catalogue", []), (f"widgets {lesson}", [])]
+    assert ran[2] == ("ncu catalogue", [lesson]) and len(ran) == 4

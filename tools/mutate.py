@@ -680,6 +680,11 @@ MUTATIONS: list[Mutation] = [
              "    frame = pd.concat(frames, ignore_index=True)\n    frame[\"_unused\"]",
              "a thinned curve's times stay relative to fraction 1 over all its placements, as one call gave",
              ["tests/test_gpureport_plan.py", "-k", "flat"]),
+    Mutation("prestart-in-a-rehearsal", "gpucourse/tooling/gpureport.py",
+             "            if not practice:  # a rehearsal skips the lessons (_run_step): nothing to start ahead\n",
+             "            if True:\n",
+             "a rehearsal, which skips the lessons, starts no lesson's child Python ahead",
+             ["tests/test_widgetrun_prestart.py", "-k", "rehearsal"]),
 ]
 
 

@@ -598,7 +598,8 @@ def _run_steps(steps, budget_s, started, out, data_root, command, practice, quic
             step.status = "skipped"
             step.detail = f"the budget: {max(left, 0):.0f} s left, estimate {step.estimate_s:.0f} s"
         else:
-            _prestart_next(steps[index + 1:])
+            if not practice:  # a rehearsal skips the lessons (_run_step): nothing to start ahead
+                _prestart_next(steps[index + 1:])
             sticky = _run_step(step, out, data_root, command, practice, quick, left, state, tier, results, context)
         save(meta)
 
