@@ -638,7 +638,7 @@ MUTATIONS: list[Mutation] = [
              "the causal kernel visits every K/V tile at or left of the diagonal (against SDPA, interpreted)",
              ["tests/test_attention_triton.py", "-k", "sdpa and True"]),
     # --- issue 48 item 4: the full profile planned in 20 minutes (gpureport's plan) ---
-    Mutation("plan-tier-counts-marks-in-strings", "gpucourse/tooling/gpureport.py",
+    Mutation("plan-tier-counts-marks-in-strings", "gpucourse/tooling/reportplan.py",
              "if marks_gpu_in_code(p.read_text(encoding=\"utf-8\")))",
              "if GPU_MARK in p.read_text(encoding=\"utf-8\"))",
              "the tier (and its estimate) holds the files that mark GPU tests in code, not a CPU test that writes one "
@@ -652,11 +652,11 @@ MUTATIONS: list[Mutation] = [
              "jobs=GRADE_JOBS)", "jobs=1)",
              "the grade step grades its labs with the workers its plan counts on (GRADE_JOBS)",
              ["tests/test_gpureport_plan.py", "-k", "one_call"]),
-    Mutation("plan-prestart-overlaps-more-than-the-step-before", "gpucourse/tooling/gpureport.py",
+    Mutation("plan-prestart-overlaps-more-than-the-step-before", "gpucourse/tooling/reportplan.py",
              "ahead = round(min(STARTUP_S, before.estimate_s), 1)", "ahead = STARTUP_S",
              "a lesson started ahead saves at most the start-up that overlaps the step before it, never more",
              ["tests/test_widgetrun_prestart.py", "-k", "plan"]),
-    Mutation("plan-prestart-off-a-recorded-lesson", "gpucourse/tooling/gpureport.py",
+    Mutation("plan-prestart-off-a-recorded-lesson", "gpucourse/tooling/reportplan.py",
              "if step.name.startswith(\"widgets \") and step.source.startswith(\"estimate\"):",
              "if step.name.startswith(\"widgets \"):",
              "a lesson's recorded seconds already leave its start-up out (counted from its go): not taken off twice",

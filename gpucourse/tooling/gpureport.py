@@ -38,11 +38,9 @@ report itself are marked rehearsal.
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -77,12 +75,16 @@ from gpucourse.tooling.reportplan import (  # the plan's time model and its step
     TIER_S_PER_TEST,
     WIDGETS_CONTRACT,
     Step,
+    count_gpu_tests,
+    gpu_test_files,
     grade_estimate_s,
     grade_groups,
     lab_stems,  # noqa: F401 (re-exported: tests, __main__)
+    marks_gpu_in_code,  # noqa: F401 (re-exported: tests)
     plan_groups,  # noqa: F401 (re-exported: tests, __main__)
     recorded_step_seconds,
     scaled_estimate,
+    started_ahead,
     widgets_estimate,
 )
 
@@ -102,35 +104,6 @@ RESERVE_S = 10.0  # kept back for the report and the archive
 GPU_MARK = "mark.gpu"  # tests/conftest.py stops a run with a GPU test in a file without it
 
 
-def _names_gpu_mark(node: ast.AST) -> bool:
-    """``node`` holds ``<...>.mark.gpu`` (``pytest.mark.gpu``, a list of marks holding it)."""
-    return any(isinstance(n, ast.Attribute) and n.attr == "gpu" and isinstance(n.value, ast.Attribute)
-               and n.value.attr == "mark" for n in ast.walk(node))
-
-
-def marks_gpu_in_code(text: str) -> bool:
-    """Whether a test module marks GPU tests in its code, read by its syntax tree: a module-level ``pytestmark``
-    holding ``mark.gpu``, or a top-level test or class decorated with it. Text inside a string never counts (a test
-    file that writes a GPU test module for a check, tests/test_tierplugin.py, runs on the CPU)."""
-    for node in ast.parse(text).body:
-        if isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in targets) and node.value is not None \
-                    and _names_gpu_mark(node.value):
-                return True
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            if any(_names_gpu_mark(d) for d in node.decorator_list):
-                return True
-    return False
-
-
-def gpu_test_files(tests: Path) -> list[Path]:
-    """The test files that mark GPU tests in code (``marks_gpu_in_code``). Collecting only these is about 20 s
-    less than collecting the whole suite (every module imported, its asserts rewritten); the tier's estimate
-    counts only their tests."""
-    return sorted(p for p in tests.glob("test_*.py") if marks_gpu_in_code(p.read_text(encoding="utf-8")))
-
-
 @dataclass
 class TierRun:
     """How the tier's pytest process ended: what a report must show when it did not run cleanly."""
@@ -140,22 +113,6 @@ class TierRun:
     seconds: float = 0.0
     stderr_tail: str = ""
     command: str = ""
-
-
-_MODULE_FIXTURE = re.compile(r"^@pytest\.fixture\(scope=\"module\"\)\ndef (\w+)\(", re.MULTILINE)
-_TEST_DEF = re.compile(r"^def test_\w+\(([^)]*)\)", re.MULTILINE)
-
-
-def count_gpu_tests(tests: Path = ROOT / "tests", files: list[Path] | None = None) -> int:
-    """GPU tests, counted from the source (``def test_``; a parametrised one counts once): the estimate's input.
-    Tests that share a module fixture (its measurements made once, one verdict per test) count as one."""
-    count = 0
-    for path in (gpu_test_files(tests) if files is None else files):
-        text = path.read_text(encoding="utf-8")
-        shared = set(_MODULE_FIXTURE.findall(text))
-        used = [shared & {a.strip().split(":")[0] for a in m.group(1).split(",")} for m in _TEST_DEF.finditer(text)]
-        count += sum(not names for names in used) + len(set().union(*used))
-    return count
 
 
 def target_test_files(tests: Path = ROOT / "tests") -> list[Path]:
@@ -315,20 +272,8 @@ def plan_steps(quick: bool, tests: Path = ROOT / "tests", targets: bool = False)
             estimate, source = widgets_estimate(path)
             steps.append(Step(f"widgets {path.stem}", estimate, source=source))
         steps += [Step("grade " + " ".join(group), grade_estimate_s(group)) for group in grade_groups()]
-    return _started_ahead(_with_recorded([Step(s.name, round(s.estimate_s, 1), source=s.source) for s in steps],
+    return started_ahead(_with_recorded([Step(s.name, round(s.estimate_s, 1), source=s.source) for s in steps],
                                          quick))
-
-
-def _started_ahead(steps: list[Step]) -> list[Step]:
-    """A lesson's child Python is started when the step before it starts (_prestart_next): its start-up overlaps
-    that step, so the plan takes off as much of STARTUP_S as the step before lasts. A lesson's recorded seconds
-    (widgetrun.run counts from its go) already leave its start-up out."""
-    for before, step in zip(steps, steps[1:]):
-        if step.name.startswith("widgets ") and step.source.startswith("estimate"):
-            ahead = round(min(STARTUP_S, before.estimate_s), 1)
-            step.estimate_s = round(step.estimate_s - ahead, 1)
-            step.source += f"; started ahead, {ahead:g} s of its start-up during {before.name}"
-    return steps
 
 
 def estimate_s(quick: bool = True, targets: bool = False) -> float:
@@ -606,7 +551,7 @@ def _run_steps(steps, budget_s, started, out, data_root, command, practice, quic
 
 def _prestart_next(later: list[Step]) -> None:
     """Start the next lesson's child Python (widgetrun.prestart) while this step runs, where the next step to run
-    is a lesson: its start-up (STARTUP_S, imports only) overlaps this step (plan_steps: _started_ahead)."""
+    is a lesson: its start-up (STARTUP_S, imports only) overlaps this step (plan_steps: started_ahead)."""
     following = next((s for s in later if s.status not in ("done", "failed")), None)
     if following is not None and following.name.startswith("widgets "):
         stem = following.name.split(" ", 1)[1]

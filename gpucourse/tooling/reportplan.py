@@ -3,6 +3,7 @@ seconds the last real report of a profile took per step (``data/reference/<gpu>/
 
 from __future__ import annotations
 
+import ast
 import heapq
 import re
 from dataclasses import dataclass
@@ -193,8 +194,8 @@ def grade_estimate_s(labs: list[str], jobs: int = GRADE_JOBS) -> float:
 def widgets_estimate(path: Path) -> tuple[float, str]:
     """A lesson's widgets step: its child Python started, its cells run under the quick contract (WIDGETS_CONTRACT)
     and each chart's controls moved; a move costs what the last real report measured for one
-    (reportplan.recorded_move_s), else the limit. (gpureport._started_ahead takes off the start-up that overlaps
-    the step before.)"""
+    (recorded_move_s), else the limit. (``started_ahead``, in gpureport.plan_steps, takes off the start-up that
+    overlaps the step before.)"""
     move = recorded_move_s()
     move_s = move.seconds if move is not None else widgetrun.MOVE_LIMIT_S
     source = (f"estimate; a move {move.seconds:g} s, {move.where}" if move is not None
@@ -211,3 +212,64 @@ def plan_groups(steps: list[Step]) -> dict[str, float]:
         kind = {"sweep": "sweeps", "grade": "grading", "widgets": "lessons' widgets"}.get(kind, kind)
         groups[kind] = round(groups.get(kind, 0.0) + step.estimate_s, 1)
     return groups
+
+
+# --- the tier's tests (the tier's estimate: count_gpu_tests × TIER_S_PER_TEST) and lessons started ahead ----------
+
+
+def _names_gpu_mark(node: ast.AST) -> bool:
+    """``node`` holds ``<...>.mark.gpu`` (``pytest.mark.gpu``, a list of marks holding it)."""
+    return any(isinstance(n, ast.Attribute) and n.attr == "gpu" and isinstance(n.value, ast.Attribute)
+               and n.value.attr == "mark" for n in ast.walk(node))
+
+
+def marks_gpu_in_code(text: str) -> bool:
+    """Whether a test module marks GPU tests in its code, read by its syntax tree: a module-level ``pytestmark``
+    holding ``mark.gpu``, or a top-level test or class decorated with it. Text inside a string never counts (a test
+    file that writes a GPU test module for a check, tests/test_tierplugin.py, runs on the CPU)."""
+    for node in ast.parse(text).body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in targets) and node.value is not None \
+                    and _names_gpu_mark(node.value):
+                return True
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if any(_names_gpu_mark(d) for d in node.decorator_list):
+                return True
+    return False
+
+
+def gpu_test_files(tests: Path) -> list[Path]:
+    """The test files that mark GPU tests in code (``marks_gpu_in_code``). Collecting only these is about 20 s
+    less than collecting the whole suite (every module imported, its asserts rewritten); the tier's estimate
+    counts only their tests."""
+    return sorted(p for p in tests.glob("test_*.py") if marks_gpu_in_code(p.read_text(encoding="utf-8")))
+
+
+_MODULE_FIXTURE = re.compile(r"^@pytest\.fixture\(scope=\"module\"\)\ndef (\w+)\(", re.MULTILINE)
+_TEST_DEF = re.compile(r"^def test_\w+\(([^)]*)\)", re.MULTILINE)
+
+
+def count_gpu_tests(tests: Path = ROOT / "tests", files: list[Path] | None = None) -> int:
+    """GPU tests, counted from the source (``def test_``; a parametrised one counts once): the estimate's input.
+    Tests that share a module fixture (its measurements made once, one verdict per test) count as one."""
+    count = 0
+    for path in (gpu_test_files(tests) if files is None else files):
+        text = path.read_text(encoding="utf-8")
+        shared = set(_MODULE_FIXTURE.findall(text))
+        used = [shared & {a.strip().split(":")[0] for a in m.group(1).split(",")} for m in _TEST_DEF.finditer(text)]
+        count += sum(not names for names in used) + len(set().union(*used))
+    return count
+
+
+
+def started_ahead(steps: list[Step]) -> list[Step]:
+    """A lesson's child Python is started when the step before it starts (_prestart_next): its start-up overlaps
+    that step, so the plan takes off as much of STARTUP_S as the step before lasts. A lesson's recorded seconds
+    (widgetrun.run counts from its go) already leave its start-up out."""
+    for before, step in zip(steps, steps[1:]):
+        if step.name.startswith("widgets ") and step.source.startswith("estimate"):
+            ahead = round(min(STARTUP_S, before.estimate_s), 1)
+            step.estimate_s = round(step.estimate_s - ahead, 1)
+            step.source += f"; started ahead, {ahead:g} s of its start-up during {before.name}"
+    return steps
