@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import tarfile
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -120,6 +121,21 @@ def test_only_files_that_mark_gpu_tests_in_code_are_collected(tmp_path):
     (tmp_path / "test_deco.py").write_text("import pytest\n\n\n@pytest.mark.gpu\ndef test_x():\n    pass\n")
     (tmp_path / "test_text.py").write_text('CODE = "pytestmark = pytest.mark.gpu"\n# files that say `mark.gpu`\n')
     assert [p.name for p in gpureport.gpu_test_files(tmp_path)] == ["test_deco.py", "test_real.py"]
+
+
+def test_a_cpu_test_that_writes_a_gpu_module_as_text_is_not_in_the_tier_or_its_estimate(tmp_path):
+    """A GPU module held in a string (at a line's start, as tests/test_tierplugin.py's DEMO) marks nothing: the tier
+    neither collects that file nor counts its tests in the plan (it had counted 7 CPU tests, 26 s)."""
+    (tmp_path / "test_demo.py").write_text('DEMO = """\nimport pytest\n\npytestmark = pytest.mark.gpu\n\n\n'
+                                           'def test_in_text():\n    pass\n"""\n\n\ndef test_on_the_cpu():\n'
+                                           '    pass\n')
+    (tmp_path / "test_real.py").write_text("import pytest\n\npytestmark = [pytest.mark.slow, pytest.mark.gpu]\n\n\n"
+                                           "def test_a():\n    pass\n")
+    assert [p.name for p in gpureport.gpu_test_files(tmp_path)] == ["test_real.py"]
+    assert gpureport.count_gpu_tests(tmp_path) == 1
+    tests = Path(__file__).parent
+    assert "test_tierplugin.py" not in {p.name for p in gpureport.gpu_test_files(tests)}
+    assert all(p.name.startswith(("test_gpu_", "test_grading_gpu")) for p in gpureport.gpu_test_files(tests))
 
 
 def test_spread_table_survives_the_state_file(tmp_path):

@@ -41,7 +41,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -62,6 +61,7 @@ from gpucourse.tooling.grading import known
 from gpucourse.tooling.reportplan import (  # the plan's time model and its steps, re-exported here
     FULL_S_PER_MEASUREMENT,
     GRADE_GROUP_LIMIT_S,  # noqa: F401 (re-exported: tests, __main__)
+    GRADE_JOBS,
     GRADED,
     NCU_CATALOGUE_S,
     QUICK_S_PER_MEASUREMENT,
@@ -75,12 +75,16 @@ from gpucourse.tooling.reportplan import (  # the plan's time model and its step
     TIER_S_PER_TEST,
     WIDGETS_CONTRACT,
     Step,
+    count_gpu_tests,
+    gpu_test_files,
     grade_estimate_s,
     grade_groups,
     lab_stems,  # noqa: F401 (re-exported: tests, __main__)
+    marks_gpu_in_code,  # noqa: F401 (re-exported: tests)
     plan_groups,  # noqa: F401 (re-exported: tests, __main__)
     recorded_step_seconds,
     scaled_estimate,
+    started_ahead,
     widgets_estimate,
 )
 
@@ -98,14 +102,6 @@ RESERVE_S = 10.0  # kept back for the report and the archive
 
 
 GPU_MARK = "mark.gpu"  # tests/conftest.py stops a run with a GPU test in a file without it
-_GPU_MARK_IN_CODE = re.compile(r"^(?:pytestmark\s*=.*\bmark\.gpu\b|@pytest\.mark\.gpu\b)", re.MULTILINE)
-
-
-def gpu_test_files(tests: Path) -> list[Path]:
-    """The test files that mark GPU tests in code (``pytestmark = ...mark.gpu`` or ``@pytest.mark.gpu``
-    at the start of a line; the text inside a string does not count). Collecting only these is about
-    20 s less than collecting the whole suite (every module imported, its asserts rewritten)."""
-    return sorted(p for p in tests.glob("test_*.py") if _GPU_MARK_IN_CODE.search(p.read_text(encoding="utf-8")))
 
 
 @dataclass
@@ -117,22 +113,6 @@ class TierRun:
     seconds: float = 0.0
     stderr_tail: str = ""
     command: str = ""
-
-
-_MODULE_FIXTURE = re.compile(r"^@pytest\.fixture\(scope=\"module\"\)\ndef (\w+)\(", re.MULTILINE)
-_TEST_DEF = re.compile(r"^def test_\w+\(([^)]*)\)", re.MULTILINE)
-
-
-def count_gpu_tests(tests: Path = ROOT / "tests", files: list[Path] | None = None) -> int:
-    """GPU tests, counted from the source (``def test_``; a parametrised one counts once): the estimate's input.
-    Tests that share a module fixture (its measurements made once, one verdict per test) count as one."""
-    count = 0
-    for path in (gpu_test_files(tests) if files is None else files):
-        text = path.read_text(encoding="utf-8")
-        shared = set(_MODULE_FIXTURE.findall(text))
-        used = [shared & {a.strip().split(":")[0] for a in m.group(1).split(",")} for m in _TEST_DEF.finditer(text)]
-        count += sum(not names for names in used) + len(set().union(*used))
-    return count
 
 
 def target_test_files(tests: Path = ROOT / "tests") -> list[Path]:
@@ -292,7 +272,8 @@ def plan_steps(quick: bool, tests: Path = ROOT / "tests", targets: bool = False)
             estimate, source = widgets_estimate(path)
             steps.append(Step(f"widgets {path.stem}", estimate, source=source))
         steps += [Step("grade " + " ".join(group), grade_estimate_s(group)) for group in grade_groups()]
-    return _with_recorded([Step(s.name, round(s.estimate_s, 1), source=s.source) for s in steps], quick)
+    return started_ahead(_with_recorded([Step(s.name, round(s.estimate_s, 1), source=s.source) for s in steps],
+                                         quick))
 
 
 def estimate_s(quick: bool = True, targets: bool = False) -> float:
@@ -516,6 +497,7 @@ def build(out: Path, *, practice: bool = False, run_tier: bool = True, quick: bo
                 step.status, step.detail = "not run", str(stopped) or "interrupted"
         save(meta)
     finally:
+        widgetrun.stop_prestarted()  # a lesson started ahead that the budget or a stop left waiting
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
         for name, before in (("GPUCOURSE_MEASURE", contract_before), (gpuinfo.FAMILY_PIDS_VARIABLE, family_before)):
@@ -550,7 +532,7 @@ def ceilings_handed_on() -> dict[str, str]:
 def _run_steps(steps, budget_s, started, out, data_root, command, practice, quick, state, tier, results, context,
                save, meta) -> None:
     sticky = ""
-    for step in steps:
+    for index, step in enumerate(steps):
         if step.status in ("done", "failed"):  # kept from the report resumed (failed: unless --retry-failed)
             continue
         step.commit = (meta.get("course") or {}).get("commit") or ""
@@ -561,8 +543,19 @@ def _run_steps(steps, budget_s, started, out, data_root, command, practice, quic
             step.status = "skipped"
             step.detail = f"the budget: {max(left, 0):.0f} s left, estimate {step.estimate_s:.0f} s"
         else:
+            if not practice:  # a rehearsal skips the lessons (_run_step): nothing to start ahead
+                _prestart_next(steps[index + 1:])
             sticky = _run_step(step, out, data_root, command, practice, quick, left, state, tier, results, context)
         save(meta)
+
+
+def _prestart_next(later: list[Step]) -> None:
+    """Start the next lesson's child Python (widgetrun.prestart) while this step runs, where the next step to run
+    is a lesson: its start-up (STARTUP_S, imports only) overlaps this step (plan_steps: started_ahead)."""
+    following = next((s for s in later if s.status not in ("done", "failed")), None)
+    if following is not None and following.name.startswith("widgets "):
+        stem = following.name.split(" ", 1)[1]
+        widgetrun.prestart(next(p for p in widgetrun.lessons() if p.stem == stem), WIDGETS_CONTRACT)
 
 
 def _ncu_catalogue(out: Path, data_root: Path, practice: bool, left: float | None) -> str:
@@ -603,7 +596,8 @@ def _lesson_step(step: Step, out: Path, left: float | None) -> tuple[str, str]:
     with tempfile.TemporaryDirectory(prefix="gpureport-grade-") as folder:
         # on a GPU through `make grade GPU=1` (the path no CPU test runs); `make grade` itself grades in simulator
         # mode. The solution only: the known-wrong submissions are graded by the CPU suite (tests/test_lab*.py)
-        table = known.grade_known(labs, Path(folder), timeout_s=limit, gpu=runtime.is_gpu(), students=GRADED)
+        table = known.grade_known(labs, Path(folder), timeout_s=limit, gpu=runtime.is_gpu(), students=GRADED,
+                                  jobs=GRADE_JOBS)
     saved = out / "grading.json"
     rows = [r for r in (json.loads(saved.read_text()) if saved.exists() else []) if r["lab"] not in labs] + table
     saved.write_text(json.dumps(rows, indent=1))

@@ -177,26 +177,72 @@ def child(path: Path, out: Path) -> int:
 # --- the driver: one child per lesson, with its time limit ---------------------------------------------------
 
 
-def run(path: Path, timeout_s: float = LESSON_TIMEOUT_S, contract: str | None = None) -> WidgetRun:
-    """Run one lesson in a child Python with its widgets moved; never raises. Past ``timeout_s`` the child is
-    stopped and what it recorded so far is returned, marked out of time. ``contract``: the harness's contract in
-    the child (GPUCOURSE_MEASURE), else the one in force here."""
-    path = Path(path)
-    started = time.monotonic()
+# A lesson's child Python can be started ahead (``prestart``, issue 48): gpu-report starts the next lesson's while the
+# lesson before it runs; it imports what a child's start-up costs (PRESTART_MODULES: CPU work only, no CUDA context is
+# made before a lesson's first kernel, so the running lesson's measurements still have the GPU alone), then waits for
+# its go on stdin. ``run`` takes a child started ahead for its lesson and contract, else starts one and gives the go.
+PRESTART_MODULES = ("numpy", "pandas", "plotly.graph_objects", "ipywidgets", "numba", "numba.cuda", "cupy", "torch")
+WAITING = "imported; waiting for its go"  # what a child started ahead says once its imports are done
+_STARTED: dict[tuple[str, str | None], tuple[subprocess.Popen, tempfile.TemporaryDirectory]] = {}
+
+
+def prestart(path: Path, contract: str | None = None) -> None:
+    """Start ``path``'s child Python now, to wait for ``run``'s go with its imports done (once per lesson and
+    contract)."""
+    _start(path, contract, ahead=True)
+
+
+def _start(path: Path, contract: str | None, ahead: bool) -> None:
+    path = Path(path).resolve()
+    key = (str(path), contract)
+    if key in _STARTED:
+        return
     env = plainrun.child_env(path)
     if contract is not None:
         env["GPUCOURSE_MEASURE"] = contract
-    with tempfile.TemporaryDirectory(prefix="widgetrun-out-") as folder:
-        target = Path(folder) / "result.json"
-        command = [sys.executable, "-m", "gpucourse.tooling.widgetrun", "--child", str(path.resolve()), str(target)]
-        timed_out, tail = False, ""
+    folder = tempfile.TemporaryDirectory(prefix="widgetrun-out-")
+    target = Path(folder.name) / "result.json"
+    command = [sys.executable, "-m", "gpucourse.tooling.widgetrun", *(["--wait"] if ahead else []), "--child",
+               str(path), str(target)]
+    _STARTED[key] = (subprocess.Popen(command, cwd=path.parent, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True), folder)
+
+
+def prestarted() -> list[str]:
+    """The lessons whose child waits for its go."""
+    return [Path(key[0]).stem for key in _STARTED]
+
+
+def stop_prestarted() -> None:
+    """Stop every child started ahead that no ``run`` took (a report cut by its budget, a step already done)."""
+    while _STARTED:
+        process, folder = _STARTED.popitem()[1]
+        process.kill()
+        process.communicate()
+        folder.cleanup()
+
+
+def run(path: Path, timeout_s: float = LESSON_TIMEOUT_S, contract: str | None = None) -> WidgetRun:
+    """Run one lesson in a child Python with its widgets moved; never raises. Past ``timeout_s`` (from its go) the
+    child is stopped and what it recorded so far is returned, marked out of time. ``contract``: the harness's contract
+    in the child (GPUCOURSE_MEASURE), else the one in force here. A child started ahead (``prestart``) is used."""
+    path = Path(path)
+    started = time.monotonic()
+    _start(path, contract, ahead=False)  # on demand, unless one was started ahead: it imports as the lesson asks
+    process, folder = _STARTED.pop((str(path.resolve()), contract))
+    target = Path(folder.name) / "result.json"
+    timed_out, tail = False, ""
+    try:
         try:
-            done = subprocess.run(command, cwd=path.parent, env=env, capture_output=True,
-                                  text=True, timeout=timeout_s)
-            tail = "" if done.returncode == 0 else (done.stderr.strip().splitlines() or ["(no error text)"])[-1]
+            _out, err = process.communicate("go\n", timeout=timeout_s)
+            tail = "" if process.returncode == 0 else (err.strip().splitlines() or ["(no error text)"])[-1]
         except subprocess.TimeoutExpired:
             timed_out = True
+            process.kill()
+            process.communicate()
         result = WidgetRun(**json.loads(target.read_text())) if target.exists() else WidgetRun(path.stem)
+    finally:
+        folder.cleanup()
     result.seconds = round(time.monotonic() - started, 1)
     result.timed_out = timed_out
     if timed_out:
@@ -251,14 +297,32 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines + ["| " + " | ".join(str(r[c]).replace("|", "\\|") for c in columns) + " |" for r in rows])
 
 
+def _import_ahead() -> None:
+    """A child started ahead imports what its start-up costs while it waits (a module missing here is the lesson's
+    to report when it runs)."""
+    import importlib
+
+    for name in PRESTART_MODULES:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 (an optional stack: CuPy or torch absent, a driver missing)
+            pass
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gpucourse widget-run", description=__doc__.splitlines()[0])
     parser.add_argument("--lesson", default=None, help="only lessons whose file name starts with this, e.g. 03")
     parser.add_argument("--json", default=None, help="also write the results here")
     parser.add_argument("--timeout", type=float, default=LESSON_TIMEOUT_S, help="seconds a lesson may take")
     parser.add_argument("--child", nargs=2, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--wait", action="store_true", help=argparse.SUPPRESS)  # a child started ahead (prestart)
     args = parser.parse_args(argv)
     if args.child:
+        if args.wait:
+            _import_ahead()
+            print(WAITING, flush=True)
+            if sys.stdin.readline().strip() != "go":  # the parent stopped it (or is gone): nothing to run
+                return 0
         return child(Path(args.child[0]), Path(args.child[1]))
     from gpucourse.errors import InvalidConfig
     from gpucourse.measure import runtime

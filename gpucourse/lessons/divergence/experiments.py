@@ -249,7 +249,7 @@ def measure_fraction_curve(body_a: int, body_b: int, *, placements=PLACEMENTS, f
                 "path B the same or 1/16); the trivially predicated kernel",
 )
 def _fraction_sweep() -> pd.DataFrame:
-    frames = [measure_fraction_curve(body_a, path_b_body(body_a, path_b))
+    frames = [_two_paths_curves(body_a, path_b_body(body_a, path_b))
               for body_a in BODY_COSTS for path_b in ("same", "cheap")]
     frames.append(measure_fraction_curve(1, 1, kernel="predicated", placements=("interleaved", "clustered"),
                                          fractions=predicated_fractions()))
@@ -259,20 +259,40 @@ def _fraction_sweep() -> pd.DataFrame:
 # Fewer points where the recorded spread allows (issue 48): a curve is recorded at its ends and middle only where its
 # recorded points lie within FLAT_WITHIN_IQR × their largest relative IQR of one another, i.e. it is flat at the
 # resolution the harness has. On the H200 (quick/divergence.fraction.csv) the predicated kernel's six points are at
-# most 0.19 % apart with relative IQRs up to 0.21 %: flat; every two_paths curve's points differ by far more than
-# their spread (interleaved, equal bodies: 95 % at f = 1/2; IQR ≤ 0.08 %), so they keep all of SWEEP_FRACTIONS.
-# (Clustered two_paths with equal bodies is flat too, but it is measured with its curve's other placements.)
+# most 0.19 % apart with relative IQRs up to 0.21 %: flat; so is two_paths clustered with equal bodies (whole warps
+# on one path or the other, each as long: 0.02 % apart); every other two_paths curve's points differ by far more
+# than their spread (interleaved, equal bodies: 95 % at f = 1/2; IQR ≤ 0.08 %), so they keep all of SWEEP_FRACTIONS.
 # f = 1/2 is where an interleaved branch would diverge in every warp: the witness the chart's claim needs.
 FLAT_WITHIN_IQR = 2.0
 PREDICATED_FRACTIONS = (0.0, 0.5, 1.0)
+FLAT_TWO_PATHS = ("clustered",)  # the placements whose two_paths curve is flat when path B costs what path A does
+
+
+def _default(name: str):
+    """``measure_fraction_curve``'s default ``name`` now (a plan may patch it)."""
+    import inspect
+
+    return inspect.signature(measure_fraction_curve).parameters[name].default
+
+
+def _two_paths_curves(body_a: int, body_b: int) -> pd.DataFrame:
+    """two_paths at every placement: a flat curve (FLAT_TWO_PATHS, equal bodies) at its ends and middle only, the
+    others at every fraction; each time relative to fraction 1 over all of them, as one call would give."""
+    placements = tuple(_default("placements"))
+    flat = [p for p in placements if p in FLAT_TWO_PATHS] if body_a == body_b else []
+    rest = [p for p in placements if p not in flat]
+    frames = [measure_fraction_curve(body_a, body_b, placements=rest)] if rest else []
+    if flat:
+        frames.append(measure_fraction_curve(body_a, body_b, placements=flat, fractions=predicated_fractions()))
+    frame = pd.concat(frames, ignore_index=True)
+    frame["relative_time"] = frame.median_ms / frame[frame.fraction == 1.0].median_ms.median()
+    return frame
 
 
 def predicated_fractions() -> tuple[float, ...]:
     """The fractions the sweep records the predicated kernel at: the sweep's own (its default, which a plan may
     shrink) that are the ends or the middle."""
-    import inspect
-
-    default = inspect.signature(measure_fraction_curve).parameters["fractions"].default
+    default = _default("fractions")
     return tuple(f for f in default if f in PREDICATED_FRACTIONS) or tuple(default)
 
 

@@ -121,7 +121,7 @@ def grade_known(labs: list[str], folder: Path, *, timeout_s: float = 1800.0, roo
                 submissions: dict[str, dict] | None = None, gpu: bool = False,
                 students: tuple[str, ...] | None = None, jobs: int = 1) -> list[dict]:
     """Grade ``known_submissions`` of each lab (or ``submissions``: lab -> student -> notebook; ``students``: only
-    these of them) once, in one call of ``python -m gpucourse grade --jobs 1`` (``--gpu`` when ``gpu``: else the
+    these of them) once, in one call of ``python -m gpucourse grade --jobs <jobs>`` (``--gpu`` when ``gpu``: else the
     kernels run in simulator mode, as ``make grade`` grades) in a scratch course under ``folder``; one row per
     submission. ``jobs``: students graded side by side (their seconds then share the CPUs: make
     test-platforms, which wants only the scores, grades on two)."""
