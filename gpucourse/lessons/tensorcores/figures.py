@@ -208,3 +208,24 @@ def explorer_widget():
         "num_warps": w.Dropdown(options=list(recordings.WIDGET_WARPS), value=4, description="warps"),
     }
     return LiveChart(controls, compute=explorer_figure)
+
+
+# --- counting tensor-core instructions by hand (the lesson's Predict, checked against the compiled SASS) -----
+
+HMMA_SHAPE = (16, 8, 16)  # sm_80: mma.sync.m16n8k16, one warp
+WGMMA_M, WGMMA_K, WGMMA_MAX_N = 64, 16, 256  # sm_90: wgmma.mma_async.m64nNk16, one warpgroup, N ≤ 256
+
+
+def hmma_per_warp(tile, num_warps: int = 4) -> int:
+    """sm_80: mma.sync m16n8k16 instructions each warp issues for one BLOCK_K step of a tile."""
+    block_m, block_n, block_k = tile
+    m, n, k = HMMA_SHAPE
+    return block_m * block_n * block_k // (m * n * k) // num_warps
+
+
+def wgmma_per_warpgroup(tile) -> int:
+    """sm_90, one warpgroup (4 warps) per tile: wgmma m64nNk16 with N = BLOCK_N (≤ 256), per BLOCK_K step."""
+    block_m, block_n, block_k = tile
+    if block_n > WGMMA_MAX_N:
+        raise InvalidConfig(f"one wgmma covers at most N = {WGMMA_MAX_N}, got BLOCK_N = {block_n}")
+    return (block_m // WGMMA_M) * (block_k // WGMMA_K)

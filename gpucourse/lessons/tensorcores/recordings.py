@@ -207,3 +207,17 @@ def record(directory: Path = RECORDING_DIR, command: str = RECORD_COMMAND, confi
     recorded_compiled.cache_clear()
     recorded_interpreted.cache_clear()
     return written
+
+
+def mode_line() -> str:
+    """What this lesson does here: compile and interpret now (Triton installed), or show the recordings."""
+    if tritonmode.triton_available():
+        from importlib import metadata
+
+        return (f"Triton {metadata.version('triton')} is installed: this lesson compiles and interprets now, on "
+                f"this computer's CPU (no GPU needed for either)")
+    try:
+        recorded = provenance_line(recorded_compiled()[0])
+    except InvalidConfig as error:
+        recorded = str(error)
+    return f"{tritonmode.TRITON_MISSING}. Shown instead: the {recorded}"
