@@ -18,9 +18,9 @@
 # (Ampere, Hopper, Blackwell), see which thread holds which element of a tensor-core multiply, and place
 # it under the tensor-core roofs of the roofline.**
 #
-# *50 minutes — objectives and wrap-up 5, §1 the kernel in Triton 6, §2 running it without a GPU 6,
-# §3 one kernel, three generations 13, §4 fragments 7, §5 the roofline's tensor-core roofs 6, §6 the
-# explorer 7 · prerequisites: lesson 04 (tiling, shared memory), lesson 07 (fp16, bf16, TF32), lesson 05
+# *48 minutes — objectives and wrap-up 6, §1 the kernel in Triton 3, §2 running it without a GPU 7,
+# §3 one kernel, three generations 9, §4 fragments 7, §5 the roofline's tensor-core roofs 7, §6 the
+# explorer 9 · prerequisites: lesson 04 (tiling, shared memory), lesson 07 (fp16, bf16, TF32), lesson 05
 # (occupancy, registers); no GPU needed.*
 #
 # ## Objectives
@@ -50,7 +50,7 @@ runtime.banner()
 print(recordings.mode_line())
 
 # %% [markdown]
-# ## 1 · Lesson 04's matmul, in Triton (6 min)
+# ## 1 · Lesson 04's matmul, in Triton (3 min)
 #
 # In lesson 04 a block of threads computed one tile of C: each thread one element, the tiles of A and B
 # staged in shared memory by hand, a `syncthreads` between loading and using them. Triton moves the
@@ -75,7 +75,7 @@ import inspect
 print(inspect.getsource(tensorcores.matmul_kernel))
 
 # %% [markdown]
-# ## 2 · Running it without a GPU (6 min)
+# ## 2 · Running it without a GPU (7 min)
 #
 # With `TRITON_INTERPRET=1`, Triton runs each program in NumPy instead of compiling it. The lesson turns
 # the interpreter on for this one kernel only (`tensorcores.run_interpreted`), so the compiler below still
@@ -121,7 +121,7 @@ except InvalidConfig as error:  # refused before launch: nothing ran
     print(f"{type(error).__name__}: {error}")
 
 # %% [markdown]
-# ## 3 · One kernel, three generations (13 min)
+# ## 3 · One kernel, three generations (9 min)
 #
 # Triton can compile for a GPU that is not there: `triton.compile` with a target such as
 # `GPUTarget("cuda", 90, 32)` runs its own LLVM and `ptxas`, and `cuobjdump` (shipped in Triton's wheel)
@@ -235,7 +235,7 @@ rows = fragments.a_tile_addresses(64)
  "the same tile swizzled": fragments.ldmatrix_bank_ways(fragments.a_tile_addresses(64, swizzle=True))}
 
 # %% [markdown]
-# ## 5 · The roofline's tensor-core roofs (6 min)
+# ## 5 · The roofline's tensor-core roofs (7 min)
 #
 # Lesson 00 drew the roofline `min(peak FLOP/s, I × bandwidth)`. A tensor core raises the roof. The table has
 # one datacentre GPU per generation: its dense bf16 datasheet peak and the maximum achievable matmul
@@ -281,7 +281,7 @@ predictions.read_back(prediction_4096_matmul_limited_by,
 # tiles large enough to reuse each loaded byte many times, enough stages in flight to hide the loads, and
 # enough registers (or tensor memory) for the accumulator. That is what the explorer shows.
 #
-# ## 6 · The explorer: tiles, stages and warps (7 min)
+# ## 6 · The explorer: tiles, stages and warps (9 min)
 #
 # Pick the generation to compile for, the tile, the number of pipeline stages and of warps. The chart shows,
 # as a share of what one SM allows, the shared memory a block needs (all stages' A and B tiles), the registers
