@@ -88,13 +88,15 @@ def measure_against_torch(n: int = LIVE_N, dtype: str = "float16", tile=(128, 12
     from gpucourse.measure import runtime
     from gpucourse.measure.harness import measure
 
-    if not runtime.is_gpu():
-        return None
-    block = check_block(tile)
+    block = check_block(tile)  # bad input says so first, with or without a GPU
     if dtype not in ("float16", "bfloat16"):
         raise InvalidConfig(f"the GPU comparison takes float16 or bfloat16, got {dtype!r}")
-    if n < 1 or n % max(block) or n > 16384:
+    if not isinstance(n, int) or n < 1 or n % max(block) or n > 16384:
         raise InvalidConfig(f"n must be a multiple of the largest tile side ({max(block)}) up to 16384, got {n}")
+    if num_warps not in (4, 8) or num_stages not in range(1, 8):
+        raise InvalidConfig(f"num_warps must be 4 or 8 and num_stages 1 to 7, got {num_warps}, {num_stages}")
+    if not runtime.is_gpu():
+        return None
     torch = _torch()
     triton = kernels.triton_or_raise()
     gen = torch.Generator(device="cuda").manual_seed(0)
