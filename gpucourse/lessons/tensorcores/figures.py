@@ -58,11 +58,13 @@ def fragment_figure(operand: str = "a", shape: str = "m16n8k16", dtype: str = "f
     rows, cols = mma.operand_shape(operand)
     name = {"a": "A", "b": "B", "c": "C/D"}[operand.lower()]
     fig = charts.figure(f"mma.sync.{shape} ({dtype}): who holds {name} ({rows}×{cols}) — sm_80 and later warps",
-                        "column", "row", f"Counted by the microscope: the PTX ISA's fragment table "
-                        f"({fragments.FRAGMENT_SOURCES[shape]}); exact, no GPU involved", height=520)
-    fig.add_heatmap(z=owner[..., 0], text=labels, texttemplate="%{text}", textfont={"size": 9},
-                    colorscale="Viridis", zmin=0, zmax=WARP_SIZE - 1, colorbar={"title": "lane"},
-                    x=list(range(cols)), y=list(range(rows)), name=f"{name}: lane",
+                        "column (element index)", "row (element index)", f"Counted by the microscope: the PTX ISA's "
+                        f"fragment table ({fragments.FRAGMENT_SOURCES[shape]}); exact, no GPU involved", height=520)
+    groups = WARP_SIZE // 4  # groupID = lane >> 2: eight groups of four lanes, one palette colour each
+    scale = [[g / (groups - 1), charts.PALETTE[g % len(charts.PALETTE)]] for g in range(groups)]
+    fig.add_heatmap(z=owner[..., 0] // 4, text=labels, texttemplate="%{text}", textfont={"size": 9},
+                    colorscale=scale, zmin=0, zmax=groups - 1, showscale=False, xgap=1, ygap=1,
+                    x=list(range(cols)), y=list(range(rows)), name=f"{name}: coloured by group (lane >> 2)",
                     hovertemplate="row %{y}, column %{x}: %{text}<extra></extra>")
     fig.update_yaxes(autorange="reversed", dtick=1)
     fig.update_xaxes(dtick=1, side="top")
@@ -123,17 +125,18 @@ def roofline_figure(n: int = 4096) -> go.Figure:
     table = roofs_table()
     xs = np.logspace(-2, 4, 61)
     fig = charts.figure("The roofline with tensor-core roofs: sm_80, sm_90, sm_100 (bf16, published)",
-                        "arithmetic intensity (FLOP/byte)", "TFLOP/s", "")
+                        "arithmetic intensity (FLOP/byte)", "throughput (TFLOP/s)", "")
     for index, row in enumerate(table.to_dict("records")):
         roof, gbps, gen = row["max achievable bf16 TFLOP/s"], row["streaming GB/s"], row["generation"]
+        gbps = gbps if pd.notna(gbps) else None  # no published bandwidth for this generation: no slope
         ys = np.minimum(roof, xs * gbps / 1e3) if gbps else np.full_like(xs, roof)
         label = (f"{gen}: {roof:g} TFLOP/s ({row['GPU (matmul row)']})"
                  + (f", {gbps:.0f} GB/s ({row['GPU (bandwidth row)']})" if gbps else ", roof only: no published GB/s"))
         hover = f"{html.escape(label)}: %{{y:.3g}} TFLOP/s at %{{x:.3g}} FLOP/B<extra>published</extra>"
-        charts.line(fig, xs, ys, label, index, mode="lines", hovertemplate=hover)
+        charts.line(fig, xs, ys, label, index, dash="solid", mode="lines", hovertemplate=hover)
         peak = row["datasheet bf16 TFLOP/s"]
-        charts.line(fig, xs, np.full_like(xs, peak), f"{gen} datasheet {peak:g} TFLOP/s", index, dash="dot",
-                    mode="lines", opacity=0.5)
+        charts.line(fig, xs[::10], np.full_like(xs[::10], peak), f"{gen} datasheet {peak:g} TFLOP/s", index,
+                    dash="dot", mode="lines+markers", opacity=0.6)
     for x, text in ((matmul_intensity(n), f"{n}³ fp16 matmul: {matmul_intensity(n):.0f} FLOP/B"),
                     (1 / 12, "fp32 vector add: 1/12 FLOP/B")):
         fig.add_vline(x=x, line_dash="dash", line_color="grey", annotation_text=text,
@@ -176,7 +179,7 @@ def explorer_figure(cc: int = 90, tile=recordings.DEFAULT_CONFIG["tile"], num_st
                                                                         "LDGSTS", "UTMALDG", "LDTM"))
     title = (f"sm_{cc} ({GENERATIONS[cc].name.split(' ')[0]}), tile {'×'.join(map(str, tile))}, {num_stages} stages, "
              f"{num_warps} warps: {mma}")
-    fig = charts.figure(title, "", "% of what one SM allows", info["source"])
+    fig = charts.figure(title, "", "% of what one SM allows", f"Compiled, not timed: {info['source']}")
     fig.add_bar(x=names, y=values, text=texts, textposition="outside", name=f"compiled for sm_{cc}",
                 marker={"color": charts.PALETTE[0]})
     if runtime.is_gpu():
