@@ -130,7 +130,7 @@ def roofline_figure(n: int = 4096) -> go.Figure:
         roof, gbps, gen = row["max achievable bf16 TFLOP/s"], row["streaming GB/s"], row["generation"]
         gbps = gbps if pd.notna(gbps) else None  # no published bandwidth for this generation: no slope
         ys = np.minimum(roof, xs * gbps / 1e3) if gbps else np.full_like(xs, roof)
-        label = (f"{gen}: {roof:g} TFLOP/s ({row['GPU (matmul row)']})"
+        label = (f"published: {gen}, {roof:g} TFLOP/s ({row['GPU (matmul row)']})"
                  + (f", {gbps:.0f} GB/s ({row['GPU (bandwidth row)']})" if gbps else ", roof only: no published GB/s"))
         hover = f"{html.escape(label)}: %{{y:.3g}} TFLOP/s at %{{x:.3g}} FLOP/B<extra>published</extra>"
         charts.line(fig, xs, ys, label, index, dash="solid", mode="lines", hovertemplate=hover)
