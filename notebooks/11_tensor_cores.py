@@ -340,5 +340,5 @@ predictions.read_back(prediction_accumulators_per_thread, 128 * 256 // (4 * 32),
 # * The tensor-core roof is several times the CUDA-core roof; a large matmul sits far right of the ridge,
 #   and only tiles, stages and registers decide how close to the roof it gets.
 #
-# **Next:** the course's measured comparison on a GPU (the explorer's fourth bar); the FlashAttention lesson
-# builds on this kernel.
+# There is no lab for this lesson yet. On a GPU, the explorer's fourth bar is the measured comparison with
+# cuBLAS; without one, nothing here is a timing.

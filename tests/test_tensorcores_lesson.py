@@ -56,7 +56,7 @@ def test_the_recordings_have_their_provenance_and_hold_every_widget_configuratio
         assert provenance["command"] == recordings.RECORD_COMMAND
         assert "not a GPU measurement" in provenance["what"]
     held = recordings.recorded_compiled()[1]
-    for config in recordings.widget_configs():
+    for config in recordings.recorded_configs():
         assert recordings._config_key(*config) in held
     assert set(recordings.recorded_interpreted()[1]) == set(recordings.INTERPRETED_RUNS)
     assert not (ROOT / "data" / "reference" / "tensorcores").exists()  # CPU recordings never pass as GPU data
@@ -239,3 +239,27 @@ def test_the_explorer_bars_are_the_compiled_facts_and_occupancy(without_triton):
     assert f"{facts.shared_bytes // 1024} KiB" in bars.text[0]
     assert "HGMMA ×8" in fig.layout.title.text
     assert figures.stage_bytes((128, 128, 64)) == 32 * 1024
+
+
+# --- the whole lesson, as on macOS/Windows ---------------------------------------------------------------
+
+def test_the_lesson_runs_from_the_recordings_without_triton(without_triton, monkeypatch):
+    """Every code cell of the lesson, in this process, with Triton reported missing: nothing compiles or
+    interprets (the fixture refuses it), everything shown comes from the recordings and says so."""
+    import builtins
+    import contextlib
+    import io
+
+    from gpucourse.tooling import plainrun
+
+    monkeypatch.setattr(builtins, "display", print, raising=False)
+    namespace: dict = {"__name__": "__lesson__"}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        for index, cell in enumerate(plainrun.code_cells(LESSON.read_text())):
+            exec(compile(cell, f"{LESSON.name} cell {index}", "exec"), namespace)  # noqa: S102
+    printed = out.getvalue()
+    assert tritonmode.TRITON_MISSING in printed
+    assert "(recording (CPU, no GPU): Triton" in printed  # the interpreter checks, labelled
+    assert namespace["table"]["from"].str.startswith("recording").all()
+    assert namespace["explorer"].errors == 0

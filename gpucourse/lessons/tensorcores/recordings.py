@@ -127,7 +127,8 @@ def compiled_facts(cc, dtype: str = "float16", tile=kernels.COMPILE_TILE, num_wa
     if key not in facts:
         raise InvalidConfig(f"{key} is not in the recording (without Triton only recorded configurations "
                             f"can be shown): tiles {', '.join('×'.join(map(str, t)) for t in WIDGET_TILES)}, "
-                            f"stages {WIDGET_STAGES}, warps {WIDGET_WARPS}, float16")
+                            f"stages {WIDGET_STAGES}, warps {WIDGET_WARPS}, float16; and "
+                            f"{'×'.join(map(str, DEFAULT_CONFIG['tile']))} in bfloat16 and float32")
     return facts[key], provenance_line(provenance)
 
 
@@ -175,12 +176,21 @@ def _with_source(run: InterpretedCheck, source: str) -> InterpretedCheck:
 # --- writing them (tools/record_tensorcores.py) -------------------------------------------------------------
 
 def widget_configs():
-    """Every configuration the widget offers, for every cc: what the recording must hold."""
+    """Every configuration the widget offers, for every cc (float16)."""
     for cc in GENERATIONS:
         for tile in WIDGET_TILES:
             for num_warps in WIDGET_WARPS:
                 for num_stages in WIDGET_STAGES:
                     yield cc, "float16", tile, num_warps, num_stages
+
+
+def recorded_configs():
+    """What the recording must hold: the widget's configurations, and the lesson's default tile in the other
+    dtypes its tables show (bfloat16, float32) for every cc."""
+    yield from widget_configs()
+    for dtype in ("bfloat16", "float32"):
+        for cc in GENERATIONS:
+            yield cc, dtype, DEFAULT_CONFIG["tile"], DEFAULT_CONFIG["num_warps"], DEFAULT_CONFIG["num_stages"]
 
 
 def record(directory: Path = RECORDING_DIR, command: str = RECORD_COMMAND, configs=None) -> list[Path]:
@@ -193,7 +203,7 @@ def record(directory: Path = RECORDING_DIR, command: str = RECORD_COMMAND, confi
                   "platform": platform.platform(), "date": datetime.date.today().isoformat(),
                   "what": "CPU recording: compiled and interpreted without a GPU; no timing, not a GPU measurement"}
     directory.mkdir(parents=True, exist_ok=True)
-    facts = [asdict(compiled.compile_for(*config)) for config in (configs or widget_configs())]
+    facts = [asdict(compiled.compile_for(*config)) for config in (configs or recorded_configs())]
     runs = [asdict(interpreted_check(*run)) for run in INTERPRETED_RUNS]
     written = []
     for name, key, rows in ((COMPILED_FILE, "facts", facts), (INTERPRETED_FILE, "runs", runs)):
