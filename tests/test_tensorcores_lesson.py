@@ -263,3 +263,31 @@ def test_the_lesson_runs_from_the_recordings_without_triton(without_triton, monk
     assert "(recording (CPU, no GPU): Triton" in printed  # the interpreter checks, labelled
     assert namespace["table"]["from"].str.startswith("recording").all()
     assert namespace["explorer"].errors == 0
+
+
+def test_on_a_gpu_without_triton_the_explorer_draws_the_recording_and_measures_nothing(without_triton, monkeypatch):
+    from gpucourse.measure import runtime
+
+    monkeypatch.setattr(runtime, "is_gpu", lambda: True)
+    monkeypatch.setattr(experiments, "measure_against_torch",
+                        lambda **kwargs: pytest.fail("measured although Triton is missing"))
+    fig = figures.explorer_figure(90, (128, 128, 64), 3, 4)
+    assert len(fig.data) == 1
+
+
+def test_on_a_gpu_the_explorer_adds_the_measured_bar(monkeypatch):
+    from types import SimpleNamespace
+
+    from gpucourse.measure import runtime
+
+    monkeypatch.setattr(tritonmode, "triton_available", lambda: True)
+    monkeypatch.setattr(recordings, "compiled_facts", lambda *a, **k: (
+        recordings.recorded_compiled()[1][recordings._config_key(*a[:1], a[1], a[2], a[3], a[4])], "recording"))
+    monkeypatch.setattr(runtime, "is_gpu", lambda: True)
+    monkeypatch.setattr(runtime, "device", lambda: SimpleNamespace(name="NVIDIA H200", compute_capability=(9, 0)))
+    fake = (SimpleNamespace(measured=True, tflops=600.0), SimpleNamespace(measured=True, tflops=750.0))
+    monkeypatch.setattr(experiments, "measure_against_torch", lambda **kwargs: fake)
+    monkeypatch.setattr(figures.charts, "set_source", lambda fig, text: fig.layout.update(meta={"caption": text}))
+    fig = figures.explorer_figure(90, (128, 128, 64), 3, 4)
+    assert fig.data[1].y[0] == pytest.approx(80.0) and "600 of 750 TFLOP/s" in fig.data[1].text[0]
+    assert fig.layout.meta["caption"].startswith("Measured now on NVIDIA H200")

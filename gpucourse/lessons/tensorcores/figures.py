@@ -182,9 +182,9 @@ def explorer_figure(cc: int = 90, tile=recordings.DEFAULT_CONFIG["tile"], num_st
     fig = charts.figure(title, "", "% of what one SM allows", f"Compiled, not timed: {info['source']}")
     fig.add_bar(x=names, y=values, text=texts, textposition="outside", name=f"compiled for sm_{cc}",
                 marker={"color": charts.PALETTE[0]})
-    if runtime.is_gpu():
+    if runtime.is_gpu() and recordings.tritonmode.triton_available():  # a GPU without Triton (Windows): no bar
         measured = experiments.measure_against_torch(tile=tile, num_warps=num_warps, num_stages=num_stages)
-        if measured is not None:
+        if measured is not None and all(m.measured and m.tflops for m in measured):
             triton_m, torch_m = measured
             here = runtime.device()
             fig.add_bar(x=["Triton TFLOP/s, % of torch.matmul"], y=[100 * triton_m.tflops / torch_m.tflops],
