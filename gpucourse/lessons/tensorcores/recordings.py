@@ -52,7 +52,7 @@ class InterpretedCheck:
     max_abs_error: float  # |C_triton − A·B| over C, A·B in float64 from the same (rounded) inputs
     max_abs_value: float  # the largest |A·B|, for scale
     triton_version: str
-    seconds: float
+    seconds: float = 0.0  # the interpreter's wall time on this CPU (never recorded: it is not GPU performance)
     source: str = ""  # "run now in Triton X's interpreter" or "recording: ..."
 
     @property
@@ -209,8 +209,7 @@ def record(directory: Path = RECORDING_DIR, command: str = RECORD_COMMAND, confi
     for name, key, rows in ((COMPILED_FILE, "facts", facts), (INTERPRETED_FILE, "runs", runs)):
         for row in rows:  # what varies run to run (compile wall time) or by path (the source line) stays out
             row.pop("source", None)
-            if key == "facts":
-                row.pop("seconds", None)
+            row.pop("seconds", None)
         path = directory / name
         path.write_text(json.dumps({"provenance": provenance, key: rows}, indent=1, sort_keys=True) + "\n")
         written.append(path)
