@@ -739,6 +739,22 @@ MUTATIONS: list[Mutation] = [
              "            if True:\n",
              "a rehearsal, which skips the lessons, starts no lesson's child Python ahead",
              ["tests/test_widgetrun_prestart.py", "-k", "rehearsal"]),
+    # issue 49, lesson 11 (tensor cores from Python): the recordings stand in without Triton; counts from shapes
+    Mutation("tensorcores-compiles-without-triton", "gpucourse/lessons/tensorcores/recordings.py",
+             "    if tritonmode.triton_available():\n        facts = compiled.compile_for(",
+             "    if True:\n        facts = compiled.compile_for(",
+             "without Triton (macOS, Windows) the lesson reads the committed CPU recordings, never compiles",
+             ["tests/test_tensorcores_lesson.py", "-k", "without_triton"]),
+    Mutation("tensorcores-hmma-count-per-tile", "gpucourse/lessons/tensorcores/figures.py",
+             "return block_m * block_n * block_k // (m * n * k) // num_warps",
+             "return block_m * block_n * block_k // (m * n * k)",
+             "the mma.sync count a warp issues is the tile's multiply-adds over the instruction's, shared by the warps",
+             ["tests/test_tensorcores_lesson.py", "-k", "instruction_counts or typed_numbers"]),
+    Mutation("tensorcores-roof-invents-a-slope", "gpucourse/lessons/tensorcores/figures.py",
+             '"stream": None},  # gpu-stream has no Blackwell',
+             '"stream": "NVIDIA H200"},  # gpu-stream has no Blackwell',
+             "a generation without published bandwidth gets a roof and no slope (nothing invented)",
+             ["tests/test_tensorcores_lesson.py", "-k", "roofs"]),
 ]
 
 

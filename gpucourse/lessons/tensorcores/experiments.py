@@ -65,3 +65,66 @@ def run_interpreted(a, b, block=(kernels.BLOCK_M, kernels.BLOCK_N, kernels.BLOCK
     torch = _torch()
     a_t, b_t = (x if isinstance(x, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(x)) for x in (a, b))
     return _interpret(a_t.cpu(), b_t.cpu(), block)
+
+
+# --- on a GPU: the compiled kernel timed against torch.matmul (cuBLAS) --------------------------------------
+
+LIVE_N = 4096  # the widget's size: large enough for the tensor cores to be the limit (lesson 00's roofline)
+
+
+@functools.cache
+def compiled_kernel():
+    """``kernels.matmul_kernel`` compiled for this GPU (``triton.jit`` with the interpreter knob off)."""
+    triton = kernels.triton_or_raise()
+    from triton import knobs
+
+    with knobs.runtime.scope():
+        knobs.runtime.interpret = False
+        return triton.jit(kernels.matmul_kernel)
+
+
+def measure_against_torch(n: int = LIVE_N, dtype: str = "float16", tile=(128, 128, 64), num_warps: int = 4,
+                          num_stages: int = 3):
+    """(Triton's measurement, torch.matmul's) of an n³ matmul on this GPU with the course's harness (under
+    a LiveChart: the live contract), both checked against each other first; None without a GPU."""
+    from gpucourse.errors import InvalidConfig
+    from gpucourse.measure import runtime
+    from gpucourse.measure.harness import measure
+
+    block = check_block(tile)  # bad input says so first, with or without a GPU
+    if dtype not in ("float16", "bfloat16"):
+        raise InvalidConfig(f"the GPU comparison takes float16 or bfloat16, got {dtype!r}")
+    if not isinstance(n, int) or n < 1 or n % max(block) or n > 16384:
+        raise InvalidConfig(f"n must be a multiple of the largest tile side ({max(block)}) up to 16384, got {n}")
+    if num_warps not in (4, 8) or num_stages not in range(1, 8):
+        raise InvalidConfig(f"num_warps must be 4 or 8 and num_stages 1 to 7, got {num_warps}, {num_stages}")
+    if not runtime.is_gpu():
+        return None
+    torch = _torch()
+    triton = kernels.triton_or_raise()
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    work = getattr(torch, dtype)
+    a = torch.randn(n, n, device="cuda", generator=gen).to(work)
+    b = torch.randn(n, n, device="cuda", generator=gen).to(work)
+    c = torch.empty(n, n, device="cuda", dtype=torch.float32)
+    grid = (triton.cdiv(n, block[0]), triton.cdiv(n, block[1]))
+    kernel = compiled_kernel()
+    out = {}
+
+    def run_triton():
+        kernel[grid](a, b, c, n, n, n, *a.stride(), *b.stride(), *c.stride(), BLOCK_M=block[0], BLOCK_N=block[1],
+                     BLOCK_K=block[2], num_warps=num_warps, num_stages=num_stages)
+
+    def run_torch():
+        out["c"] = torch.matmul(a, b)
+
+    def agree():
+        return bool(torch.allclose(c[:256, :256], out["c"][:256, :256].float(), rtol=2e-2, atol=1e-1))
+
+    run_triton()
+    run_torch()
+    flops = 2 * n**3
+    label = f"{dtype} {n}³ tile {'×'.join(map(str, block))} s{num_stages} w{num_warps}"
+    theirs = measure(run_torch, label=f"torch.matmul {dtype} {n}³", flops=flops)
+    ours = measure(run_triton, label=f"Triton {label}", check=agree, flops=flops)
+    return ours, theirs
