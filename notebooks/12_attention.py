@@ -18,8 +18,8 @@
 # against FlashAttention's, check the online softmax that makes FlashAttention possible, run a FlashAttention
 # forward written in Triton, and place both on the roofline — then, on a GPU, race it against PyTorch's own.**
 #
-# *50 minutes — objectives and the picture 5, §1 naive attention's bytes 9, §2 online softmax 10, §3
-# FlashAttention in Triton 11, §4 the roofline 10, §5 against PyTorch's SDPA 4, key points 1 — then lab 13
+# *49 minutes — objectives and the picture 5, §1 naive attention's bytes 11, §2 online softmax 7, §3
+# FlashAttention in Triton 10, §4 the roofline 13, §5 against PyTorch's SDPA 2, key points 1 — then lab 13
 # "Online softmax and one flash tile" · prerequisites: lesson 11 "Tensor cores from Python" (`tl.dot`,
 # Triton's interpreter), lesson 04 (tiling), lesson 04a (reductions), lesson 00 (the roofline).* This is the
 # course's capstone: it uses all of them at once.
@@ -45,7 +45,7 @@ from gpucourse.measure import runtime
 runtime.banner()
 
 # %% [markdown]
-# ## The picture: the score matrix in tiles (3 min)
+# ## The picture: the score matrix in tiles (2 min)
 #
 # Attention computes O = softmax(Q·Kᵀ/√d)·V for each (batch, head): Q, K and V are n × d (n tokens, head
 # dimension d), and the scores S = Q·Kᵀ/√d are n × n. FlashAttention never stores S. It cuts Q into tiles of
@@ -67,7 +67,7 @@ from gpucourse.lessons.attention import figures
 figures.tiles_figure()
 
 # %% [markdown]
-# ## 1 · Naive attention's bytes (9 min)
+# ## 1 · Naive attention's bytes (11 min)
 #
 # The naive way is three kernels, each reading its inputs from HBM and writing its output back: S = Q·Kᵀ
 # (read Q and K, write S), P = softmax(S) (read S, write P), O = P·V (read P and V, write O). S and P are
@@ -123,7 +123,18 @@ predictions.read_back({"naive": prediction_naive_mb, "FlashAttention": predictio
 figures.bytes_figure()
 
 # %% [markdown]
-# ## 2 · Online softmax (10 min)
+# What FlashAttention saves beyond bytes moved is memory held. Naive attention keeps S and P, 2n² elements per
+# head; FlashAttention only the logsumexp, one fp32 number per row:
+
+# %%
+figures.extra_memory_table()
+
+# %% [markdown]
+# At 65,536 tokens naive attention would hold 17 GB of S and P for **one** head (a model has dozens, times the
+# batch), while FlashAttention holds a quarter of a megabyte. Long-context models exist because of that line.
+
+# %% [markdown]
+# ## 2 · Online softmax (7 min)
 #
 # FlashAttention's difficulty is the softmax. Each row of P = softmax(S) needs the row's maximum (subtracted
 # so that `exp` does not overflow) and the row's sum (the divisor) — both depend on the **whole** row, which
@@ -179,7 +190,7 @@ figures.online_check()
 # order of the same sums. FlashAttention's forward is this loop, with S_j = Q_tile·K_jᵀ computed by the tensor
 # cores one tile at a time.
 #
-# ## 3 · The FlashAttention forward in Triton (11 min)
+# ## 3 · The FlashAttention forward in Triton (10 min)
 #
 # Here is the kernel, as `experiments.flash_attention` launches it: one program per (Q tile, batch·head). It
 # loads its Q tile once; walks K and V (causal: only up to its diagonal); keeps m, l and acc in registers; and
@@ -218,6 +229,12 @@ results, results_source = figures.interpreter_results()
 print(results_source)
 results
 
+# %% [markdown]
+# Each case's counted bytes against the model's count (`model.flash_traffic`, times batch·heads):
+
+# %%
+figures.traffic_check(results)
+
 # %%
 first = results.iloc[0]
 predicted_read = model.flash_traffic(256, 64, 32, 32, "fp16")
@@ -230,7 +247,21 @@ predictions.read_back(prediction_bytes_read, sum(v for k, v in predicted_read.it
 # included: the model is the kernel's own loop bounds. Every case is within tolerance of SDPA. The
 # interpreter's seconds are NumPy's on one CPU core: a GPU runs the same kernel thousands of times faster.
 #
-# ## 4 · The roofline (10 min)
+# Bad input is refused before anything launches, in one line. One refusal is worth reading: the interpreter
+# computes a bf16 `tl.dot` silently wrong (Triton 3.7 and 3.9), so in the interpreter the runner refuses bf16
+# rather than show a wrong answer; on a GPU bf16 runs.
+
+# %%
+from gpucourse.errors import CourseError
+from gpucourse.lessons.attention import experiments
+
+try:
+    experiments.flash_attention(*experiments.random_qkv(1, 1, 64, 64, "bfloat16"))
+except CourseError as refusal:
+    print(refusal)
+
+# %% [markdown]
+# ## 4 · The roofline (13 min)
 #
 # Lesson 00's roofline: a kernel is memory-bound when its arithmetic intensity (FLOP per byte) lies left of the
 # ridge point (peak FLOP/s ÷ bandwidth), compute-bound right of it. Attention's FLOPs are its two matmuls,
@@ -269,7 +300,13 @@ figures.roofline_figure(4096, 64, 64, 64, "fp16", gpu=figures.GPU)
 # **Explain.** Naive attention's intensity is 4n²d FLOPs over about 4n² elements: d/2 FLOP per fp16 byte
 # whatever n — memory-bound for every head dimension in use. FlashAttention without the L2 has 4n²d FLOPs over
 # about 2d·n²/br elements: br FLOP per fp16 byte — the **Q tile's rows** set the intensity, which is why
-# FlashAttention makes its Q tiles as tall as registers allow (128 rows on Hopper). With the L2 serving the
+# FlashAttention makes its Q tiles as tall as registers allow (128 rows on Hopper):
+
+# %%
+figures.intensity_by_tile(4096, 64, "fp16", gpu=figures.GPU)
+
+# %% [markdown]
+# Even 128-row tiles stay left of the H200's ridge if every re-read goes to HBM. With the L2 serving the
 # re-reads, only the compulsory bytes are left, and FlashAttention is compute-bound: its speed is then the
 # tensor cores' and the softmax's. That is where FlashAttention-2 (work split, fewer non-matmul operations),
 # FlashAttention-3 (Hopper: wgmma, TMA, warp specialisation) and FlashAttention-4 (Blackwell) spend their
@@ -291,7 +328,7 @@ figures.roofline_figure(4096, 64, 64, 64, "fp16", gpu=figures.GPU)
 figures.attention_explorer()
 
 # %% [markdown]
-# ## 5 · Against PyTorch's SDPA (4 min)
+# ## 5 · Against PyTorch's SDPA (2 min)
 #
 # `torch.nn.functional.scaled_dot_product_attention` picks a backend — FlashAttention-2 on Ampere and later
 # for fp16 and bf16, memory-efficient attention, or the plain math — and §3 checked our kernel against it on

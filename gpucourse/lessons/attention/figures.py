@@ -152,3 +152,40 @@ def online_check(n: int = 256, d: int = 64, block: int = 64, causal: bool = True
     return pd.DataFrame([{"n": n, "d": d, "block": block, "causal": causal,
                           "max |O online − O exact|": float(np.abs(out - exact).max()),
                           "max |logsumexp online − exact|": float(np.abs(lse - reference_lse).max())}])
+
+
+def extra_memory_table(d: int = 64, dtype: str = "fp16", lengths=(4096, 65536)) -> pd.DataFrame:
+    """Memory beyond Q, K, V and O per (batch, head): naive keeps S and P, FlashAttention the logsumexp."""
+    return pd.DataFrame([{"n": n, "naive: S and P (MB)": model.extra_memory_bytes(n, dtype, flash=False) / 1e6,
+                          "FlashAttention: logsumexp (MB)": model.extra_memory_bytes(n, dtype, flash=True) / 1e6,
+                          "Q, K, V, O (MB)": model.compulsory_bytes(n, d, dtype, lse=False) / 1e6}
+                         for n in lengths])
+
+
+def traffic_check(results: pd.DataFrame) -> pd.DataFrame:
+    """Each interpreted case's counted bytes against ``model.flash_traffic``'s prediction (batch·heads times)."""
+    rows = []
+    for case in results.to_dict("records"):
+        size = 2 if case["dtype"] == "float16" else 4
+        traffic = model.flash_traffic(case["n"], case["d"], case["block_m"], case["block_n"], size, case["causal"])
+        heads = case["batch"] * case["heads"]
+        read = heads * sum(v for k, v in traffic.items() if k.startswith("read"))
+        written = heads * sum(v for k, v in traffic.items() if k.startswith("write"))
+        rows.append({"n": case["n"], "d": case["d"], "dtype": case["dtype"], "causal": case["causal"],
+                     "model: bytes read": read, "counted: bytes read": case["bytes read"],
+                     "model: bytes written": written, "counted: bytes written": case["bytes written"],
+                     "equal": read == case["bytes read"] and written == case["bytes written"]})
+    return pd.DataFrame(rows)
+
+
+def intensity_by_tile(n: int = 4096, d: int = 64, dtype: str = "fp16", causal: bool = False,
+                      gpu: str | None = None) -> pd.DataFrame:
+    """FlashAttention's intensity without the L2 for each Q tile height, against the ridge."""
+    gpu = roofline_gpu() if gpu is None else gpu
+    rows = []
+    for br in TILE_SIZES:
+        p = model.placements(n, d, br, 64, dtype, causal, gpu)[1]
+        rows.append({"Q tile rows br": br, "FLOP per byte (no L2)": round(p.intensity_flop_per_byte, 1),
+                     "ridge": round(p.ridge_flop_per_byte, 1), "bound": p.bound,
+                     "attainable share of peak": round(p.attainable_fraction, 3)})
+    return pd.DataFrame(rows)
