@@ -79,7 +79,7 @@ def roofline_figure(n: int = 4096, d: int = 64, br: int = 64, bc: int = 64, dtyp
         source = charts.source_caption("measured", f"{runtime.device().name}, {measured['contract']} contract; "
                                                    f"the roofline is the datasheet's")
     fig = charts.figure(f"Attention on the {gpu} roofline: n = {n:,}, d = {d}{', causal' if causal else ''}",
-                        "arithmetic intensity (FLOP per byte)", f"{dtype} TFLOP/s", source)
+                        "arithmetic intensity (FLOP per byte)", f"attainable {dtype} (TFLOP/s)", source)
     xs = [min(p.intensity_flop_per_byte for p in found) / 4, ridge, max(ridge, *(p.intensity_flop_per_byte
                                                                                   for p in found)) * 4]
     charts.line(fig, xs, [min(peak, x * peak / ridge) for x in xs], f"roofline: {peak:g} TFLOP/s, ridge "
