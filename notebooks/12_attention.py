@@ -222,7 +222,8 @@ prediction_bytes_read = ...
 # `scaled_dot_product_attention` (the errors, and whether they lie within fp16's or fp32's tolerance), with the
 # bytes its loads and stores really moved, counted by wrapping the interpreter's masked loads and stores. Where
 # Triton cannot be installed (macOS, Windows: it ships Linux wheels only) the cell shows a committed recording
-# of the same cases instead, and says so in its caption.
+# of the same cases instead, and says so in its caption. On a GPU the kernel is compiled, not interpreted: the
+# errors are measured there, and the bytes come from the recording (only the interpreter counts them).
 
 # %%
 results, results_source = figures.interpreter_results()

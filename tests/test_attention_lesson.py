@@ -123,6 +123,21 @@ def test_without_triton_and_without_the_recording_one_clear_line(monkeypatch, tm
         recorded.load()
 
 
+def test_on_a_gpu_errors_are_measured_now_and_bytes_come_from_the_recording(monkeypatch):
+    monkeypatch.setattr(tritonmode, "triton_available", lambda: True)
+    monkeypatch.setattr(runtime, "is_gpu", lambda: True)
+    monkeypatch.setattr(runtime, "device", lambda: type("D", (), {"name": "NVIDIA H200"})())
+    monkeypatch.setattr(recorded, "run_case", lambda *case: pytest.fail("the interpreter's counter runs on a CPU"))
+    compared = []
+    monkeypatch.setattr(experiments, "compare_with_sdpa", lambda *case: compared.append(case) or {
+        **dict(zip(recorded.COLUMNS[:8], case)), "max_abs_error_o": 1e-3, "max_abs_error_lse": 1e-4,
+        "close": True, "seconds": 1e-4, "mode": "compiled"})
+    table, source = figures.interpreter_results()
+    assert compared == [tuple(c) for c in recorded.CASES]
+    assert table["bytes read"].tolist() == [r["bytes read"] for r in recorded.load()["rows"]]
+    assert source.startswith("Errors and seconds: compiled and run now on NVIDIA H200; bytes: Recorded on a CPU")
+
+
 @pytest.mark.skipif(not tritonmode.triton_available(), reason=tritonmode.TRITON_MISSING)
 def test_with_triton_the_cases_run_now_and_match_the_recording():
     table, source = figures.interpreter_results()

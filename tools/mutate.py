@@ -639,7 +639,7 @@ MUTATIONS: list[Mutation] = [
              ["tests/test_attention_triton.py", "-k", "sdpa and True"]),
     # lesson 12 "Attention": the recording shown without Triton, the byte check the prose rests on, the GPU tiles
     Mutation("attention-lesson-ignores-missing-triton", "gpucourse/lessons/attention/recorded.py",
-             "    if tritonmode.triton_available():", "    if True:",
+             "    if not tritonmode.triton_available():", "    if False:",
              "without Triton the lesson shows the committed CPU recording, labelled, and runs nothing",
              ["tests/test_attention_lesson.py", "-k", "without_triton"]),
     Mutation("attention-traffic-check-one-head", "gpucourse/lessons/attention/figures.py",
