@@ -72,6 +72,8 @@ def test_settings_the_prose_names(text):
     assert f"{figures.online_check().block.iloc[0]} columns at a time" in text
     assert any(case[2] == 200 for case in recorded.CASES) and "a partial last tile (n = 200)" in text
     assert "Triton 3.7 and 3.9" in text and "3.7.1 and 3.9.0" in experiments.BF16_REFUSED
+    with pytest.raises(InvalidConfig, match="bf16 is refused in Triton's interpreter"):  # the lesson's cell
+        experiments.check_inputs(*experiments.random_qkv(1, 1, 64, 64, "bfloat16"), 32, 32, interpreted=True)
 
 
 def test_the_recording_bears_out_the_prose(text):
@@ -220,3 +222,32 @@ def test_launch_options_are_refused_before_launch(options, words):
     q, k, v = experiments.random_qkv(1, 1, 32, 16)
     with pytest.raises(InvalidConfig, match=words):
         experiments.flash_attention(q, k, v, **options)
+
+
+NO_TRITON = '''# %%
+import sys
+
+
+class _NoTriton:  # as on macOS or Windows: no Triton wheel, so no module named triton
+    def find_spec(self, name, path=None, target=None):
+        if name == "triton" or name.startswith("triton."):
+            raise ModuleNotFoundError("No module named 'triton'")
+
+
+sys.meta_path.insert(0, _NoTriton())
+from gpucourse.measure import tritonmode  # noqa: E402
+
+assert not tritonmode.triton_available()
+
+'''
+
+
+def test_the_whole_lesson_runs_without_triton_and_shows_the_recording(tmp_path, monkeypatch):
+    from gpucourse.tooling import plainrun
+
+    lesson = tmp_path / LESSON
+    shown = '\n# %%\nassert results_source.startswith("Recorded on a CPU by Triton"), results_source\n'
+    lesson.write_text(NO_TRITON + (ROOT / "notebooks" / LESSON).read_text() + shown)
+    monkeypatch.setenv("GPUCOURSE_MODE", "sim")
+    done = plainrun.run(lesson, timeout_s=300)
+    assert done.ok, done.detail
