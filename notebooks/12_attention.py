@@ -104,12 +104,13 @@ predictions.read_back({"naive": prediction_naive_mb, "FlashAttention": predictio
                               f"re-read of K and V")
 
 # %% [markdown]
-# Only **twice** fewer bytes? For large n both counts grow as n²: naive as 4n², FlashAttention (no cache) as
+# Only half the bytes? For large n both counts grow as n²: naive as 4n², FlashAttention (no cache) as
 # 2d·n²/br. Their ratio tends to 2·br/d — with 64-row tiles and d = 64, that is 2. The chart shows it for
-# every n. The tiles alone do not make FlashAttention cheap in bytes; two other things do. Its K and V re-reads
-# are the same K and V for every Q tile of a head — 1.0 MB at n = 4096, d = 64 in fp16, which the L2 (tens of MB) keeps: then
-# only the compulsory bytes reach HBM, the lowest line. And it never needs S and P in memory at all, which is
-# what lets it run at sequence lengths where naive attention's n² matrices would not fit.
+# every n. The tiles alone do not make FlashAttention cheap in bytes; two other things do. Its K and V
+# re-reads are the same K and V for every Q tile of a head — 1.0 MB at n = 4096, d = 64 in fp16, which the L2
+# (tens of MB) keeps: then only the compulsory bytes reach HBM, the lowest line. And it never needs S and P in
+# memory at all, which is what lets it run at sequence lengths where naive attention's n² matrices would not
+# fit.
 #
 # <details><summary>Description of the picture</summary>
 #
@@ -131,7 +132,8 @@ figures.extra_memory_table()
 
 # %% [markdown]
 # At 65,536 tokens naive attention would hold 17 GB of S and P for **one** head (a model has dozens, times the
-# batch), while FlashAttention holds a quarter of a megabyte. Long-context models exist because of that line.
+# batch), while FlashAttention holds a quarter of a megabyte. That, more than the bytes, made long contexts
+# practical.
 
 # %% [markdown]
 # ## 2 · Online softmax (7 min)
@@ -173,10 +175,10 @@ prediction_alpha = ...
 
 # %%
 m, total, acc = online.tile_step(np.array([2.0]), np.array([3.0]), np.zeros((1, 1)), np.array([[5.0]]),
-                             np.array([[1.0]]))
+                                 np.array([[1.0]]))
 predictions.read_back(prediction_alpha, round(float(np.exp(2.0 - 5.0)), 4),
-                      counted=f"tile_step gives m = {m[0]:g} and l = 3·α + e^0 = {total[0]:.4f}: the old sum shrinks "
-                              f"by α = e^(2 − 5) and the new block adds 1")
+                      counted=f"tile_step gives m = {m[0]:g} and l = 3·α + e^0 = {total[0]:.4f}: the old sum "
+                              f"shrinks by α = e^(2 − 5) and the new block adds 1")
 
 # %% [markdown]
 # Now the check that matters: attention through the online softmax, 64 columns at a time, against the
@@ -246,7 +248,7 @@ predictions.read_back(prediction_bytes_read, sum(v for k, v in predicted_read.it
 # %% [markdown]
 # The model's count and the interpreter's agree to the byte, causal cases and a partial last tile (n = 200)
 # included: the model is the kernel's own loop bounds. Every case is within tolerance of SDPA. The
-# interpreter's seconds are NumPy's on one CPU core: a GPU runs the same kernel thousands of times faster.
+# interpreter's seconds are NumPy's on one CPU core, not the kernel's speed: §5 times it on a GPU.
 #
 # Bad input is refused before anything launches, in one line. One refusal is worth reading: the interpreter
 # computes a bf16 `tl.dot` silently wrong (Triton 3.7 and 3.9), so in the interpreter the runner refuses bf16

@@ -94,7 +94,8 @@ def test_instructor_answers_are_the_models():
                    f"3·α + 1 = {3 * math.exp(-3) + 1:.4f}", f"{read:,} bytes read", f"{written:,} bytes written",
                    f"**{placements[0].ridge_flop_per_byte:.1f}**",
                    f"sits at\n  {placements[0].intensity_flop_per_byte:.1f}",
-                   f"at {placements[1].intensity_flop_per_byte:.1f}", f"({placements[2].intensity_flop_per_byte:.1f})"):
+                   f"at {placements[1].intensity_flop_per_byte:.1f}", f"({placements[2].intensity_flop_per_byte:.1f})",
+                   f"({model.extra_memory_bytes(65536, 'fp16', flash=False) / 1e9:.0f} GB for one head"):
         assert figure in NOTES, figure
 
 
