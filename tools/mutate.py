@@ -755,6 +755,19 @@ MUTATIONS: list[Mutation] = [
              '"stream": "NVIDIA H200"},  # gpu-stream has no Blackwell',
              "a generation without published bandwidth gets a roof and no slope (nothing invented)",
              ["tests/test_tensorcores_lesson.py", "-k", "roofs"]),
+    # lesson 12 "Attention": the recording shown without Triton, the byte check the prose rests on, the GPU tiles
+    Mutation("attention-lesson-ignores-missing-triton", "gpucourse/lessons/attention/recorded.py",
+             "    if not tritonmode.triton_available():", "    if False:",
+             "without Triton the lesson shows the committed CPU recording, labelled, and runs nothing",
+             ["tests/test_attention_lesson.py", "-k", "without_triton"]),
+    Mutation("attention-traffic-check-one-head", "gpucourse/lessons/attention/figures.py",
+             'heads = case["batch"] * case["heads"]', "heads = 1",
+             "the model's bytes are per (batch, head): a case with several heads moves that many times more",
+             ["tests/test_attention_lesson.py", "-k", "bears_out"]),
+    Mutation("attention-gpu-tiles-too-few-warps", "gpucourse/lessons/attention/timing.py",
+             "return bm, bn, (8 if bm * d >= 128 * 128 else 4), stages", "return bm, bn, 4, stages",
+             "a 128×128 fp32 accumulator gets 8 warps in the GPU timing (the tier's settings)",
+             ["tests/test_attention_lesson.py", "-k", "timing_settings"]),
 ]
 
 

@@ -31,6 +31,8 @@ MAX_INTERPRETED_SCORES = 4 * 256 * 256
 # The kernel's offsets (bh · stride_qh + row · stride_qn + dim) are 32-bit: from 2³¹ elements per tensor they wrap.
 MAX_ELEMENTS = 2**31 - 1
 INTERPRETED_DTYPES = ("float16", "float32")
+WARP_COUNTS = (1, 2, 4, 8, 16)  # warps per program on a GPU: a power of two (Triton), at most 512 threads here
+MAX_STAGES = 6
 COMPILED_DTYPES = ("float16", "bfloat16", "float32")
 BF16_REFUSED = ("bf16 is refused in Triton's interpreter: it computes a bf16 tl.dot silently wrong (errors of "
                 "~5e10 in Triton 3.7.1 and 3.9.0). Use float16 or float32 here; bf16 runs on a GPU")
@@ -161,15 +163,21 @@ def check_inputs(q, k, v, block_m: int, block_n: int, interpreted: bool) -> tupl
     return batch, heads, n, d
 
 
-def flash_attention(q, k, v, causal: bool = False, block_m: int = 32, block_n: int = 32):
+def flash_attention(q, k, v, causal: bool = False, block_m: int = 32, block_n: int = 32, num_warps: int = 4,
+                    num_stages: int | None = None):
     """(O, logsumexp) of softmax(Q·Kᵀ/√d)·V from the Triton kernel: O like q, logsumexp (batch, heads, n) fp32.
-    Without a GPU Triton's interpreter runs it (fp16/fp32, small sizes); on a GPU it is compiled."""
+    Without a GPU Triton's interpreter runs it (fp16/fp32, small sizes); on a GPU it is compiled, with
+    ``num_warps`` warps per program and ``num_stages`` pipelined K/V loads (None: Triton's default)."""
     if kernels.triton is None:
         raise InvalidConfig(TRITON_MISSING)
     if not isinstance(causal, bool):
         raise InvalidConfig(f"causal must be True or False; got {causal!r}")
     interpreted = not runtime.is_gpu()
     batch, heads, n, d = check_inputs(q, k, v, block_m, block_n, interpreted)
+    check_tile("num_warps", num_warps, WARP_COUNTS)
+    if num_stages is not None and (isinstance(num_stages, bool) or not isinstance(num_stages, int)
+                                   or not 1 <= num_stages <= MAX_STAGES):
+        raise InvalidConfig(f"num_stages must be None or an integer from 1 to {MAX_STAGES}; got {num_stages!r}")
     torch = _torch()
     # (batch·heads, n, d), last stride 1: one pointer walk per (batch, head)
     q3, k3, v3 = (t.reshape(batch * heads, n, d).contiguous() for t in (q, k, v))
@@ -183,7 +191,8 @@ def flash_attention(q, k, v, causal: bool = False, block_m: int = 32, block_n: i
         with interpretable_language():
             interpreted_kernel()[grid](*args, **constants)
     else:
-        compiled_kernel()[grid](*args, **constants)
+        launch = {"num_warps": num_warps} | ({} if num_stages is None else {"num_stages": num_stages})
+        compiled_kernel()[grid](*args, **constants, **launch)
     return o.reshape(batch, heads, n, d), lse.reshape(batch, heads, n)
 
 
