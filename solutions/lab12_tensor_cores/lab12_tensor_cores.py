@@ -14,7 +14,7 @@
 # %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # # Lab 12 · Tensor cores: tiles, stages and fragments
 #
-# *About 55 minutes. Goes with lesson 11 "Tensor cores from Python".*
+# *About 45 minutes. Goes with lesson 11 "Tensor cores from Python".*
 #
 # How to work: fill in every cell that says `YOUR CODE HERE` (delete the `raise
 # NotImplementedError()` line). Don't edit the test cells: they are locked and are graded
@@ -140,6 +140,8 @@ for _i, (m, n, k) in enumerate([(128, 128, 64), (128, 256, 64), (256, 128, 32), 
     for _cc in _limit:
         for _s in (2, 3, 4, 5):
             _cases.append((m, n, k, ("float16", "float32", "bfloat16")[(_i + _s) % 3], _s, _cc))
+# 102,400 bytes: exactly the 100 KB SM of cc 8.6, 8.9 and 12.0, over the 99 KB a block may have
+_cases += [(m, n, 128, d, 5, _cc) for m, n, d in [(16, 64, "float16"), (64, 16, "bfloat16")] for _cc in _limit]
 _got = call_each(fits, _cases)
 _width = {"float16": 2, "bfloat16": 2, "float32": 4}
 for _one, (m, n, k, d, s, c) in zip(_got, _cases, strict=True):
