@@ -162,6 +162,8 @@ def test_exercise_2_graded_by_the_grader_s_own_compile_without_nbgrader():
     assert [_passes(test, solution) for test in ex2] == [True, True, True]
     starved = _namespace(_cell("ex1_solution"), STARVED_AND_SPILLING)
     assert [_passes(test, starved) for test in ex2] == [False, False, True]
+    lying = _namespace(_cell("ex1_solution"), UNPIPELINED_AND_LYING)  # one stage on A100, made-up H100 registers
+    assert [_passes(test, lying) for test in ex2] == [False, False, True]
     shrunk = _namespace(_cell("ex1_solution"), SHRUNK_JOBS)
     exec(_cell("ex2_test_h100").split("### BEGIN HIDDEN TESTS")[0], shrunk)  # the notebook's own JOBS: passes
     assert not _passes("ex2_test_h100", shrunk)  # the grader's: 64 tiles for 132 SMs
