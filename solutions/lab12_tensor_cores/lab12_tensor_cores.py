@@ -167,6 +167,9 @@ for _one, (m, n, k, d, s, c) in zip(_got, _cases, strict=True):
 # tiles the compiler actually allocated (`shared_bytes` ÷ your `stage_bytes`). Is it `num_stages` on both GPUs?
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# Try a configuration:  facts = compile_for(80, "bfloat16", (128, 128, 64), 4, 3);  print(facts.summary())
+# then read facts.registers, facts.stack_bytes, facts.shared_bytes, facts.sass, facts.ptx, facts.mma_opcodes.
+# Define choices = {"A100": {...}, "H100": {...}}, evidence = {"A100": {...}, "H100": {...}} and buffers.
 ### BEGIN SOLUTION
 # A100: 4096² has 1024 tiles of 128 × 128, plenty for 108 SMs; BLOCK_K 32 with 4 stages keeps 220 registers and
 # no spills (256 × 256 spills with 4 warps). H100: 1024² has only 64 tiles of 128 × 128 for 132 SMs: 64 × 64 gives 256.
