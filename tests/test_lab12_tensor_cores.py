@@ -190,7 +190,7 @@ def test_the_fresh_process_compiles_what_compile_for_does_and_ignores_planted_pa
     assert not (tmp_path / "planted-cache").exists()
 
 
-def test_the_fresh_process_refuses_without_triton_and_past_its_timeout(monkeypatch):
+def test_the_fresh_process_refuses_without_triton_and_says_when_the_child_fails(monkeypatch):
     from gpucourse.lessons.tensorcores import fresh, kernels
 
     monkeypatch.setattr(kernels, "tl", None)
