@@ -768,6 +768,19 @@ MUTATIONS: list[Mutation] = [
              "return bm, bn, (8 if bm * d >= 128 * 128 else 4), stages", "return bm, bn, 4, stages",
              "a 128×128 fp32 accumulator gets 8 warps in the GPU timing (the tier's settings)",
              ["tests/test_attention_lesson.py", "-k", "timing_settings"]),
+    # issue 49, lab 12: fits graded at the 99-KB edge, the grader's compile out of the notebook's reach, evidence
+    Mutation("lab12-fits-edge-untested", "solutions/lab12_tensor_cores/lab12_tensor_cores.py",
+             '[(16, 64, "float16"), (64, 16, "bfloat16")]', '[(16, 64, "float32"), (64, 16, "float32")]',
+             "lab 12 ex 1: the SM's carve-out (100 KB) for what one block may have (99 KB) scores 0 on fits",
+             ["tests/test_lab12_tensor_cores.py", "-k", "exercise_1"]),
+    Mutation("lab12-fresh-compile-inherits-the-environment", "gpucourse/lessons/tensorcores/fresh.py",
+             "env=env, cwd=tmp", "env={**env, **os.environ}, cwd=tmp",
+             "the grader's compile runs in a child the notebook's environment (a planted Triton cache) cannot reach",
+             ["tests/test_lab12_tensor_cores.py", "-k", "planted_paths"]),
+    Mutation("lab12-evidence-unchecked", "solutions/lab12_tensor_cores/lab12_tensor_cores.py",
+             'check({key: _evidence["H100"][key] for key', 'check(True or {key: _evidence["H100"][key] for key',
+             "lab 12 ex 2: the evidence must be what the grader's own compile reports",
+             ["tests/test_lab12_tensor_cores.py", "-k", "exercise_2_graded"]),
 ]
 
 

@@ -5,6 +5,7 @@
   the interpreter computes it wrong);
 * ``compile_for(cc)``: compile it without a GPU for sm_80 (``mma.sync``/``HMMA``), sm_90 (``wgmma``/``HGMMA``)
   or sm_100 (``tcgen05.mma``/``UTCHMMA``) and read the facts; ``generations_table()`` puts the three side by side;
+  ``facts_in_fresh_process([...])``: the same facts from a child process no notebook reaches (lab 12's grader);
 * which lane holds which element of an ``mma.sync``: ``gpucourse.microscope.fragments``.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 from gpucourse.lessons.tensorcores.compiled import CompiledFacts, check_cc, compile_for, ptx_counts, sass_opcodes
 from gpucourse.lessons.tensorcores.experiments import interpreted_kernel, run_interpreted
 from gpucourse.lessons.tensorcores.figures import generations_table
+from gpucourse.lessons.tensorcores.fresh import facts_in_fresh_process
 from gpucourse.lessons.tensorcores.kernels import (
     BLOCK_K,
     BLOCK_M,
