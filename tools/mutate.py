@@ -637,6 +637,15 @@ MUTATIONS: list[Mutation] = [
              "end = tl.minimum((tile + 1) * BLOCK_M, n_ctx)", "end = tl.minimum(tile * BLOCK_M, n_ctx)",
              "the causal kernel visits every K/V tile at or left of the diagonal (against SDPA, interpreted)",
              ["tests/test_attention_triton.py", "-k", "sdpa and True"]),
+    # issue 49 part 4: a forbidden function handed in inside functools.partial (or a cache, a bound method)
+    Mutation("handed-in-misses-partial", "gpucourse/tooling/grading/tripwire.py",
+             "        todo += held_by_wrapper(value)\n", "",
+             "functools.partial(forbidden) handed to the grader is refused like the function itself",
+             ISOLATION + ["-k", "standard_library_wrapper"]),
+    Mutation("reaches-package-misses-partial", "gpucourse/tooling/grading/hidden.py",
+             "    held = held_by_wrapper(fn)  #", "    held = []  #",
+             "a notebook name bound to functools.partial(course function) reaches the course",
+             ["tests/test_grading.py", "-k", "partial_and_cache"]),
 ]
 
 
