@@ -258,3 +258,17 @@ def test_lab13_round_trip(tmp_path):
     }
     for student, zeros in expected.items():
         assert scores[student].cells == with_zeros(*zeros), (student, scores[student].cells)
+
+
+def test_the_instructor_notes_figures_are_the_models():
+    notes = (ROOT / "instructor" / "lab13_attention.md").read_text()
+    for figure in (model.naive_bytes(4096, 64, 2), model.flash_bytes(4096, 64, 64, 64, 2),
+                   model.flash_bytes(4096, 64, 64, 64, 2, causal=True)):
+        assert f"{figure:,}" in notes, figure
+    assert "10 points" in notes and "45 minutes" in notes
+    points = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"] for c in solution_notebook(LAB).cells
+              if c.metadata.get("nbgrader", {}).get("grade")}
+    assert sum(points.values()) == 10
+    for exercise, value in points.items():  # the answers table: "| N `name(…)` | points |"
+        assert re.search(rf"^\| {exercise[2]} `[^`]+` \| {value} \|", notes, re.M), exercise
+    assert abs(model.naive_bytes(4096, 64, 2) / model.flash_bytes(4096, 64, 128, 64, 2) - 4) < 0.1  # "a quarter"

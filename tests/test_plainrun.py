@@ -49,7 +49,7 @@ def test_a_source_runs_cell_by_cell_and_a_failure_names_its_cell(tmp_path):
 def test_every_lesson_and_lab_solution_is_listed():
     names = [p.stem for p in plainrun.sources()]
     assert names[0] == "00_measuring" and "08_feeding" in names and "lab08_feeding" in names
-    assert len(names) == 26  # 13 lessons, 13 labs (lab11_root_causes; 09_collectives, lab09, 10_data_parallel, lab10)
+    assert len(names) == 27  # 13 lessons, 14 labs (lab13, lab11; 09_collectives, lab09, 10_data_parallel, lab10)
 
 
 def test_a_function_defined_in_a_cell_keeps_its_source(tmp_path):
