@@ -242,6 +242,8 @@ for (m, l, acc, q, k, v), answer in zip(steps, got):
 #
 # **Evidence to reach**: for n = 4096, d = 64 and fp16, 136,314,880 bytes; the grader checks other shapes
 # and sizes of element, as plain numbers.
+#
+# *Hints: in the collapsed cell below. Try without them first.*
 
 # %% [markdown] jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "ex3_hints", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # **Hints for exercise 3**
@@ -287,6 +289,8 @@ check(got == [model.naive_bytes(*shape) for shape in shapes])
 # **Evidence to reach**: for n = 4096, d = 64, 64 × 64 tiles and fp16, 68,173,824 bytes (about half of
 # naive attention's: the table after the tests says why), and 35,143,680 causal; the grader checks other
 # shapes, uneven tiles and sequence lengths that are no multiple of either tile, as plain numbers.
+#
+# *Hints: in the collapsed cell below. Try without them first.*
 
 # %% [markdown] jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "ex4_hints", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # **Hints for exercise 4**
