@@ -646,6 +646,11 @@ MUTATIONS: list[Mutation] = [
              "    held = held_by_wrapper(fn)  #", "    held = []  #",
              "a notebook name bound to functools.partial(course function) reaches the course",
              ["tests/test_grading.py", "-k", "partial_and_cache"]),
+    Mutation("attention-by-tiles-drops-the-partial-tile", "gpucourse/lessons/attention/online.py",
+             "    for start in range(0, k.shape[0], block):",
+             "    for start in range(0, k.shape[0] - block + 1, block):",
+             "lab 13's fold calls the learner's step on every K/V tile, the last partial one too",
+             ["tests/test_attention_model.py", "-k", "attention_by_tiles"]),
 ]
 
 
