@@ -30,8 +30,9 @@
 # line). Don't edit the test cells: they are locked and are graded again, with more hidden cases, after you
 # submit. Run each test cell after your answer; a cell that runs without error has passed its visible checks.
 # In JupyterLab, **Kernel → Restart Kernel and Run All Cells** before you submit, then use **Validate**.
-# Calling the course's own online softmax or byte counts (`gpucourse.lessons.attention`) in an answer earns
-# 0 for that exercise: the grader notices, however the call is spelled.
+# The course's own answers (`online.tile_step`, `online.online_softmax`, `model.naive_bytes`,
+# `model.flash_bytes` and their helpers) are off limits in an answer: a call to one earns 0 for that
+# exercise, however it is spelled. The tests use `online.exact_attention` and `online.attention_by_tiles`.
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
 import numpy as np
