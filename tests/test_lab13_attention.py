@@ -164,7 +164,8 @@ def _passes(answer_cell: str, source: str, test_cell: str, hidden: bool = True) 
     exec(source, namespace)
     test = _cell(test_cell)
     try:
-        exec(guard_hidden_tests(test) if hidden else test.split("### BEGIN HIDDEN TESTS")[0], namespace)
+        with np.errstate(all="ignore"):  # a wrong answer's nan and overflow are what the checks catch
+            exec(guard_hidden_tests(test) if hidden else test.split("### BEGIN HIDDEN TESTS")[0], namespace)
     except (AssertionError, Exception):  # noqa: B014  (a failed assert, or a hidden block's failure)
         return False
     return True
@@ -214,7 +215,6 @@ def test_lab13_round_trip(tmp_path):
     solution = solution_notebook(LAB)
     release = _release(tmp_path)
     assert not any("BEGIN SOLUTION" in c.source or "HIDDEN" in c.source for c in release.cells)
-    assert np  # the lab's arithmetic is NumPy's: nothing here needs a GPU or Triton
     scores = grade_lab(LAB, {
         "solution": solution,
         "untouched": release,
