@@ -482,7 +482,8 @@ def test_a_forbidden_function_inside_a_standard_library_wrapper_is_refused():
     target = "gpucourse.lessons.attention.model:naive_bytes"
     wrapped = [functools.partial(model.naive_bytes), functools.partial(functools.partial(model.naive_bytes, 64)),
                Opaque(model.naive_bytes), types.MethodType(model.naive_bytes, 64), functools.cache(model.naive_bytes),
-               functools.partial(map, model.naive_bytes), functools.partial(len, key=model.naive_bytes)]
+               functools.partial(map, model.naive_bytes), functools.partial(len, key=model.naive_bytes),
+               functools.partial(staticmethod(model.naive_bytes)), classmethod(model.naive_bytes)]
     with armed({target: "count it yourself"}):
         for answer in wrapped:
             assert handed_in(answer) == f"{target}: count it yourself", answer
