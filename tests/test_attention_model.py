@@ -210,3 +210,28 @@ def test_online_bad_input():
         online.online_softmax(np.zeros((2, 4)), np.zeros((4, 1)), block=0)
     with pytest.raises(InvalidConfig, match="2-D array of numbers"):
         online.softmax(np.zeros(3))
+
+
+def test_attention_by_tiles_folds_a_step_over_every_tile():
+    """The fold lab 13 grades a learner's step with: the course's tile_step, given the tile's scores, gives
+    exact attention for any sequence length (a partial last tile) and a single tile; bad shapes are one line."""
+    rng = np.random.default_rng(5)
+    q, k, v = rng.standard_normal((7, 8)), rng.standard_normal((45, 8)), rng.standard_normal((45, 3))
+
+    def step(m, l, acc, q_tile, k_tile, v_tile):  # noqa: E741
+        return online.tile_step(m, l, acc, q_tile @ k_tile.T / np.sqrt(q_tile.shape[1]), v_tile)
+
+    seen = []
+
+    def counting(m, l, acc, q_tile, k_tile, v_tile):  # noqa: E741
+        seen.append(k_tile.shape[0])
+        return step(m, l, acc, q_tile, k_tile, v_tile)
+
+    for block in (1, 16, 45, 64):
+        assert np.allclose(online.attention_by_tiles(step, q, k, v, block), online.exact_attention(q, k, v))
+    online.attention_by_tiles(counting, q, k, v, 16)
+    assert seen == [16, 16, 13]
+    with pytest.raises(InvalidConfig, match="k must be"):
+        online.attention_by_tiles(step, q, k[:, :4], v)
+    with pytest.raises(InvalidConfig, match="block"):
+        online.attention_by_tiles(step, q, k, v, 0)

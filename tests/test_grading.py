@@ -788,3 +788,20 @@ def _as_saved(grade_id, kind, locked, points):
     made.metadata["nbgrader"] = {"grade": grade_id in points, "grade_id": grade_id, "locked": locked,
                                  "solution": not locked, "points": points.get(grade_id, 0)}
     return made
+
+
+def test_reaches_package_sees_through_functools_partial_and_cache():
+    """A notebook's name bound to functools.partial(course_fn) (or a cache of it, or a bound method) is the
+    course's code, called directly or from a helper of the notebook."""
+    from gpucourse.tooling.grading import reaches_package
+
+    ns = {}
+    exec("import functools\nfrom gpucourse.lessons.attention import model as _m\n"
+         "wrapped = functools.partial(getattr(_m, 'naive_' + 'bytes'))\n"
+         "cached = functools.cache(getattr(_m, 'naive_' + 'bytes'))\n"
+         "del _m\n"
+         "def helper(n, d):\n    return wrapped(n, d)\n"
+         "def by_hand(n, d):\n    return (4 * n * d + 4 * n * n) * 2\n"
+         "mine = functools.partial(by_hand, 64)\n", ns)
+    assert reaches_package(ns["wrapped"]) and reaches_package(ns["cached"]) and reaches_package(ns["helper"])
+    assert not reaches_package(ns["by_hand"]) and not reaches_package(ns["mine"])

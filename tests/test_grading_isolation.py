@@ -463,3 +463,31 @@ class Answer(metaclass=Meta):
         freeze(ns["Answer"]())
     assert ran == [], ran
 
+
+
+def test_a_forbidden_function_inside_a_standard_library_wrapper_is_refused():
+    """functools.partial (or a subclass of it with a hostile __getattribute__), a bound method and
+    functools.cache around the forbidden function: called by the grader's thread, the function inside would
+    run with no learner frame on the stack (no call recorded), so handed_in sees through the wrapper."""
+    import functools
+    import types
+
+    from gpucourse.lessons.attention import model
+    from gpucourse.tooling.grading.tripwire import handed_in
+
+    class Opaque(functools.partial):
+        def __getattribute__(self, name):
+            raise RuntimeError("no learner code may run while the grader looks")
+
+    target = "gpucourse.lessons.attention.model:naive_bytes"
+    wrapped = [functools.partial(model.naive_bytes), functools.partial(functools.partial(model.naive_bytes, 64)),
+               Opaque(model.naive_bytes), types.MethodType(model.naive_bytes, 64), functools.cache(model.naive_bytes),
+               functools.partial(map, model.naive_bytes), functools.partial(len, key=model.naive_bytes),
+               functools.partial(staticmethod(model.naive_bytes)), classmethod(model.naive_bytes)]
+    with armed({target: "count it yourself"}):
+        for answer in wrapped:
+            assert handed_in(answer) == f"{target}: count it yourself", answer
+            with pytest.raises(AnswerRefused, match="forbids"):
+                call(answer, 64, 16)
+        assert handed_in(functools.partial(model.flash_bytes)) is None  # another function: not forbidden
+        assert call(functools.partial(model.flash_bytes, 64), 16, 16, 16) == model.flash_bytes(64, 16, 16, 16)

@@ -25,6 +25,8 @@ RECIPES = {
     # lab 09's index formulas are given nowhere any more, hints included (issue 46: a diagnosis, not a
     # transcription; tests/test_lab09_collectives.py checks they are absent): no recipe phrase to look for
     "lab09_collectives": [],
+    "lab13_attention": ["`np.exp(m - m_new)`", "`alpha[:, None] * acc`", "4·n² elements in all",
+                        "(r // bc + 1)·bc rows"],
     "lab11_root_causes": ["`b * TALLY_BLOCK + t`", "`torch.clamp(norm / max_norm, min=1.0)`", "`torch._foreach_mul_`",
                           "a tuple of four `float32` indexed by `k`"],
 }

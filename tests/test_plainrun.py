@@ -49,8 +49,8 @@ def test_a_source_runs_cell_by_cell_and_a_failure_names_its_cell(tmp_path):
 def test_every_lesson_and_lab_solution_is_listed():
     names = [p.stem for p in plainrun.sources()]
     assert names[0] == "00_measuring" and "08_feeding" in names and "lab08_feeding" in names
-    # 15 lessons (… 10_data_parallel, 11_tensor_cores, 12_attention), 14 labs (… lab11_root_causes, lab12_tensor_cores)
-    assert len(names) == 29
+    # 15 lessons (… 10_data_parallel, 11_tensor_cores, 12_attention), 15 labs (… lab12_tensor_cores, lab13_attention)
+    assert len(names) == 30
 
 
 def test_a_function_defined_in_a_cell_keeps_its_source(tmp_path):

@@ -781,6 +781,20 @@ MUTATIONS: list[Mutation] = [
              'check({key: _evidence["H100"][key] for key', 'check(True or {key: _evidence["H100"][key] for key',
              "lab 12 ex 2: the evidence must be what the grader's own compile reports",
              ["tests/test_lab12_tensor_cores.py", "-k", "exercise_2_graded"]),
+    # issue 49 part 4: a forbidden function handed in inside functools.partial (or a cache, a bound method)
+    Mutation("handed-in-misses-partial", "gpucourse/tooling/grading/tripwire.py",
+             "        todo += held_by_wrapper(value)\n", "",
+             "functools.partial(forbidden) handed to the grader is refused like the function itself",
+             ISOLATION + ["-k", "standard_library_wrapper"]),
+    Mutation("reaches-package-misses-partial", "gpucourse/tooling/grading/hidden.py",
+             "    held = held_by_wrapper(fn)  #", "    held = []  #",
+             "a notebook name bound to functools.partial(course function) reaches the course",
+             ["tests/test_grading.py", "-k", "partial_and_cache"]),
+    Mutation("attention-by-tiles-drops-the-partial-tile", "gpucourse/lessons/attention/online.py",
+             "    for start in range(0, k.shape[0], block):",
+             "    for start in range(0, k.shape[0] - block + 1, block):",
+             "lab 13's fold calls the learner's step on every K/V tile, the last partial one too",
+             ["tests/test_attention_model.py", "-k", "attention_by_tiles"]),
 ]
 
 

@@ -45,6 +45,7 @@ from gpucourse.lessons.attention.model import (
     visited_tiles,
 )
 from gpucourse.lessons.attention.online import (
+    attention_by_tiles,
     exact_attention,
     naive_softmax,
     online_attention,

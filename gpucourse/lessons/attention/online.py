@@ -8,9 +8,10 @@ them when a new block raises the maximum:
     l_new = e^(m − m_new) · l + rowsum(e^(S_j − m_new))
     acc_new = e^(m − m_new) · acc + e^(S_j − m_new) · V_j
 
-and, after the last block, O = acc / l and logsumexp = m + ln l. ``tile_step`` is one step of it (a lab grades
-it); ``online_softmax`` runs it over the blocks. Natural exponentials here; the Triton kernel does the same in
-base 2 (``exp2`` of scores scaled by log2 e), which changes no result. A row whose scores so far are all −inf
+and, after the last block, O = acc / l and logsumexp = m + ln l. ``tile_step`` is one step of it; ``online_softmax``
+runs it over the blocks; ``attention_by_tiles`` folds any tile step (lab 13's, a learner's) over the K/V tiles.
+Natural exponentials here; the Triton kernel does the same in base 2 (``exp2`` of scores scaled by log2 e), which
+changes no result. A row whose scores so far are all −inf
 (masked) keeps m = −inf, l = 0, acc = 0 until a block gives it a finite score.
 """
 
@@ -100,3 +101,22 @@ def exact_attention(q, k, v, causal: bool = False) -> np.ndarray:
 def online_attention(q, k, v, block: int = 64, causal: bool = False, return_lse: bool = False):
     """Attention through the online softmax: the same result as ``exact_attention``, ``block`` keys at a time."""
     return online_softmax(scores(q, k, causal), v, block, return_lse)
+
+
+def attention_by_tiles(step, q, k, v, block: int = 64) -> np.ndarray:
+    """softmax(Q·Kᵀ/√d)·V computed by folding ``step`` over the K/V tiles of ``block`` rows, as one FlashAttention
+    program does for its Q tile: ``(m, l, acc) = step(m, l, acc, q, k_tile, v_tile)`` from m = −inf, l = 0,
+    acc = 0 (float64), then O = acc / l. Lab 13's grader hands it the learner's tile step (through ``call``: the
+    step runs on the grader's fresh thread); any sequence length works (the last tile is partial)."""
+    q, k, v = _matrix("q", q, 2), _matrix("k", k, 2), _matrix("v", v, 2)
+    if isinstance(block, bool) or not isinstance(block, int) or block < 1:
+        raise InvalidConfig(f"block must be a positive integer; got {block!r}")
+    if k.shape != (v.shape[0], q.shape[1]):
+        raise InvalidConfig(f"k must be (keys, d) with d = q's {q.shape[1]} and as many rows as v: q is {q.shape}, "
+                            f"k is {k.shape}, v is {v.shape}")
+    m = np.full(q.shape[0], -np.inf)
+    l = np.zeros(q.shape[0])  # noqa: E741
+    acc = np.zeros((q.shape[0], v.shape[1]))
+    for start in range(0, k.shape[0], block):
+        m, l, acc = step(m, l, acc, q.copy(), k[start:start + block].copy(), v[start:start + block].copy())  # noqa: E741
+    return acc / l[:, None]

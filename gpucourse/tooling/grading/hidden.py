@@ -23,7 +23,7 @@ from gpucourse.tooling.grading.frozen import launch as _launch
 from gpucourse.tooling.grading.frozen import observe as _observe
 from gpucourse.tooling.grading.snapshot import custom_comparisons, of_the_course, restore_snapshot
 from gpucourse.tooling.grading.traced import trace_launch as _trace_launch
-from gpucourse.tooling.grading.tripwire import armed, boundary
+from gpucourse.tooling.grading.tripwire import armed, boundary, held_by_wrapper
 
 GENERIC_FAILURE = "a hidden test failed: re-read the specification"
 
@@ -80,9 +80,14 @@ def reaches_package(fn, package: str = "gpucourse", seen=None) -> bool:
     import types
 
     seen = set() if seen is None else seen
-    if id(fn) in seen or not isinstance(fn, types.FunctionType):
+    if id(fn) in seen:
         return False
     seen.add(id(fn))
+    held = held_by_wrapper(fn)  # functools.partial(course_fn), a bound method, functools.cache(course_fn)
+    if held:
+        return any(_home_is(obj, package) or reaches_package(obj, package, seen) for obj in held)
+    if not isinstance(fn, types.FunctionType):
+        return False
     codes, names = [fn.__code__], set()
     while codes:
         code = codes.pop()
@@ -90,12 +95,16 @@ def reaches_package(fn, package: str = "gpucourse", seen=None) -> bool:
         codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
     if any(package in n or n in ("__import__", "importlib", "sys", "eval", "exec", "globals") for n in names):
         return True
-    for name in names:
-        obj = fn.__globals__.get(name)
-        home = obj.__name__ if isinstance(obj, types.ModuleType) else getattr(obj, "__module__", None) or ""
-        if home.startswith(package) or reaches_package(obj, package, seen):
-            return True
-    return False
+    return any(_home_is(fn.__globals__.get(name), package) or reaches_package(fn.__globals__.get(name), package, seen)
+               for name in names)
+
+
+def _home_is(obj, package: str) -> bool:
+    """A module, class or function whose home is ``package``."""
+    import types
+
+    home = obj.__name__ if isinstance(obj, types.ModuleType) else getattr(obj, "__module__", None) or ""
+    return isinstance(home, str) and home.startswith(package)
 
 
 _CHECK = check  # the grader's own check, bound for hidden tests even if a learner redefines `check`

@@ -242,10 +242,52 @@ def handed_in(value) -> str | None:
     only ``id()`` and, for Numba's own kernel classes, ``py_func`` (no learner code runs)."""
     if not _ARMED:
         return None
-    found = _ARMED.get(id(value))
-    if found is None and is_numba_kernel(value):
-        found = _ARMED.get(id(value.py_func))
-    return found
+    seen: set[int] = set()
+    todo = [value]
+    while todo and len(seen) < _MAX_UNWRAPPED:
+        value = todo.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        found = _ARMED.get(id(value))
+        if found is None and is_numba_kernel(value):
+            found = _ARMED.get(id(value.py_func))
+        if found is not None:
+            return found
+        todo += held_by_wrapper(value)
+    return None
+
+
+_MAX_UNWRAPPED = 64  # objects looked at through wrappers of wrappers: a deeper nest is no hand-in of a function
+_PARTIAL_FIELDS = tuple(vars(functools.partial)[name] for name in ("func", "args", "keywords"))
+_METHOD_FIELDS = tuple(vars(types.MethodType)[name] for name in ("__func__", "__self__"))
+_LRU_WRAPPER = type(functools.lru_cache(len))
+_MRO_OF = vars(type)["__mro__"]
+
+
+def held_by_wrapper(value) -> list:
+    """What a callable wrapper made by the standard library holds, so that ``handed_in`` and
+    ``hidden.reaches_package`` see the function inside it: ``functools.partial`` (or a subclass of it) → its
+    function, arguments and keyword arguments; a bound method → its function and ``self``; a static or class
+    method → its function; ``functools.cache``/``lru_cache``'s wrapper → ``__wrapped__``. Each is read through
+    the wrapper TYPE's own descriptors (C slots), never ``getattr`` on the object, so no learner code runs
+    (a learner's subclass may define ``__getattribute__``). Called by the grader's thread: a forbidden function
+    inside ``functools.partial`` would otherwise run with no learner frame on the stack. Anything else: []."""
+    kind = type(value)
+    if functools.partial in _MRO_OF.__get__(kind, type):  # type's own slot: no learner metaclass runs
+        func, args, keywords = (field.__get__(value, kind) for field in _PARTIAL_FIELDS)
+        held = [func]
+        held += list(args) if type(args) is tuple else []
+        held += list(dict.values(keywords)) if type(keywords) is dict else []
+        return held
+    if kind is types.MethodType:
+        return [field.__get__(value, kind) for field in _METHOD_FIELDS]
+    if kind is staticmethod or kind is classmethod:
+        return [vars(kind)["__func__"].__get__(value, kind)]
+    if kind is _LRU_WRAPPER:
+        inner = vars(kind)["__dict__"].__get__(value, kind)
+        return [dict.get(inner, "__wrapped__")] if type(inner) is dict else []
+    return []
 
 
 def is_numba_kernel(value) -> bool:
