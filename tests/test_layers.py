@@ -33,9 +33,9 @@ LAYERS = (
 )
 LESSON_PARTS = ("kernels", "model", "experiments", "figures", "__init__")
 # parts that run kernels' code the way experiments do, at experiments' rank (they may import kernels, model)
-# compiled: SASS and PTX; ranks: lesson 10; recorded, timing: attention (lesson 12);
-# fresh: tensorcores' compile_for in a child process (lab 12's grader)
-BESIDE_EXPERIMENTS = ("compiled", "ranks", "recorded", "timing", "fresh")
+# compiled: SASS and PTX; ranks: lesson 10; recorded, timing: attention (lesson 12); recordings: tensorcores' live
+# or recorded facts (lesson 11); fresh: tensorcores' compile_for in a child process (lab 12's grader)
+BESIDE_EXPERIMENTS = ("compiled", "ranks", "recorded", "timing", "recordings", "fresh")
 GRADING = "gpucourse.tooling.grading"
 # lowest first: the learner's kernel imports the first three (with the face, __init__); nbgrader's side next
 GRADING_ROOMS = ("snapshot", "hooks", "tripwire", "frozen", "traced", "hidden", "rewrite", "scan", "notes", "header",

@@ -15,6 +15,7 @@ import contextlib
 import os
 import sys
 
+from gpucourse.measure.tritonmode import TRITON_MISSING, TritonMissing, triton_available
 from gpucourse.tooling.grading.frozen import AnswerRefused
 from gpucourse.tooling.grading.frozen import call as _call
 from gpucourse.tooling.grading.frozen import call_each as _call_each
@@ -26,6 +27,8 @@ from gpucourse.tooling.grading.traced import trace_launch as _trace_launch
 from gpucourse.tooling.grading.tripwire import armed, boundary, held_by_wrapper
 
 GENERIC_FAILURE = "a hidden test failed: re-read the specification"
+# a hidden test that compiles with Triton, graded where Triton is missing (macOS, Windows): the grader's fault
+CANNOT_CHECK = f"this grader cannot check this cell: {TRITON_MISSING}; grade it where Triton is (Linux)"
 
 
 class HiddenTestFailed(AssertionError):
@@ -180,6 +183,8 @@ def run_hidden_tests(code: str, namespace: dict, local_namespace: dict | None = 
         failed = bool(custom_comparisons())  # results that decide their own comparisons prove nothing
     except AnswerRefused as refused:
         failed, why = True, str(refused)
+    except TritonMissing:  # the grader's machine lacks Triton: say so, not "re-read the specification"
+        failed, why = True, (CANNOT_CHECK if not triton_available() else None)
     except BaseException:  # noqa: B036  (an interrupt or sys.exit inside hidden tests also fails them)
         failed = True
     finally:
