@@ -144,13 +144,20 @@ def compile_for(cc, dtype: str = "float16", tile=kernels.COMPILE_TILE, num_warps
     """Compile ``kernels.matmul_kernel`` for compute capability ``cc`` (80, 90, 100) without a GPU and
     return what it became: tensor-core PTX and SASS, registers, shared memory (see ``CompiledFacts``).
     Cached per process (the same request twice compiles once)."""
+    return _facts(*check_config(cc, dtype, tile, num_warps, num_stages))
+
+
+def check_config(cc, dtype: str = "float16", tile=kernels.COMPILE_TILE, num_warps: int = 4,
+                 num_stages: int = 3) -> tuple[int, str, tuple[int, int, int], int, int]:
+    """``compile_for``'s checks, for every path (compiled now, recorded, in a fresh process): (cc, dtype, tile,
+    warps, stages) or one clear error before anything compiles."""
     cc = check_cc(cc)
     if dtype not in COMPILED_DTYPES:
         raise InvalidConfig(f"dtype must be one of {', '.join(COMPILED_DTYPES)}, got {dtype!r}")
     tile = check_block(tile)
     if num_warps not in (1, 2, 4, 8, 16) or num_stages not in range(1, 8):
         raise InvalidConfig(f"num_warps must be 1, 2, 4, 8 or 16 and num_stages 1 to 7, got {num_warps}, {num_stages}")
-    return _facts(cc, dtype, tile, num_warps, num_stages)
+    return cc, dtype, tile, num_warps, num_stages
 
 
 @functools.cache

@@ -16,19 +16,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from gpucourse.errors import InvalidConfig
-
 FRESH_COMPILE_TIMEOUT_S = 300  # a compile takes seconds; the child also imports Triton with an empty cache
 _MARK = "GPUCOURSE-FACTS "
 
 
 def _request(cc, dtype, tile, num_warps, num_stages) -> tuple:
-    from gpucourse.lessons.tensorcores.compiled import check_cc
-    from gpucourse.lessons.tensorcores.model import COMPILED_DTYPES, check_block
+    from gpucourse.lessons.tensorcores.compiled import check_config
 
-    if dtype not in COMPILED_DTYPES:
-        raise InvalidConfig(f"dtype must be one of {', '.join(COMPILED_DTYPES)}, got {dtype!r}")
-    return check_cc(cc), str(dtype), check_block(tile), int(num_warps), int(num_stages)
+    cc, dtype, tile, num_warps, num_stages = check_config(cc, dtype, tile, num_warps, num_stages)
+    return cc, str(dtype), tile, int(num_warps), int(num_stages)
 
 
 def facts_in_fresh_process(requests, timeout_s: float = FRESH_COMPILE_TIMEOUT_S) -> list[dict]:

@@ -21,8 +21,8 @@ import numpy as np
 
 from gpucourse.errors import InvalidConfig
 from gpucourse.lessons.tensorcores import compiled, experiments, kernels
-from gpucourse.lessons.tensorcores.compiled import CompiledFacts, check_cc
-from gpucourse.lessons.tensorcores.model import COMPILED_DTYPES, GENERATIONS, check_block, check_operands
+from gpucourse.lessons.tensorcores.compiled import CompiledFacts, check_config
+from gpucourse.lessons.tensorcores.model import GENERATIONS, check_operands
 from gpucourse.measure import tritonmode
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -63,18 +63,6 @@ class InterpretedCheck:
 
 def _config_key(cc: int, dtype: str, tile, num_warps: int, num_stages: int) -> str:
     return f"sm_{cc} {dtype} {'x'.join(map(str, tile))} w{num_warps} s{num_stages}"
-
-
-def check_config(cc, dtype: str = "float16", tile=kernels.COMPILE_TILE, num_warps: int = 4,
-                 num_stages: int = 3) -> tuple[int, str, tuple[int, int, int], int, int]:
-    """The same checks as ``compile_for``, for both paths: (cc, dtype, tile, warps, stages) or one clear error."""
-    cc = check_cc(cc)
-    if dtype not in COMPILED_DTYPES:
-        raise InvalidConfig(f"dtype must be one of {', '.join(COMPILED_DTYPES)}, got {dtype!r}")
-    tile = check_block(tile)
-    if num_warps not in (1, 2, 4, 8, 16) or num_stages not in range(1, 8):
-        raise InvalidConfig(f"num_warps must be 1, 2, 4, 8 or 16 and num_stages 1 to 7, got {num_warps}, {num_stages}")
-    return cc, dtype, tile, num_warps, num_stages
 
 
 # --- reading the recordings ---------------------------------------------------------------------------------
