@@ -19,8 +19,8 @@ import nbformat
 import pytest
 from browser import chromium_missing_reason
 from labtools import errors, learner_env, opens_with_the_banner_of_this_machine
-from nbclient import NotebookClient
 
+from gpucourse.tooling import headless
 from gpucourse.tooling.build import ROOT, lesson_sources, to_notebook
 
 sys.path.insert(0, str(ROOT / "tools"))
@@ -32,10 +32,8 @@ CELL_TIMEOUT_S = 300
 
 def execute(nb: nbformat.NotebookNode, cwd: Path, *, allow_errors: bool = False,
             env: dict | None = None) -> nbformat.NotebookNode:
-    NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3", allow_errors=allow_errors,
-                   store_widget_state=True, resources={"metadata": {"path": str(cwd)}}
-                   ).execute(env=env or learner_env())
-    return nb
+    return headless.execute(nb, cwd, env=env or learner_env(), cell_timeout_s=CELL_TIMEOUT_S,
+                            store_widget_state=True, allow_errors=allow_errors)
 
 
 def the_browser_runs_it(session, source) -> bool:

@@ -699,6 +699,14 @@ MUTATIONS: list[Mutation] = [
     Mutation("test-run-freezes-nothing", "tests/conftest.py", "    gc.freeze()", "    gc.collect()",
              "pytest freezes what its collection made, and the tests' own garbage is still collected",
              ["tests/test_suite_speed.py"]),
+    # --- CI stop 55: a headless kernel that did not start failed the website ---
+    Mutation("headless-kernel-on-tcp-ports", "gpucourse/tooling/headless.py", '        km.transport = "ipc"\n', "",
+             "the website's and the lesson tests' kernels talk over IPC files, with no TCP port to lose",
+             ["tests/test_headless.py"]),
+    Mutation("headless-retries-a-dead-notebook", "gpucourse/tooling/headless.py",
+             "if client.kernel_answered or attempt", "if attempt",
+             "only a kernel that never answered is started again; a notebook that killed its kernel is an error",
+             ["tests/test_headless.py"]),
     # --- issue 48 item 4: the full profile planned in 20 minutes (gpureport's plan) ---
     Mutation("plan-tier-counts-marks-in-strings", "gpucourse/tooling/reportplan.py",
              "if marks_gpu_in_code(p.read_text(encoding=\"utf-8\")))",

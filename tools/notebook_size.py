@@ -74,15 +74,12 @@ def weigh(nb: nbformat.NotebookNode) -> Counter:
 
 def execute(source: Path, renderer: str | None = None, timeout_s: int = 600) -> nbformat.NotebookNode:
     """Run one lesson as a learner's JupyterLab would (see the module's docstring)."""
-    from nbclient import NotebookClient
-
     sys.path.insert(0, str(ROOT))
+    from gpucourse.tooling import headless
     from gpucourse.tooling.build import to_notebook
 
-    nb = to_notebook(source)
-    NotebookClient(nb, timeout=timeout_s, kernel_name="python3", store_widget_state=True,
-                   resources={"metadata": {"path": str(source.parent)}}).execute(env=learner_env(renderer))
-    return nb
+    return headless.execute(to_notebook(source), source.parent, env=learner_env(renderer), cell_timeout_s=timeout_s,
+                            store_widget_state=True)
 
 
 def report(name: str, nb: nbformat.NotebookNode, top: int = 6) -> str:

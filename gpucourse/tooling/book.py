@@ -49,13 +49,13 @@ def kernel_env() -> dict:
 def execute(source: Path, out: Path) -> tuple[Path, float]:
     """Run one lesson in a fresh simulator-mode kernel (working directory notebooks/, as in the lab)."""
     import nbformat
-    from nbclient import NotebookClient
+
+    from gpucourse.tooling import headless
 
     started = time.monotonic()
-    nb = to_notebook(source)
-    client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3", store_widget_state=False,
-                            resources={"metadata": {"path": str(source.parent)}})
-    client.execute(env=kernel_env(), stderr=subprocess.DEVNULL)  # the kernel's own log, not cell output
+    nb = headless.execute(to_notebook(source), source.parent, env=kernel_env(), cell_timeout_s=CELL_TIMEOUT_S,
+                          store_widget_state=False,
+                          stderr=subprocess.DEVNULL)  # the kernel's own log, not cell output
     target = out / f"{source.stem}.ipynb"
     nbformat.write(nb, target)
     return target, time.monotonic() - started
