@@ -66,3 +66,9 @@ def test_a_kernel_that_dies_in_a_cell_is_not_retried(tmp_path, monkeypatch):
         headless.execute(nb, tmp_path, env=learner_env(), cell_timeout_s=60, store_widget_state=False)
     assert len(starts) == 1
     assert text(nb.cells[0]) == "ran\n"
+
+
+def test_the_graders_kernels_get_as_long_to_answer():
+    from gpucourse.tooling.grading.execute import GuardedExecute
+
+    assert GuardedExecute().startup_timeout == headless.KERNEL_START_S > 60  # nbclient's default is 60 s

@@ -27,6 +27,7 @@ from gpucourse.tooling.grading.header import header_note, write_header
 from gpucourse.tooling.grading.hidden import INTEGRITY
 from gpucourse.tooling.grading.hooks import READY, RESTORE_EXPRESSION, hostile
 from gpucourse.tooling.grading.notes import NOTE_KEY, add_note, is_grade, is_locked
+from gpucourse.tooling.headless import KERNEL_START_S
 from gpucourse.tooling.sandbox import kernel_environment, sandbox_command, sandbox_note, sandbox_paths
 
 
@@ -44,6 +45,8 @@ class GuardedExecute(Execute):
     sandbox = Enum(["auto", "required", "off"], "auto", help="Landlock sandbox for the kernel").tag(
         config=True)
     extra_read_paths = List(Unicode(), help="more folders the kernel may read").tag(config=True)
+    startup_timeout = Integer(KERNEL_START_S, help="seconds a new kernel may take to answer (a loaded "
+                                                   "machine grading many submissions)").tag(config=True)
     kernel_log = Unicode("", help="a file that collects the kernels' own stdout/stderr (debugging)").tag(
         config=True)
 
