@@ -79,6 +79,7 @@ def _start_lab(root: Path, env: dict) -> tuple[subprocess.Popen, str, str, objec
         port, token = free_port(), secrets.token_hex(16)
         cmd = lab_command(port, is_root=os.geteuid() == 0, has_display=False, root=root) + [
             f"--IdentityProvider.token={token}", "--LabApp.expose_app_in_browser=True",
+            "--KernelManager.transport=ipc",  # no kernel port to lose to another process (CI stop 55)
         ]
         log_path = root / "build" / f"lab-{port}.log"
         log = open(log_path, "w")  # noqa: SIM115
