@@ -46,8 +46,8 @@ class _PrivateKernelClient(NotebookClient):
 def execute(nb: nbformat.NotebookNode, cwd: Path, *, env: dict, cell_timeout_s: int,
             store_widget_state: bool, allow_errors: bool = False, **start_kwargs) -> nbformat.NotebookNode:
     """Execute `nb` in place in a new python3 kernel whose working directory is `cwd`; return it."""
-    unexecuted = copy.deepcopy(nb.cells)
-    for attempt in range(1, START_ATTEMPTS + 1):
+    unexecuted, attempt = copy.deepcopy(nb.cells), 1
+    while True:
         with tempfile.TemporaryDirectory(prefix="gpucourse-kernel-") as ipc_dir:
             client = _PrivateKernelClient(
                 nb, ipc_dir, timeout=cell_timeout_s, startup_timeout=KERNEL_START_S, kernel_name="python3",
@@ -60,5 +60,4 @@ def execute(nb: nbformat.NotebookNode, cwd: Path, *, env: dict, cell_timeout_s: 
                 if client.kernel_answered or attempt == START_ATTEMPTS:
                     raise
                 print(f"the kernel did not start ({error}); starting a fresh one", file=sys.stderr)
-                nb.cells = copy.deepcopy(unexecuted)
-    raise AssertionError("unreachable")
+        nb.cells, attempt = copy.deepcopy(unexecuted), attempt + 1
