@@ -403,6 +403,9 @@ if MODE == "sim":
         # numba read NUMBA_* when it was first imported (`from numba.types import float32` before
         # gpucourse): read them again so that `numba.cuda`, imported later, is the simulator.
         sys.modules["numba.core.config"].reload_config()
+    from gpucourse.measure import simblocks
+
+    simblocks.install_when_imported()  # the simulator's blocks without its busy polling (issue 50)
 
 
 def is_gpu() -> bool:
