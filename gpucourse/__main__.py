@@ -41,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     widget_run.add_argument("--lesson", default=None, help="only lessons whose file name starts with this, e.g. 03")
     widget_run.add_argument("--json", default=None, help="also write the results here")
     widget_run.add_argument("--timeout", type=float, default=None, help="seconds a lesson may take (default 600)")
+    widget_run.add_argument("--count", action="store_true",
+                            help="count each lesson's moves, make none, and write them for gpu-report's plan")
     report = sub.add_parser("gpu-report", help="GPU tier, every sweep recorded, spread, widget time: one report")
     report.add_argument("--out", default="build/gpu-report", help="folder for gpu-report.md and the recordings")
     report.add_argument("--rehearsal", action="store_true",
@@ -149,7 +151,8 @@ def _run(args) -> int:
         from gpucourse.tooling import widgetrun
 
         return widgetrun.main((["--lesson", args.lesson] if args.lesson else []) + (["--json", args.json] if args.json
-                              else []) + (["--timeout", str(args.timeout)] if args.timeout else []))
+                              else []) + (["--timeout", str(args.timeout)] if args.timeout else [])
+                              + (["--count"] if args.count else []))
     if args.command == "grade":
         from gpucourse.tooling.grading import grade_all
 

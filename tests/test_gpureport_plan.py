@@ -49,6 +49,13 @@ def test_the_readme_says_what_the_full_plan_is():
     tier, sweeps, lessons, grading = (f"{groups[k] / 60:.1f}" for k in ("tier", "sweeps", "lessons' widgets",
                                                                         "grading"))
     assert f"(tier ~{tier} min, sweeps ~{sweeps}, lessons ~{lessons}, grading ~{grading})" in text, groups
+    moves = widgetrun.counted_moves()
+    assert sorted(moves) == sorted(p.stem for p in widgetrun.lessons())  # every lesson counted
+    charts = sum(len(re.findall(r"_(?:widget|explorer|chart)\(|LiveChart\(", p.read_text(encoding="utf-8")))
+                 for p in widgetrun.lessons()) * widgetrun.MOVES_PER_CHART
+    assert f"{sum(moves.values())} moves, more than the {charts} the old rule of ten a chart gave" in text
+    fraction = plans.FULL_MEASUREMENTS["divergence.fraction"]
+    assert f"{fraction} launches for its 204 points" in text
 
 
 def test_the_first_reservation_stays_within_eight_minutes_with_the_work_per_thread_sweep():
@@ -211,7 +218,53 @@ def test_a_curve_is_recorded_at_fewer_points_only_where_it_is_flat_within_its_re
         len(experiments.SWEEP_FRACTIONS) - len(experiments.predicated_fractions()))  # path B "same" only
     counted = (len(experiments.BODY_COSTS) * 2 * len(experiments.PLACEMENTS) * len(experiments.SWEEP_FRACTIONS)
                - flat_cut + 2 * len(experiments.predicated_fractions()))
-    assert plans.FULL_MEASUREMENTS["divergence.fraction"] == counted == 204
+    assert counted == 204
+    # of those points, the launches that differ: each distinct flags array is measured once (the ends of every
+    # curve of one kernel and bodies are one launch: every placement puts every lane on one path there)
+    from gpucourse.lessons.divergence.model import lane_flags, path_b_body
+
+    def launches(points):
+        return len({experiments.flags_key(lane_flags(1 << 16, f, p)) for p, f in points})
+
+    distinct = launches([(p, f) for p in ("interleaved", "clustered") for f in experiments.predicated_fractions()])
+    for body_a in experiments.BODY_COSTS:
+        for path_b in ("same", "cheap"):
+            flat = experiments.FLAT_TWO_PATHS if path_b_body(body_a, path_b) == body_a else ()
+            distinct += launches([(p, f) for p in experiments.PLACEMENTS if p not in flat
+                                  for f in experiments.SWEEP_FRACTIONS]
+                                 + [(p, f) for p in flat for f in experiments.predicated_fractions()])
+    assert plans.FULL_MEASUREMENTS["divergence.fraction"] == distinct == 166
+
+
+def test_each_distinct_launch_is_measured_once_and_a_shared_row_says_whose_it_is(monkeypatch):
+    """At fraction 0 and 1 every placement's flags are the same: one launch measured, every placement's row reads
+    it and names the placement it was measured as; across two calls too (one ``launches`` dict)."""
+    import types
+
+    from gpucourse.measure import rehearsal
+
+    experiments = divergence.experiments
+    labels = []
+
+    def fake_measure(run, *, check, label, **kw):
+        labels.append(label)
+        return types.SimpleNamespace(median_ms=float(len(labels)), iqr_ms=0.0, min_ms=0.0, n_samples=1)
+
+    monkeypatch.setattr(experiments, "measure", fake_measure)
+    launches: dict = {}
+    with rehearsal.rehearse():
+        both = experiments.measure_fraction_curve(16, 16, placements=("interleaved", "sorted"), n_threads=1024,
+                                                  launches=launches)
+        flat = experiments.measure_fraction_curve(16, 16, placements=("clustered",), fractions=(0.0, 0.5, 1.0),
+                                                  n_threads=1024, launches=launches)
+    assert len(both) == 18 and len(flat) == 3
+    assert len(labels) == 16 + 1  # 18 points less the sorted curve's two ends; then clustered at 1/2 only
+    ends = both[both.fraction.isin([0.0, 1.0])]
+    own, shared = ends[ends.placement == "interleaved"], ends[ends.placement == "sorted"]
+    assert list(own.median_ms) == list(shared.median_ms) and set(own.launch_shared_with) == {""}
+    assert set(shared.launch_shared_with) == {"interleaved"}
+    assert set(flat[flat.fraction != 0.5].launch_shared_with) == {"interleaved"}
+    assert flat[flat.fraction == 0.5].launch_shared_with.tolist() == [""]
 
 
 def test_a_flat_curve_is_measured_at_fewer_points_and_shares_its_curves_reference(monkeypatch):

@@ -73,11 +73,23 @@ def test_a_source_past_its_time_limit_is_out_of_time_not_broken(tmp_path):
 @pytest.mark.extra
 @pytest.mark.parametrize("source", plainrun.sources(), ids=lambda path: path.stem)
 def test_every_lesson_and_lab_solution_runs_as_plain_python_in_simulator_mode(source, monkeypatch):
-    """G1: what gpu-report's plain steps run on a GPU, run here on the simulator (labs 04a, 07, 08 failed).
+    """G1: what gpu-report's plain steps run on a GPU, run here on the simulator (labs 04a, 07, 08 failed); a
+    lesson's cells run in widget-run's child, which counts the moves its controls call for (widget_moves.json).
 
     Marked ``extra`` (issue 50): `make test-extra` runs them, CI after `make test`. A learner's way through a
     lesson (JupyterLab, or headless) and a lab (nbgrader) is `make test`'s; this is the GPU host's way,
     the same code run a third time as a plain script."""
     monkeypatch.setenv("GPUCOURSE_MODE", "sim")
+    if source.parent.name == "notebooks":  # a lesson: run as gpu-report's widgets step runs it, its moves counted
+        from gpucourse.tooling import widgetrun
+
+        done = widgetrun.run(source, timeout_s=600, count_only=True)
+        assert not done.errors and not done.timed_out, done.errors
+        # gpu-report's plan prices the lesson's widgets step by this count (issue 48)
+        assert done.planned_moves == widgetrun.counted_moves().get(source.stem), (
+            f"{source.stem} makes {done.planned_moves} moves; {widgetrun.MOVES_FILE.name} says "
+            f"{widgetrun.counted_moves().get(source.stem)}: run `python -m gpucourse widget-run --count --lesson "
+            f"{source.stem[:3].rstrip('_')}`")
+        return
     done = plainrun.run(source, timeout_s=600)
     assert done.ok, done.detail

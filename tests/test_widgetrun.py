@@ -68,6 +68,24 @@ def test_every_control_is_moved_timed_and_its_errors_reported(tmp_path):
     assert result.row(gpu=False)["≤ 1 s"].startswith("recorded (simulator")
 
 
+def test_count_mode_runs_the_cells_and_counts_the_moves_without_making_one(tmp_path):
+    result = widgetrun.run(_lesson(tmp_path), timeout_s=120, count_only=True)
+    assert result.planned_moves == 4 + 3 + 3 + 2 * 2 and result.moves == 0 and result.slowest_s is None, result
+    assert result.seconds < 30  # the slow move (3 s) was never made
+    assert any("planted cell error" in e for e in result.errors)  # the lesson's own error is still reported
+
+
+def test_the_plan_prices_a_lesson_s_widgets_step_by_its_counted_moves(tmp_path, monkeypatch):
+    lesson = _lesson(tmp_path)
+    startup_s, per_cell_s, move_s = 15.0, 0.4, 0.5
+    cells = 3 * per_cell_s
+    monkeypatch.setattr(widgetrun, "MOVES_FILE", tmp_path / "moves.json")
+    charts = 2 * widgetrun.MOVES_PER_CHART  # not counted: the rule of ten moves a chart
+    assert widgetrun.estimate_s(lesson, startup_s, per_cell_s, move_s) == startup_s + cells + charts * move_s
+    (tmp_path / "moves.json").write_text(json.dumps({"moves": {"99_planted": 14}}))
+    assert widgetrun.estimate_s(lesson, startup_s, per_cell_s, move_s) == startup_s + cells + 14 * move_s
+
+
 def test_a_lesson_past_its_time_limit_is_out_of_time(tmp_path):
     hang = "# %%\nimport time\n\ntime.sleep(60)\n"
     result = widgetrun.run(_lesson(tmp_path, hang), timeout_s=8)

@@ -140,8 +140,10 @@ QUICK_PLANS: dict[str, SweepPlan] = {
 FULL_MEASUREMENTS = {
     # divergence.fraction: 3 path-A costs × 2 path-B kinds × 4 placements × 9 fractions, less 6 fractions of each
     # clustered curve with equal bodies, and the predicated kernel's 2 placements × 3 fractions (those curves flat
-    # within their recorded spread: divergence.experiments.flat_within_spread, FLAT_TWO_PATHS)
-    "coalescing.offset": 99, "coalescing.stride": 36, "divergence.fraction": 204, "divergence.sort_pays": 36,
+    # within their recorded spread: divergence.experiments.flat_within_spread, FLAT_TWO_PATHS): 204 points, of
+    # which 166 launches differ (measure_fraction_curve measures each distinct flags array once: at fraction 0 and
+    # 1 every placement's flags are the same)
+    "coalescing.offset": 99, "coalescing.stride": 36, "divergence.fraction": 166, "divergence.sort_pays": 36,
     "occupancy.memory_resident": 14, "occupancy.memory_bound": 14, "occupancy.compute_unrolled": 14,
     "precision.matmul": 20,
     "precision.vocab_shape": 8, "races.histogram": 18, "reductions.sum": 36, "tiling.matmul": 55,

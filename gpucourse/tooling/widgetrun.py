@@ -1,6 +1,8 @@
 """Run a lesson as a learner would and move every widget it made: ``python -m gpucourse widget-run``.
 
     python -m gpucourse widget-run [--lesson 03] [--json out.json] [--timeout SECONDS]
+    python -m gpucourse widget-run --count [--lesson 03]
+
 
 Each lesson runs in a child Python: its code cells as plain Python (``plainrun``'s cells, from a real
 file), with every ipywidgets widget it constructs collected (``Widget.on_widget_constructed``). Then
@@ -13,6 +15,11 @@ exception from a callback, or a chart's error line. Per lesson: wall seconds, mo
 every error. On a GPU a move must take ≤ 1 s (``MOVE_LIMIT_S``); in simulator mode the times are the
 simulator's on the CPU, recorded only. A lesson has a time limit (``--timeout``): what it moved before the
 limit is kept, and the rest is reported as out of time.
+
+``--count``: run each lesson's cells and count the moves it would make, moving nothing, and write the counts to
+``widget_moves.json`` beside this module: gpu-report's plan prices a lesson's widgets step by them (issue 48). The
+controls a lesson makes are the same in simulator mode as on a GPU, so a CPU counts them; `make test-extra`
+fails when a lesson's count differs from the file (tests/test_plainrun.py).
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ class WidgetRun:
     slowest_s: float | None = None
     errors: list[str] = field(default_factory=list)
     timed_out: bool = False
+    planned_moves: int = 0  # the moves its controls call for, counted once its cells have run
 
     def within_limit(self) -> bool:
         return self.slowest_s is None or self.slowest_s <= MOVE_LIMIT_S
@@ -89,6 +97,11 @@ def positions(control) -> list | None:
     if isinstance(control, w.Button) and control._click_handlers.callbacks:
         return [("click", None)]
     return None  # text inputs, outputs, labels, boxes: left alone
+
+
+def planned_moves(made: list) -> int:
+    """How many moves ``move_all`` makes of the widgets in ``made``."""
+    return sum(len(positions(control) or []) for control in made)
 
 
 def _cell_of(program: Path, exc: BaseException) -> str:
@@ -140,8 +153,9 @@ def move_all(made: list, result: WidgetRun, save) -> None:
             save()
 
 
-def child(path: Path, out: Path) -> int:
-    """In the lesson's process: run its cells, then move what they made; write the result after every move."""
+def child(path: Path, out: Path, count_only: bool = False) -> int:
+    """In the lesson's process: run its cells, then move what they made (``count_only``: count the moves and make
+    none); write the result after every move."""
     import runpy
 
     import ipywidgets
@@ -165,9 +179,11 @@ def child(path: Path, out: Path) -> int:
             if isinstance(exc, KeyboardInterrupt):
                 raise
             result.errors.append(f"{_cell_of(program, exc)}: {type(exc).__name__}: {exc}"[:300])
+        result.planned_moves = planned_moves(made)
         save()
         try:
-            move_all(made, result, save)
+            if not count_only:
+                move_all(made, result, save)
         finally:
             ipywidgets.Widget.on_widget_constructed(previous)
             save()
@@ -183,7 +199,7 @@ def child(path: Path, out: Path) -> int:
 # its go on stdin. ``run`` takes a child started ahead for its lesson and contract, else starts one and gives the go.
 PRESTART_MODULES = ("numpy", "pandas", "plotly.graph_objects", "ipywidgets", "numba", "numba.cuda", "cupy", "torch")
 WAITING = "imported; waiting for its go"  # what a child started ahead says once its imports are done
-_STARTED: dict[tuple[str, str | None], tuple[subprocess.Popen, tempfile.TemporaryDirectory]] = {}
+_STARTED: dict[tuple[str, str | None, bool], tuple[subprocess.Popen, tempfile.TemporaryDirectory]] = {}
 
 
 def prestart(path: Path, contract: str | None = None) -> None:
@@ -192,9 +208,9 @@ def prestart(path: Path, contract: str | None = None) -> None:
     _start(path, contract, ahead=True)
 
 
-def _start(path: Path, contract: str | None, ahead: bool) -> None:
+def _start(path: Path, contract: str | None, ahead: bool, count_only: bool = False) -> None:
     path = Path(path).resolve()
-    key = (str(path), contract)
+    key = (str(path), contract, count_only)
     if key in _STARTED:
         return
     env = plainrun.child_env(path)
@@ -202,8 +218,8 @@ def _start(path: Path, contract: str | None, ahead: bool) -> None:
         env["GPUCOURSE_MEASURE"] = contract
     folder = tempfile.TemporaryDirectory(prefix="widgetrun-out-")
     target = Path(folder.name) / "result.json"
-    command = [sys.executable, "-m", "gpucourse.tooling.widgetrun", *(["--wait"] if ahead else []), "--child",
-               str(path), str(target)]
+    command = [sys.executable, "-m", "gpucourse.tooling.widgetrun", *(["--wait"] if ahead else []),
+               *(["--count"] if count_only else []), "--child", str(path), str(target)]
     _STARTED[key] = (subprocess.Popen(command, cwd=path.parent, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True), folder)
 
@@ -222,14 +238,16 @@ def stop_prestarted() -> None:
         folder.cleanup()
 
 
-def run(path: Path, timeout_s: float = LESSON_TIMEOUT_S, contract: str | None = None) -> WidgetRun:
+def run(path: Path, timeout_s: float = LESSON_TIMEOUT_S, contract: str | None = None,
+        count_only: bool = False) -> WidgetRun:
     """Run one lesson in a child Python with its widgets moved; never raises. Past ``timeout_s`` (from its go) the
     child is stopped and what it recorded so far is returned, marked out of time. ``contract``: the harness's contract
-    in the child (GPUCOURSE_MEASURE), else the one in force here. A child started ahead (``prestart``) is used."""
+    in the child (GPUCOURSE_MEASURE), else the one in force here. A child started ahead (``prestart``) is used.
+    ``count_only``: its cells run and its moves are counted (``planned_moves``), none made."""
     path = Path(path)
     started = time.monotonic()
-    _start(path, contract, ahead=False)  # on demand, unless one was started ahead: it imports as the lesson asks
-    process, folder = _STARTED.pop((str(path.resolve()), contract))
+    _start(path, contract, ahead=False, count_only=count_only)  # unless one was started ahead: it imports as asked
+    process, folder = _STARTED.pop((str(path.resolve()), contract, count_only))
     target = Path(folder.name) / "result.json"
     timed_out, tail = False, ""
     try:
@@ -257,15 +275,44 @@ def lessons(root: Path = plainrun.ROOT) -> list[Path]:
     return [p for p in plainrun.sources(root) if p.parent.name == "notebooks"]
 
 
-MOVES_PER_CHART = 10  # the plan's model: a chart's controls take about this many moves (lesson 01: 2 charts, 16)
+MOVES_PER_CHART = 10  # the plan's model for a lesson not in MOVES_FILE: a chart's controls take about this many moves
+MOVES_FILE = Path(__file__).with_name("widget_moves.json")  # each lesson's moves, counted (``--count``)
+
+
+def counted_moves() -> dict[str, int]:
+    """Each lesson's moves as ``--count`` last counted them ({} where never counted)."""
+    return json.loads(MOVES_FILE.read_text(encoding="utf-8"))["moves"] if MOVES_FILE.exists() else {}
+
+
+def count(chosen: list[Path], timeout_s: float = LESSON_TIMEOUT_S) -> int:
+    """``--count``: each lesson's moves counted (its cells run, nothing moved) and written to MOVES_FILE; a lesson
+    that failed keeps the count it had. 1 if any failed."""
+    moves, failed = counted_moves(), []
+    for path in chosen:
+        result = run(path, timeout_s, count_only=True)
+        if result.errors or result.timed_out:
+            failed.append(path.stem)
+            print(f"{path.stem}: not counted: {'; '.join(result.errors)}", file=sys.stderr, flush=True)
+            continue
+        moves[path.stem] = result.planned_moves
+        print(f"{path.stem}: {result.planned_moves} moves ({result.seconds} s to run its cells)", flush=True)
+    header = ("each lesson's widget moves (widgetrun.positions of every control its cells make), counted by "
+              "`python -m gpucourse widget-run --count`; gpu-report's plan prices a lesson's widgets step by them")
+    MOVES_FILE.write_text(json.dumps({"about": header, "moves": dict(sorted(moves.items()))}, indent=1) + "\n",
+                          encoding="utf-8")
+    print(f"written: {MOVES_FILE}")
+    return 1 if failed else 0
 
 
 def estimate_s(path: Path, startup_s: float, per_cell_s: float, move_s: float = MOVE_LIMIT_S) -> float:
-    """A lesson's estimated seconds: its plain run, and each chart it builds moved, ``move_s`` a move (default:
-    the limit; gpu-report passes what a real report measured for one)."""
+    """A lesson's estimated seconds: its start-up, its cells, and its moves (as counted in MOVES_FILE, else
+    MOVES_PER_CHART a chart it builds), ``move_s`` a move (default: the limit; gpu-report passes what a real report
+    measured for one)."""
     text = Path(path).read_text(encoding="utf-8")
-    charts = len(re.findall(r"_(?:widget|explorer|chart)\(|LiveChart\(", text))
-    return startup_s + len(plainrun.code_cells(text)) * per_cell_s + charts * MOVES_PER_CHART * move_s
+    moves = counted_moves().get(Path(path).stem)
+    if moves is None:
+        moves = len(re.findall(r"_(?:widget|explorer|chart)\(|LiveChart\(", text)) * MOVES_PER_CHART
+    return startup_s + len(plainrun.code_cells(text)) * per_cell_s + moves * move_s
 
 
 def report_step(path: Path, out: Path, *, gpu: bool, timeout_s: float, contract: str | None = None) -> tuple[str, str]:
@@ -316,6 +363,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=LESSON_TIMEOUT_S, help="seconds a lesson may take")
     parser.add_argument("--child", nargs=2, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--wait", action="store_true", help=argparse.SUPPRESS)  # a child started ahead (prestart)
+    parser.add_argument("--count", action="store_true",
+                        help=f"count each lesson's moves, make none, and write them to {MOVES_FILE.name}")
     args = parser.parse_args(argv)
     if args.child:
         if args.wait:
@@ -323,13 +372,15 @@ def main(argv: list[str] | None = None) -> int:
             print(WAITING, flush=True)
             if sys.stdin.readline().strip() != "go":  # the parent stopped it (or is gone): nothing to run
                 return 0
-        return child(Path(args.child[0]), Path(args.child[1]))
+        return child(Path(args.child[0]), Path(args.child[1]), count_only=args.count)
     from gpucourse.errors import InvalidConfig
     from gpucourse.measure import runtime
 
     chosen = [p for p in lessons() if args.lesson is None or p.stem.startswith(args.lesson)]
     if not chosen:
         raise InvalidConfig(f"no lesson's file name starts with {args.lesson!r} (notebooks/NN_name.py)")
+    if args.count:
+        return count(chosen, args.timeout)
     gpu = runtime.is_gpu()
     print("GPU: each move must take ≤ 1 s." if gpu else
           "Simulator mode: the times are the simulator's on the CPU, not GPU time; recorded, not checked.")

@@ -193,10 +193,22 @@ def _sample_check(out, flags, x, body_a, body_b, samples: int = 2048) -> bool:
     return bool(np.allclose(got, want, rtol=1e-4, atol=1e-5))
 
 
+def flags_key(flags: np.ndarray) -> bytes:
+    """A digest of a flags array: equal arrays (every placement at fraction 0 or 1) give equal keys."""
+    import hashlib
+
+    return hashlib.blake2b(np.ascontiguousarray(flags).tobytes(), digest_size=16).digest()
+
+
 def measure_fraction_curve(body_a: int, body_b: int, *, placements=PLACEMENTS, fractions=SWEEP_FRACTIONS,
                            n_threads: int = GPU_THREADS, kernel: str = "two_paths",
-                           min_total_ms: float = 500.0, progress=None) -> pd.DataFrame:
-    """On a GPU: time of ``kernel`` at each fraction and placement (one run), and relative to fraction 1."""
+                           min_total_ms: float = 500.0, progress=None, launches: dict | None = None) -> pd.DataFrame:
+    """On a GPU: time of ``kernel`` at each fraction and placement (one run), and relative to fraction 1.
+
+    A launch is measured once per distinct flags array (``launches``, keyed by ``flags_key``; pass one dict to
+    share it across calls with the same kernel and bodies): at fraction 0 and 1 every placement puts every lane
+    on one path, so one launch serves them all (issue 48), and its rows say which placement it was measured as
+    (``launch_shared_with``; empty where the row is its own launch)."""
     body_a, body_b = check_body("path A cost", body_a, minimum=1), check_body("path B cost", body_b)
     validate.choice("kernel", kernel, ("two_paths", "predicated"))
     placements = [check_placement(p) for p in placements]
@@ -209,9 +221,16 @@ def measure_fraction_curve(body_a: int, body_b: int, *, placements=PLACEMENTS, f
     d_x, d_out = cuda.to_device(x), cuda.device_array(n, dtype=np.float32)
     blocks = blocks_for(n)
     points = [(p, f) for p in placements for f in fractions]
-    rows = []
+    rows, launches = [], {} if launches is None else launches
     for step, (placement, f) in enumerate(points):
         flags = lane_flags(n, f, placement)
+        key = flags_key(flags)
+        if key in launches:  # the same kernel on the same flags: measured already
+            rows.append({**launches[key], "placement": placement, "fraction": f,
+                         "launch_shared_with": launches[key]["launch_shared_with"] or launches[key]["placement"]})
+            if progress:
+                progress((step + 1) / len(points))
+            continue
         d_flags = cuda.to_device(flags)
         if kernel == "two_paths":
             def run(d_flags=d_flags):
@@ -233,8 +252,9 @@ def measure_fraction_curve(body_a: int, body_b: int, *, placements=PLACEMENTS, f
         rows.append({
             "kernel": kernel, "placement": placement, "fraction": f, "actual_fraction": on_a / n,
             "body_a": body_a, "body_b": body_b, "n_threads": n, "median_ms": m.median_ms, "iqr_ms": m.iqr_ms,
-            "min_ms": m.min_ms, "n_samples": m.n_samples, "model_relative_time": model,
+            "min_ms": m.min_ms, "n_samples": m.n_samples, "model_relative_time": model, "launch_shared_with": "",
         })
+        launches[key] = rows[-1]
         if progress:
             progress((step + 1) / len(points))
     frame = pd.DataFrame(rows)
@@ -246,7 +266,8 @@ def measure_fraction_curve(body_a: int, body_b: int, *, placements=PLACEMENTS, f
     "divergence.fraction", lesson="02_divergence",
     columns=("kernel", "placement", "fraction", "body_a", "body_b", "median_ms", "relative_time"),
     description="two_paths: time vs fraction of lanes on path A per placement (path A 16/128/1024 FMAs, "
-                "path B the same or 1/16); the trivially predicated kernel",
+                "path B the same or 1/16); the trivially predicated kernel. At fraction 0 and 1 every placement "
+                "has the same flags: one launch, its row repeated per placement (launch_shared_with names it)",
 )
 def _fraction_sweep() -> pd.DataFrame:
     frames = [_two_paths_curves(body_a, path_b_body(body_a, path_b))
@@ -281,9 +302,11 @@ def _two_paths_curves(body_a: int, body_b: int) -> pd.DataFrame:
     placements = tuple(_default("placements"))
     flat = [p for p in placements if p in FLAT_TWO_PATHS] if body_a == body_b else []
     rest = [p for p in placements if p not in flat]
-    frames = [measure_fraction_curve(body_a, body_b, placements=rest)] if rest else []
+    launches: dict = {}  # one launch per distinct flags across both calls (the ends: every placement alike)
+    frames = [measure_fraction_curve(body_a, body_b, placements=rest, launches=launches)] if rest else []
     if flat:
-        frames.append(measure_fraction_curve(body_a, body_b, placements=flat, fractions=predicated_fractions()))
+        frames.append(measure_fraction_curve(body_a, body_b, placements=flat, fractions=predicated_fractions(),
+                                             launches=launches))
     frame = pd.concat(frames, ignore_index=True)
     frame["relative_time"] = frame.median_ms / frame[frame.fraction == 1.0].median_ms.median()
     return frame
