@@ -118,11 +118,16 @@ def test_a_thread_waiting_in_the_barrier_says_so_and_nobody_polls(monkeypatch):
 
 
 def test_install_is_idempotent():
+    """Installed once (in this process the microscope's warp intrinsics may since have wrapped the block's run:
+    the fresh import above checks what a learner's kernel gets); installing again changes nothing."""
     import numba.cuda.simulator.kernel as kernel
 
+    run, thread_run, syncthreads = kernel.BlockManager.run, kernel.BlockThread.run, kernel.BlockThread.syncthreads
     simblocks.install()
     simblocks.install()
-    assert kernel.BlockManager.run is simblocks._run_block
+    assert kernel.BlockManager._gpucourse_scheduler and syncthreads is simblocks._syncthreads
+    assert (kernel.BlockManager.run, kernel.BlockThread.run, kernel.BlockThread.syncthreads) == (
+        run, thread_run, syncthreads)
 
 
 def test_the_barrier_opens_for_every_live_thread_and_never_after_a_failure():
