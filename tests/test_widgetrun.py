@@ -75,6 +75,20 @@ def test_count_mode_runs_the_cells_and_counts_the_moves_without_making_one(tmp_p
     assert any("planted cell error" in e for e in result.errors)  # the lesson's own error is still reported
 
 
+def test_a_control_made_only_without_a_gpu_is_not_counted(tmp_path, monkeypatch):
+    """The count is a GPU run's: the "recorded on" choice of GPU recordings exists only without a GPU."""
+    from gpucourse.measure import reference
+    from gpucourse.viz import widgets as course
+
+    monkeypatch.setattr(reference, "gpus", lambda: ["nvidia-h100-80gb-hbm3", "nvidia-h200"])
+    assert course.recorded_gpu_choice().without_gpu_only
+    lesson = ("# %%\nimport ipywidgets as widgets\n\n"
+              "both = widgets.Dropdown(options=['a', 'b'])\nonly = widgets.Dropdown(options=['x', 'y', 'z'])\n"
+              "only.without_gpu_only = True  # as recorded_gpu_choice marks its dropdown\n")
+    result = widgetrun.run(_lesson(tmp_path, lesson), timeout_s=120, count_only=True)
+    assert result.planned_moves == 2 + 1 and not result.errors, result
+
+
 def test_the_plan_prices_a_lesson_s_widgets_step_by_its_counted_moves(tmp_path, monkeypatch):
     lesson = _lesson(tmp_path)
     startup_s, per_cell_s, move_s = 15.0, 0.4, 0.5

@@ -57,8 +57,10 @@ def recorded_gpu_choice() -> widgets.Dropdown | None:
     if len(found) < 2:
         return None
     options = [(NEWEST_RECORDING, None)] + [(reference.device_name(gpu), gpu) for gpu in found]
-    return widgets.Dropdown(options=options, value=None, description="recorded on",
-                            tooltip="Which GPU's recording the chart draws (the course's, never yours)")
+    choice = widgets.Dropdown(options=options, value=None, description="recorded on",
+                              tooltip="Which GPU's recording the chart draws (the course's, never yours)")
+    choice.without_gpu_only = True  # widget-run --count leaves it out: a GPU's run never makes it
+    return choice
 
 
 class LiveChart(widgets.VBox):
