@@ -51,8 +51,7 @@ def test_the_readme_says_what_the_full_plan_is():
     assert f"(tier ~{tier} min, sweeps ~{sweeps}, lessons ~{lessons}, grading ~{grading})" in text, groups
     moves = widgetrun.counted_moves()
     assert sorted(moves) == sorted(p.stem for p in widgetrun.lessons())  # every lesson counted
-    charts = sum(len(re.findall(r"_(?:widget|explorer|chart)\(|LiveChart\(", p.read_text(encoding="utf-8")))
-                 for p in widgetrun.lessons()) * widgetrun.MOVES_PER_CHART
+    charts = sum(widgetrun.rule_moves(p.read_text(encoding="utf-8")) for p in widgetrun.lessons())
     assert f"{sum(moves.values())} moves, more than the {charts} the old rule of ten a chart gave" in text
     fraction = plans.FULL_MEASUREMENTS["divergence.fraction"]
     assert f"{fraction} launches for its 204 points" in text

@@ -20,8 +20,11 @@ import importlib.machinery
 import sys
 import threading
 
+import numpy as np  # already loaded by gpucourse's import
+
 SIMULATOR_KERNEL = "numba.cuda.simulator.kernel"
 _numba_syncthreads = None  # numba's own BlockThread.syncthreads, kept by install()
+_BlockThread = None  # numba's simulator's thread class, set by install()
 
 
 class _Block:
@@ -77,13 +80,10 @@ def _ended(thread) -> None:
 
 
 def _run_block(self, grid_point, *args) -> None:
-    import numpy as np
-    from numba.cuda.simulator.kernel import BlockThread
-
     def target():
         self._f(*args)
 
-    threads = [BlockThread(target, self, grid_point, block_point, self._debug)
+    threads = [_BlockThread(target, self, grid_point, block_point, self._debug)
                for block_point in np.ndindex(*self._block_dim)]
     block = self._gpucourse_block = _Block(len(threads))
     for t in threads:
@@ -111,7 +111,8 @@ def install() -> None:
 
     if getattr(kernel.BlockManager, "_gpucourse_scheduler", False):
         return
-    global _numba_syncthreads
+    global _numba_syncthreads, _BlockThread
+    _BlockThread = kernel.BlockThread
     original_thread_run, _numba_syncthreads = kernel.BlockThread.run, kernel.BlockThread.syncthreads
 
     def thread_run(self):  # numba's run keeps the exception on the thread; then say it ended

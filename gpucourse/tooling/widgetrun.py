@@ -3,7 +3,6 @@
     python -m gpucourse widget-run [--lesson 03] [--json out.json] [--timeout SECONDS]
     python -m gpucourse widget-run --count [--lesson 03]
 
-
 Each lesson runs in a child Python: its code cells as plain Python (``plainrun``'s cells, from a real
 file), with every ipywidgets widget it constructs collected (``Widget.on_widget_constructed``). Then
 every value control is moved through its range at least once: a slider to its minimum, its maximum and a
@@ -306,6 +305,11 @@ def count(chosen: list[Path], timeout_s: float = LESSON_TIMEOUT_S) -> int:
     return 1 if failed else 0
 
 
+def rule_moves(text: str) -> int:
+    """A lesson's moves by the rule, for a lesson never counted: MOVES_PER_CHART a chart its source builds."""
+    return len(re.findall(r"_(?:widget|explorer|chart)\(|LiveChart\(", text)) * MOVES_PER_CHART
+
+
 def estimate_s(path: Path, startup_s: float, per_cell_s: float, move_s: float = MOVE_LIMIT_S) -> float:
     """A lesson's estimated seconds: its start-up, its cells, and its moves (as counted in MOVES_FILE, else
     MOVES_PER_CHART a chart it builds), ``move_s`` a move (default: the limit; gpu-report passes what a real report
@@ -313,7 +317,7 @@ def estimate_s(path: Path, startup_s: float, per_cell_s: float, move_s: float = 
     text = Path(path).read_text(encoding="utf-8")
     moves = counted_moves().get(Path(path).stem)
     if moves is None:
-        moves = len(re.findall(r"_(?:widget|explorer|chart)\(|LiveChart\(", text)) * MOVES_PER_CHART
+        moves = rule_moves(text)
     return startup_s + len(plainrun.code_cells(text)) * per_cell_s + moves * move_s
 
 
