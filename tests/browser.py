@@ -220,14 +220,18 @@ JS_CHART_STATE = """(chart) => {
 # Settled: no run in flight (the status line carries its counts only once a run has ended) and
 # the chart shows the last successful run; ``after`` (optional): and a run has ended since that
 # state, either applied to the chart (its data revision comes in the same Plotly update as the new
-# data) or failed with a message.
+# data) or failed with a message. Its value is the state it saw settled (JS_CHART_STATE's fields),
+# read in the same call: a second read could land in a run that a move started next (a CI run saw
+# errors: null there).
 JS_CHART_SETTLED = """([chart, after]) => {
   const gd = chart.querySelector('.js-plotly-plot');
   const status = chart.querySelector('[data-runs]');
   if (!gd || !gd.layout || !status) return false;
   const revision = gd.layout.datarevision || 0;
   if (revision !== parseInt(status.dataset.runs)) return false;  // the chart is behind its status line
-  return !after || revision > after.revision || parseInt(status.dataset.errors) > after.errors;
+  const state = {revision, runs: parseInt(status.dataset.runs), errors: parseInt(status.dataset.errors),
+                 said: status.textContent};
+  return !after || revision > after.revision || state.errors > after.errors ? state : false;
 }"""
 
 JS_OPEN = """async (path) => {
@@ -381,7 +385,7 @@ def wait_until_settled(page, chart, after: dict | None = None) -> dict:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     try:
-        page.wait_for_function(JS_CHART_SETTLED, arg=[chart.element_handle(), after], polling=100)
+        settled = page.wait_for_function(JS_CHART_SETTLED, arg=[chart.element_handle(), after], polling=100)
     except PlaywrightTimeout:
         raise TimeoutError(f"no update ended within {CEILING_S} s (chart: {chart_state(chart)})") from None
-    return chart_state(chart)
+    return settled.json_value()

@@ -353,3 +353,31 @@ def test_the_chart_text_check_can_fail(lab):
         assert any("caption pushed off" in c and "leaves the figure" in c for c in clashes), clashes
     finally:
         close_notebook(page)
+
+
+# A chart that settles, and whose next run starts the moment the settled check has read it (its data revision's
+# first read removes the status line's counts, as a run in flight does, once that check's script is done)
+NEXT_RUN_STARTS_AT_ONCE = """() => {
+  const gd = document.querySelector('.js-plotly-plot');
+  let reads = 0;
+  gd.layout = {get datarevision() {
+    if (++reads === 1) queueMicrotask(() => document.querySelector('[data-runs]').removeAttribute('data-runs'));
+    return 1;
+  }};
+}"""
+
+
+def test_the_settled_state_is_the_one_seen_settled(lab):
+    """wait_until_settled returns the state its check saw, not a second read that a run started by the move can
+    already have changed (a CI run once read errors: null there). In a tab of its own beside the worker's
+    JupyterLab (one Playwright a process)."""
+    page = lab[0].context.browser.new_page()
+    try:
+        page.set_content('<div class="gpucourse-livechart"><div class="js-plotly-plot"></div>'
+                         '<div data-runs="1" data-errors="0">✓ updated in 0.1 s</div></div>')
+        page.evaluate(NEXT_RUN_STARTS_AT_ONCE)
+        state = wait_until_settled(page, page.locator(CHARTS))
+        assert state == {"revision": 1, "runs": 1, "errors": 0, "said": "✓ updated in 0.1 s"}
+        assert page.locator("[data-runs]").count() == 0  # the next run did start
+    finally:
+        page.close()

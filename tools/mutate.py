@@ -680,6 +680,10 @@ MUTATIONS: list[Mutation] = [
              "    return preamble + program", "    return program",
              "a rank's process imports only what it names, from this copy of the course (ranklaunch.lean_start)",
              ["tests/test_ranklaunch.py", "-k", "lean"]),
+    Mutation("browser-settled-read-twice", "tests/browser.py",
+             "    return settled.json_value()", "    return chart_state(chart)",
+             "the browser test reads a chart's state in the same check that saw it settled (a flake in CI)",
+             ["tests/test_browser.py", "-k", "settled_state"]),
     # issue 50: gloo ranks fork from one parent that imported torch (one import a run, not one a rank)
     Mutation("ranks-never-fork", "gpucourse/measure/ranklaunch.py",
              "    return bool(preload) and sys.platform == \"linux\" and all(",
