@@ -89,6 +89,12 @@ def run(commands: list[list[str]], *, timeout_s: float, what: str, rank_envs: li
         _run_once(commands, timeout_s, what, rank_envs, preload)
 
 
+def preload_for(backend: str) -> str | None:
+    """What a course rank's ``run`` preloads: torch for gloo ranks (one import a run, not one a rank); none for NCCL
+    ranks (an instructor's node), each a process of its own with its own CUDA context from the start."""
+    return "torch.distributed" if backend == "gloo" else None
+
+
 def forks(commands: list[list[str]], preload: str | None) -> bool:
     """Whether ``run`` forks these ranks from one parent that imported ``preload``: on Linux, for commands that
     are this Python's ``-c`` programs (what a course rank is)."""
@@ -163,8 +169,8 @@ def _kill(procs) -> None:
 EXITED = "gpucourse-rank-exit"
 FORK_PARENT = r"""
 import atexit, builtins, json, os, sys, traceback, types
-EXITED = "gpucourse-rank-exit"
 spec = json.loads(sys.stdin.readline())
+EXITED = spec["exited"]
 __import__(spec["preload"])
 
 
@@ -260,7 +266,7 @@ class _ForkParent:
                                          stdout=subprocess.PIPE, stderr=err, env=env, start_new_session=True)
         os.set_blocking(self.proc.stdout.fileno(), False)
         try:
-            self.proc.stdin.write((json.dumps({"preload": preload, "ranks": ranks}) + "\n").encode())
+            self.proc.stdin.write((json.dumps({"preload": preload, "exited": EXITED, "ranks": ranks}) + "\n").encode())
             self.proc.stdin.close()
         except OSError:  # it ended already: read() says why
             pass

@@ -181,7 +181,7 @@ def launch(task: str, ranks: int = 2, sizes=(4096,), *, backend: str = "gloo", t
             cmd += ["--ring-file", str(ring_file)]
         ranklaunch.run([[*cmd, "--rank", str(r)] for r in range(ranks)], timeout_s=timeout_s,
                        what=f"{task} on {ranks} {backend} ranks",
-                       preload="torch.distributed" if backend == "gloo" else None)  # gloo: one torch import a run
+                       preload=ranklaunch.preload_for(backend))
         return json.loads(out.read_text())
 
 

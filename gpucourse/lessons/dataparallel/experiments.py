@@ -39,9 +39,6 @@ GUARDED_START = ranklaunch.lean_start("import sys; from gpucourse.tooling.gradin
                                       "tripwire.boundary(ranks.WatchedComm.all_reduce); "
                                       "sys.exit(ranks.main(sys.argv[1:], guard=tripwire.armed))")
 TIMEOUT_S = 120.0
-# gloo ranks fork from one process that imported torch (ranklaunch.run's preload): one import a run, not one a rank.
-# NCCL ranks (an instructor's node) start as processes of their own, each its own CUDA context from the start.
-PRELOAD = "torch.distributed"
 
 
 def rank_args(rank: int, world: int, backend: str, variants, cap_bytes: int, first_bucket_bytes: int,
@@ -81,7 +78,7 @@ def run_ranks(variants=None, *, world: int = 2, backend: str = "gloo", cap_bytes
                                                                  reducer_file, batch_seed)] for r in range(world)],
                        timeout_s=timeout_s, what=f"{world} {backend} ranks",
                        rank_envs=[{"WORLD_SIZE": str(world), "RANK": str(r)} for r in range(world)],
-                       preload=PRELOAD if backend == "gloo" else None)
+                       preload=ranklaunch.preload_for(backend))
         found = [json.loads(Path(out, f"rank{r}.json").read_text(encoding="utf-8")) for r in range(world)]
     return {**found[0], "ranks": found}
 
