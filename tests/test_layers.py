@@ -39,7 +39,7 @@ BESIDE_EXPERIMENTS = ("compiled", "ranks", "recorded", "timing", "recordings", "
 GRADING = "gpucourse.tooling.grading"
 # lowest first: the learner's kernel imports the first three (with the face, __init__); nbgrader's side next
 GRADING_ROOMS = ("snapshot", "hooks", "tripwire", "frozen", "traced", "hidden", "rewrite", "scan", "notes", "header",
-                 "locked", "execute", "preprocessors", "report", "workers", "batch", "known", "__init__")
+                 "forkkernel", "locked", "execute", "preprocessors", "report", "workers", "batch", "known", "__init__")
 
 
 def module_name(path: Path) -> str:

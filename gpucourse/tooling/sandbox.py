@@ -112,11 +112,11 @@ def _drop_capabilities() -> None:
     libc.capset(ctypes.byref(header), ctypes.byref(data))
 
 
-def _sandbox_main(argv: list[str]) -> None:
-    """``sandbox.py --sandbox SPEC -- KERNEL_ARGV…``: restrict, record what was applied in the
-    spec's ``status_file`` (if any), then exec the kernel."""
-    spec = json.loads(argv[1])
-    kernel = argv[argv.index("--") + 1:]
+def restrict(spec: dict, kernel: list[str]) -> None:
+    """What the launcher does before the kernel runs: Landlock from ``spec`` (its connection file readable),
+    what was applied written to the spec's ``status_file`` (if any), every capability given up. In "required"
+    mode a kernel that cannot be sandboxed exits (70). Also run by a kernel forked from the grader's template
+    (``grading/forkkernel.py``) in place of the exec."""
     read_files = list(spec.get("read_files", []))
     if "-f" in kernel:  # the connection file that jupyter_client wrote for this kernel
         read_files.append(kernel[kernel.index("-f") + 1])
@@ -136,6 +136,12 @@ def _sandbox_main(argv: list[str]) -> None:
         with open(spec["status_file"], "w") as handle:
             json.dump({"abi": abi, "error": error}, handle)
     _drop_capabilities()
+
+
+def _sandbox_main(argv: list[str]) -> None:
+    """``sandbox.py --sandbox SPEC -- KERNEL_ARGV…``: restrict, then exec the kernel."""
+    spec, kernel = parse_sandbox_command(argv, launcher=False)
+    restrict(spec, kernel)
     os.execv(kernel[0], kernel)
 
 
@@ -165,9 +171,23 @@ def sandbox_status() -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+SANDBOX_FLAG = "--sandbox"
+
+
 def sandbox_command(kernel_argv: list[str], spec: dict) -> list[str]:
-    return [sys.executable, "-I", "-S", str(Path(__file__).resolve()), "--sandbox", json.dumps(spec), "--",
+    return [sys.executable, "-I", "-S", str(Path(__file__).resolve()), SANDBOX_FLAG, json.dumps(spec), "--",
             *kernel_argv]
+
+
+def parse_sandbox_command(argv: list[str], launcher: bool = True) -> tuple[dict, list[str]] | None:
+    """(spec, kernel argv) of a ``sandbox_command`` (``launcher``: the whole command; else the launcher's own
+    arguments from ``--sandbox``), or None for another command."""
+    if launcher:
+        head = [sys.executable, "-I", "-S", str(Path(__file__).resolve()), SANDBOX_FLAG]
+        if argv[:5] != head or len(argv) < 8 or argv[6] != "--":
+            return None
+        argv = argv[4:]
+    return json.loads(argv[1]), argv[argv.index("--") + 1:]
 
 
 def _within(path: str, folder: str) -> bool:

@@ -1,0 +1,143 @@
+"""Grading kernels forked from the template (gpucourse/tooling/grading/forkkernel.py, issue 50) are the kernels a
+launch gives: the same working folder, environment, import path, arguments and flags, their own session, the same
+Landlock sandbox, and nothing of the template reachable; a template a learner killed is replaced; only the
+simulator's sandboxed launcher is ever forked."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from gpucourse.tooling.grading import forkkernel
+from gpucourse.tooling.grading.execute import GuardedExecute
+from gpucourse.tooling.sandbox import landlock_abi, parse_sandbox_command, sandbox_command
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="kernels are forked on Linux only")
+
+# What a kernel can tell of itself, as one JSON line. The gradebook sits in the course folder, which the
+# sandbox protects; the kernel writes into its own notebook folder.
+PROBE = r'''
+import json, os, sys
+from pathlib import Path
+facts = {"cwd": os.getcwd(), "path": sys.path, "argv": sys.argv[1:2] + sys.argv[3:], "flags": list(sys.flags),
+         "executable": sys.executable, "env": {k: v for k, v in os.environ.items() if k != "JPY_PARENT_PID"},
+         "own_session": os.getsid(0) == os.getpid(), "ppid": os.getppid(), "pid": os.getpid(),
+         "main": sys.modules["__main__"].__name__, "template_names": sorted({"kernel", "requests", "reap", "control",
+                                                                            "wake_r"} & set(globals())),
+         "fds": sorted(os.readlink(f"/proc/self/fd/{n}") for n in os.listdir("/proc/self/fd")
+                       if os.path.exists(f"/proc/self/fd/{n}")),
+         "grading_modules": sorted(m for m in sys.modules if m.startswith("gpucourse.tooling.grading.fork"))}
+for name, attempt in [("gradebook", lambda: Path(GRADEBOOK).read_text()),
+                      ("own folder", lambda: Path("mine.txt").write_text("ok"))]:
+    try:
+        attempt()
+        facts[name] = "allowed"
+    except OSError as error:
+        facts[name] = type(error).__name__
+print(json.dumps(facts))
+'''
+
+
+def _course(tmp_path: Path) -> tuple[Path, Path]:
+    course = tmp_path / "course"
+    folder = course / "autograded" / "alice" / "lab01_warps"
+    folder.mkdir(parents=True)
+    (course / "gradebook.db").write_text("secret gradebook")
+    return course, folder
+
+
+def _run(folder: Path, course: Path, *, fork: bool, source: str = PROBE) -> list[dict]:
+    """Run ``source`` (GRADEBOOK bound) in a grading kernel; the JSON lines it printed."""
+    cell = f"GRADEBOOK = {str(course / 'gradebook.db')!r}\n" + source
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell)])
+    nb.metadata["gpucourse"] = {"trusted_imports": [["np", "numpy"]]}
+    executor = GuardedExecute(fork_kernels=fork, timeout=120, sandbox="auto")
+    executor._course_root = lambda: str(course)  # the folder the sandbox protects (as for autograded/…)
+    done, _ = executor.preprocess(nb, {"metadata": {"path": str(folder)}})
+    text = "".join(o.get("text", "") for o in done.cells[0].outputs if o.get("output_type") == "stream")
+    errors = [o for o in done.cells[0].outputs if o.get("output_type") == "error"]
+    assert not errors, errors
+    assert not done.metadata.get("gpucourse", {}).get("notes"), done.metadata  # header ran, sandbox applied
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def _template_socket(template: forkkernel.Template) -> str:
+    """What the template's control socket reads as in /proc (``socket:[inode]``)."""
+    control_fd = Path(f"/proc/{template.pid}/cmdline").read_bytes().split(b"\0")[-2].decode()
+    return os.readlink(f"/proc/{template.pid}/fd/{control_fd}")
+
+
+@pytest.fixture
+def fresh_templates():
+    forkkernel.close_templates()
+    yield
+    forkkernel.close_templates()
+
+
+def test_a_forked_kernel_is_the_kernel_a_launch_gives(tmp_path, fresh_templates):
+    course, folder = _course(tmp_path)
+    [forked] = _run(folder, course, fork=True)
+    [template] = forkkernel._TEMPLATES
+    [launched] = _run(folder, course, fork=False)
+    assert forked["ppid"] == template.pid != os.getpid() and launched["ppid"] == os.getpid()  # really forked
+    for key in ("cwd", "path", "argv", "flags", "executable", "env", "own_session", "main", "grading_modules",
+                "gradebook", "own folder", "template_names"):
+        assert forked[key] == launched[key], (key, forked[key], launched[key])
+    assert forked["cwd"] == str(folder) and forked["own_session"] and forked["template_names"] == []
+    assert forked["grading_modules"] == []  # the template runs its own code, not the grader's module
+    if landlock_abi():
+        assert forked["gradebook"] == "PermissionError" and forked["own folder"] == "allowed", forked
+    assert _template_socket(template) not in forked["fds"]  # no learner code can ask the template for anything
+
+
+def test_a_kernel_cannot_reach_its_template_and_a_dead_template_is_replaced(tmp_path, fresh_templates):
+    """Where Landlock scopes signals (ABI 6) a kernel cannot signal its template; elsewhere it can kill it, as a
+    launched kernel could kill the grader. Either way the next kernel gets a template that is alive."""
+    course, folder = _course(tmp_path)
+    [first] = _run(folder, course, fork=True)
+    old = forkkernel._TEMPLATES[0]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import os\nos.kill(os.getppid(), 9)")])
+    executor = GuardedExecute(fork_kernels=True, timeout=60)
+    executor._course_root = lambda: str(course)
+    done, _ = executor.preprocess(nb, {"metadata": {"path": str(folder)}})
+    if landlock_abi() >= 6:
+        assert [o.get("ename") for o in done.cells[0].outputs] == ["PermissionError"] and old.alive()
+        os.kill(old.pid, signal.SIGKILL)  # as a kernel could on an older Landlock
+    old._process.wait(timeout=30)
+    [after] = _run(folder, course, fork=True)
+    [new] = forkkernel._TEMPLATES
+    assert new is not old and new.alive() and after["ppid"] == new.pid and after["env"] == first["env"]
+
+
+def test_only_the_simulators_sandboxed_launcher_is_forked(monkeypatch):
+    from gpucourse.measure import runtime
+
+    kernel = [sys.executable, "-m", "ipykernel_launcher", "-f", "/tmp/k.json", "--HistoryManager.hist_file=:memory:"]
+    spec = {"read": [], "write": [], "read_files": [], "mode": "auto"}
+    command = sandbox_command(kernel, spec)
+    assert parse_sandbox_command(command) == (spec, kernel)
+    monkeypatch.setattr(runtime, "MODE", "sim")
+    assert forkkernel.forkable(command, {})
+    assert not forkkernel.forkable(command, {"GPUCOURSE_MODE": "gpu"})  # CUDA cannot be used after a fork
+    assert not forkkernel.forkable(kernel, {})  # not sandboxed
+    assert not forkkernel.forkable(sandbox_command([sys.executable, "-c", "pass"], spec), {})
+    assert not forkkernel.forkable(sandbox_command([*kernel, "extra"], spec), {})
+    monkeypatch.setattr(runtime, "MODE", "gpu")
+    assert not forkkernel.forkable(command, {})
+
+
+def test_a_template_that_cannot_fork_leaves_the_launch_to_jupyter(tmp_path, fresh_templates):
+    """A template that is gone gives None, and the kernel manager then launches the kernel itself."""
+    course, folder = _course(tmp_path)
+    _run(folder, course, fork=True)
+    template = forkkernel._TEMPLATES[0]
+    os.kill(template.pid, signal.SIGKILL)
+    template._process.wait()
+    assert template.fork(sandbox_command([sys.executable, "-m", "ipykernel_launcher", "-f", "x"], {}), {}, "/",
+                         "") is None
