@@ -141,3 +141,20 @@ def test_a_template_that_cannot_fork_leaves_the_launch_to_jupyter(tmp_path, fres
     template._process.wait()
     assert template.fork(sandbox_command([sys.executable, "-m", "ipykernel_launcher", "-f", "x"], {}), {}, "/",
                          "") is None
+
+
+def test_a_kernel_that_ended_before_it_was_watched_reports_its_exit():
+    """A forked kernel can end (a sandbox "required" but not applicable exits 70) and be reaped by its template
+    before the grader watches it: it reads as ended, with the code the template reported."""
+
+    class Reaped:
+        def exit_code(self, pid):
+            return 70
+
+    import subprocess
+
+    ended = subprocess.Popen([sys.executable, "-c", "raise SystemExit(70)"])
+    ended.wait()  # reaped: its pid names no process now
+    kernel = forkkernel.Forked(Reaped(), ended.pid)
+    assert kernel.poll() == 70 and kernel.wait(timeout=1) == 70
+    kernel.kill()  # nothing to signal: no error

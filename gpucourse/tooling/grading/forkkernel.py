@@ -146,7 +146,7 @@ for request in requests():
 '''
 
 START_S = 60.0  # the template's imports (torch, numba, plotly, …) on a loaded machine
-FORK_S = 10.0
+FORK_S = 60.0  # a fork is milliseconds; past this the template is taken for dead
 
 
 def forkable(argv: list[str], env: dict) -> bool:
@@ -176,7 +176,11 @@ class Forked:
     def __init__(self, template: Template, pid: int):
         self.template, self.pid = template, pid
         self.returncode: int | None = None
-        self._pidfd = os.pidfd_open(pid)
+        try:
+            self._pidfd = os.pidfd_open(pid)
+        except ProcessLookupError:  # it ended (and was reaped) already: a sandbox that could not be applied
+            self._pidfd = None
+            self.returncode = template.exit_code(pid)
 
     def poll(self) -> int | None:
         if self.returncode is None and select.select([self._pidfd], [], [], 0)[0]:
@@ -261,7 +265,10 @@ class Template:
             except OSError:
                 return None
             pid = self._reply(FORK_S).get("pid")
-        return Forked(self, pid) if pid else None
+            if not pid:
+                self.close()  # no answer: never fork from it again (a late fork would take this kernel's sockets)
+                return None
+        return Forked(self, pid)
 
     def exit_code(self, pid: int) -> int:
         """A forked kernel's exit status, as its template reaped it (-9 if the template is gone)."""
