@@ -14,11 +14,14 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from gpucourse.measure import runtime
 from gpucourse.tooling.grading import forkkernel
 from gpucourse.tooling.grading.execute import GuardedExecute
 from gpucourse.tooling.sandbox import landlock_abi, parse_sandbox_command, sandbox_command
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="kernels are forked on Linux only")
+# a grader on a GPU launches every kernel (forkkernel.forkable): these need the simulator
+forking = pytest.mark.skipif(runtime.MODE != "sim", reason="kernels are forked in simulator mode only")
 
 # What a kernel can tell of itself, as one JSON line. The gradebook sits in the course folder, which the
 # sandbox protects; the kernel writes into its own notebook folder.
@@ -80,6 +83,7 @@ def fresh_templates():
     forkkernel.close_templates()
 
 
+@forking
 def test_a_forked_kernel_is_the_kernel_a_launch_gives(tmp_path, fresh_templates):
     course, folder = _course(tmp_path)
     [forked] = _run(folder, course, fork=True)
@@ -96,6 +100,7 @@ def test_a_forked_kernel_is_the_kernel_a_launch_gives(tmp_path, fresh_templates)
     assert _template_socket(template) not in forked["fds"]  # no learner code can ask the template for anything
 
 
+@forking
 def test_a_kernel_cannot_reach_its_template_and_a_dead_template_is_replaced(tmp_path, fresh_templates):
     """Where Landlock scopes signals (ABI 6) a kernel cannot signal its template; elsewhere it can kill it, as a
     launched kernel could kill the grader. Either way the next kernel gets a template that is alive."""
@@ -116,8 +121,6 @@ def test_a_kernel_cannot_reach_its_template_and_a_dead_template_is_replaced(tmp_
 
 
 def test_only_the_simulators_sandboxed_launcher_is_forked(monkeypatch):
-    from gpucourse.measure import runtime
-
     kernel = [sys.executable, "-m", "ipykernel_launcher", "-f", "/tmp/k.json", "--HistoryManager.hist_file=:memory:"]
     spec = {"read": [], "write": [], "read_files": [], "mode": "auto"}
     command = sandbox_command(kernel, spec)
@@ -132,6 +135,7 @@ def test_only_the_simulators_sandboxed_launcher_is_forked(monkeypatch):
     assert not forkkernel.forkable(command, {})
 
 
+@forking
 def test_a_template_that_cannot_fork_leaves_the_launch_to_jupyter(tmp_path, fresh_templates):
     """A template that is gone gives None, and the kernel manager then launches the kernel itself."""
     course, folder = _course(tmp_path)
