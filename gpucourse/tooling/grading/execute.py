@@ -50,13 +50,13 @@ class GuardedExecute(Execute):
     kernel_log = Unicode("", help="a file that collects the kernels' own stdout/stderr (debugging)").tag(
         config=True)
 
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("kernel_manager_class", ForkingKernelManager)  # forkkernel.py (nbgrader's: the async one)
-        super().__init__(*args, **kwargs)
-
     fork_kernels = Bool(True, help="start each kernel as a fork of a process that imported the lab's libraries "
                                    "(Linux, simulator mode; forkkernel.py): the same kernel, about 2 s sooner").tag(
         config=True)
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("kernel_manager_class", ForkingKernelManager)  # forkkernel.py (nbgrader's: the async one)
+        super().__init__(*args, **kwargs)
 
     def preprocess(self, nb, resources=None, km=None):
         self._stopped, self._kernel_checked, self._kernel_notes = None, False, []
