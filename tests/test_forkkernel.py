@@ -43,6 +43,18 @@ for name, attempt in [("gradebook", lambda: Path(GRADEBOOK).read_text()),
         facts[name] = "allowed"
     except OSError as error:
         facts[name] = type(error).__name__
+# as an attacker: walk up to the template's own code (its loop is below the kernel on this stack) and ask it
+# for a kernel without a sandbox
+facts["template_asked"] = "no template code on the stack"
+for frame in sys._current_frames().values():  # every thread's stack
+    while frame is not None and "send" not in frame.f_globals:
+        frame = frame.f_back
+    if frame is not None and "control" in frame.f_globals:
+        try:
+            frame.f_globals["send"]({"argv": [], "env": {}, "cwd": "/", "spec": {}, "log": ""})
+            facts["template_asked"] = "sent"
+        except OSError as error:
+            facts["template_asked"] = type(error).__name__
 print(json.dumps(facts))
 '''
 
@@ -94,6 +106,8 @@ def test_a_forked_kernel_is_the_kernel_a_launch_gives(tmp_path, fresh_templates)
                 "gradebook", "own folder", "template_names"):
         assert forked[key] == launched[key], (key, forked[key], launched[key])
     assert forked["cwd"] == str(folder) and forked["own_session"] and forked["template_names"] == []
+    assert forked["template_asked"] == "OSError", forked["template_asked"]  # its socket is closed in the kernel
+    assert launched["template_asked"] == "no template code on the stack"
     assert forked["grading_modules"] == []  # the template runs its own code, not the grader's module
     if landlock_abi():
         assert forked["gradebook"] == "PermissionError" and forked["own folder"] == "allowed", forked
@@ -120,8 +134,9 @@ def test_a_kernel_cannot_reach_its_template_and_a_dead_template_is_replaced(tmp_
     assert new is not old and new.alive() and after["ppid"] == new.pid and after["env"] == first["env"]
 
 
-def test_only_the_simulators_sandboxed_launcher_is_forked(monkeypatch):
-    kernel = [sys.executable, "-m", "ipykernel_launcher", "-f", "/tmp/k.json", "--HistoryManager.hist_file=:memory:"]
+def test_only_the_simulators_sandboxed_launcher_is_forked(monkeypatch, tmp_path):
+    kernel = [sys.executable, "-m", "ipykernel_launcher", "-f", str(tmp_path / "k.json"),
+              "--HistoryManager.hist_file=:memory:"]
     spec = {"read": [], "write": [], "read_files": [], "mode": "auto"}
     command = sandbox_command(kernel, spec)
     assert parse_sandbox_command(command) == (spec, kernel)

@@ -22,6 +22,7 @@ anything.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -289,7 +290,6 @@ class Template:
 
 
 _TEMPLATES: list[Template] = []
-_CLOSE_AT_EXIT: list[bool] = []
 
 
 def template_for(env: dict, preload: list[str]) -> Template | None:
@@ -308,11 +308,6 @@ def template_for(env: dict, preload: list[str]) -> Template | None:
     if not template.alive():
         template.close()
         return None
-    if not _TEMPLATES and not _CLOSE_AT_EXIT:
-        import atexit
-
-        atexit.register(close_templates)
-        _CLOSE_AT_EXIT.append(True)
     _TEMPLATES.append(template)
     return template
 
@@ -320,6 +315,9 @@ def template_for(env: dict, preload: list[str]) -> Template | None:
 def close_templates() -> None:
     while _TEMPLATES:
         _TEMPLATES.pop().close()
+
+
+atexit.register(close_templates)  # a grader process that ends takes its template with it
 
 
 def preload_modules(trusted_imports: list) -> list[str]:
@@ -330,13 +328,13 @@ def preload_modules(trusted_imports: list) -> list[str]:
     return list(dict.fromkeys(modules))
 
 
-def private_folder(base: Path | None = None) -> tuple[Path, bool]:
+def private_folder() -> tuple[Path, bool]:
     """The grading kernel's private folder: the same path for every notebook this process grades (so its
     kernels' environments are equal and can be forks of one template), made anew each time; another one
     (and False) where that path is in use."""
     import tempfile
 
-    folder = Path(base or tempfile.gettempdir()) / f"gpucourse-kernel-{os.getpid()}"
+    folder = Path(tempfile.gettempdir()) / f"gpucourse-kernel-{os.getpid()}"
     try:
         folder.mkdir(mode=0o700)
     except OSError:
