@@ -177,3 +177,41 @@ def test_a_kernel_that_ended_before_it_was_watched_reports_its_exit():
     kernel = forkkernel.Forked(Reaped(), ended.pid)
     assert kernel.poll() == 70 and kernel.wait(timeout=1) == 70
     kernel.kill()  # nothing to signal: no error
+
+
+def test_the_grader_learns_that_a_killed_kernel_ended_from_its_pidfd_not_a_poll(monkeypatch):
+    """jupyter_client waits for a killed kernel by polling every 0.1 s; a forked kernel's end is an event (its
+    pidfd becomes readable), so the grader moves on to the next submission at once (issue 50)."""
+    import asyncio
+    import subprocess
+    from types import SimpleNamespace
+
+    import jupyter_client.manager
+
+    class Template:
+        def exit_code(self, pid):
+            return -9
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    kernel = forkkernel.Forked(Template(), child.pid)
+
+    async def poll():
+        return kernel.poll()
+
+    async def no_sleep(seconds):
+        raise AssertionError(f"polled: slept {seconds} s")
+
+    manager = forkkernel.ForkingKernelManager()
+    manager.provisioner = SimpleNamespace(process=kernel, has_process=True, poll=poll)
+    monkeypatch.setattr(jupyter_client.manager.asyncio, "sleep", no_sleep)
+
+    async def kill_then_wait():
+        asyncio.get_running_loop().call_later(0.05, child.kill)
+        await asyncio.wait_for(manager._async_wait(), timeout=30)
+
+    try:
+        asyncio.run(kill_then_wait())
+        assert kernel.poll() == -9
+    finally:
+        child.kill()
+        child.wait()
