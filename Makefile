@@ -61,8 +61,8 @@ check-generated: setup ## fail if labs/ differs from what solutions/ generates
 lint: setup ## ruff
 	$(PY) -m ruff check .
 
-# Two workers, test by test (--dist loadgroup): the slow tests (nbgrader round trips, lessons run
-# headless and in the browser) spread over both; a module whose tests share an expensive fixture
+# Workers take tests one by one (--dist loadgroup): the slow tests (nbgrader round trips, lessons run
+# headless and in the browser) spread over the workers; a module whose tests share an expensive fixture
 # (the website build, the hostile-grading batch, the hub, a rehearsal) is one group and stays on one
 # worker (tests/conftest.py). --no-loadscope-reorder: work is handed out in conftest's order, the
 # slow tests first, so that no worker is left alone with a long one at the end.
