@@ -265,6 +265,18 @@ def test_the_header_snapshots_each_labs_imports(lab, tmp_path):
     assert result["frozen"] > 10_000 and result["collects"] is True, result
 
 
+def test_the_snapshot_sets_off_no_collection_and_leaves_the_collector_as_it_found_it():
+    """Its ~150,000 new tuples would set off a full collection of every library's objects, about 0.15 s of each
+    grading kernel's start (issue 50): the collector is off while it is taken, then as it was."""
+    code = ("import gc, json\nfrom gpucourse.tooling import grading\nimport numpy, pandas\nstarted = []\n"
+            "gc.callbacks.append(lambda phase, info: phase == 'start' and started.append(info['generation']))\n"
+            "grading.snapshot_environment([('np', 'numpy')])\non = gc.isenabled()\ngc.disable()\n"
+            "grading.snapshot_environment([])\nprint(json.dumps([started, on, gc.isenabled()]))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [[], True, False], done.stderr[-2000:]
+
+
 def test_the_snapshot_survives_objects_whose_attributes_raise(tmp_path):
     """As numba's CUDA driver object does without a driver: any attribute access raises."""
     (tmp_path / "touchy.py").write_text(

@@ -135,6 +135,8 @@ for request in requests():
                 __import__(name)
             except BaseException:
                 pass
+        import gc
+        gc.freeze()  # the libraries just loaded live as long as the kernels: no collection of theirs walks them
         send({"ready": os.getpid()})
         continue
     try:
@@ -336,7 +338,7 @@ atexit.register(close_templates)  # a grader process that ends takes its templat
 
 def preload_modules(trusted_imports: list) -> list[str]:
     """What the template imports: IPython's kernel, then each module the lab's locked cells import."""
-    modules = ["ipykernel.kernelapp", "IPython"]
+    modules = ["ipykernel.kernelapp", "ipykernel.ipkernel", "IPython"]  # ipkernel: the kernel class, debugpy
     for _name, what in trusted_imports:
         modules.append(str(what))
     return list(dict.fromkeys(modules))
