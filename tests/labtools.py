@@ -40,9 +40,10 @@ from gpucourse.tooling.grading.known import (  # noqa: F401  (the lab tests impo
 
 
 def nbgrader(args: list[str], root: Path) -> subprocess.CompletedProcess:
-    """nbgrader in a child process whose notebook kernels start as a learner's do."""
-    return subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=root, capture_output=True, text=True,
-                          env=learner_env())
+    """nbgrader's command line (as ``gpucourse.tooling.nbgradercli`` starts it) in a child process whose notebook
+    kernels start as a learner's do."""
+    return subprocess.run([sys.executable, "-m", "gpucourse.tooling.nbgradercli", *args], cwd=root,
+                          capture_output=True, text=True, env=learner_env())
 
 
 @dataclass

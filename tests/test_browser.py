@@ -46,8 +46,11 @@ from gpucourse.tooling.build import ROOT, lesson_sources, to_notebook
 sys.path.insert(0, str(ROOT / "tools"))
 import notebook_size  # noqa: E402
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(chromium_missing_reason() is not None,
-                                                   reason=chromium_missing_reason() or "")]
+# One group: one JupyterLab and one Chromium for the run. Spread over every worker, each started its own (about 8 s
+# of start-up and a slower first page, three times over on three workers; issue 50); on one worker the lessons
+# still end well within the others' share of the run.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("browser"),
+              pytest.mark.skipif(chromium_missing_reason() is not None, reason=chromium_missing_reason() or "")]
 TIMINGS: dict[str, dict[str, float]] = {}
 
 CHARTS = ".gpucourse-livechart"  # every LiveChart (gpucourse/viz/widgets.py) on the page
@@ -65,10 +68,8 @@ JS_SLIDER = """(h) => ({now: parseFloat(h.getAttribute('aria-valuenow')),
 
 @pytest.fixture(scope="session")
 def lab():
-    """One JupyterLab and one browser for this worker's browser tests (each pytest worker that
-    gets some of them starts its own, on its own port and config folder). Session-scoped, not
-    module-scoped: tests/conftest.py puts a module's tests that share a module fixture on one worker,
-    and the lessons in the browser are the suite's longest stretch, so they spread over both."""
+    """One JupyterLab and one browser for the browser tests, on its own port and config folder (the tests are one
+    xdist group: one worker runs them all)."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     with lab_server() as (base, token), browser_page() as page:

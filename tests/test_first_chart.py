@@ -47,3 +47,20 @@ def test_nothing_is_replaced_once_jsonschema_has_the_real_module():
                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["False", "module"]
+
+
+def test_nbgraders_command_line_starts_without_the_iri_parsers():
+    """``python -m nbgrader`` builds them at its start (0.7 s of CPU); the course's entry to the same command
+    line (``gpucourse.tooling.nbgradercli``, which the graders and lab tests run) does not, and is nbgrader."""
+
+    def start(module: str) -> tuple[str, str]:
+        done = subprocess.run([sys.executable, "-X", "importtime", "-m", module, "--version"], capture_output=True,
+                              text=True, cwd=ROOT, timeout=120, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout.strip(), done.stderr
+
+    plain_version, plain = start("nbgrader")
+    course_version, course = start("gpucourse.tooling.nbgradercli")
+    assert "rfc3987_syntax.syntax_helpers" in plain  # what the entry is for (if this fails, drop it)
+    assert "rfc3987_syntax.syntax_helpers" not in course and "nbgrader.apps.nbgraderapp" in course
+    assert course_version == plain_version != ""

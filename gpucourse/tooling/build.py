@@ -120,7 +120,7 @@ def venv_env() -> dict:
 
 
 def nbgrader(args: list[str], root: Path, **kwargs) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "nbgrader", *args]
+    cmd = [sys.executable, "-m", "gpucourse.tooling.nbgradercli", *args]  # nbgrader's command line, 0.7 s sooner
     return subprocess.run(cmd, cwd=root, capture_output=True, text=True, env=venv_env(), **kwargs)
 
 
