@@ -33,6 +33,16 @@ def pytest_collection_finish(session):
     gc.freeze()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _one_generated_course_a_run(tmp_path_factory):
+    """The lab tests' generated course (labtools.course_copy) is made once a run: in the run's temporary folder,
+    which xdist's workers share (each one's own is a folder of it)."""
+    labtools = sys.modules.get("labtools")
+    if labtools is not None:
+        base = tmp_path_factory.getbasetemp()
+        labtools.RUN_FOLDER = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node):
     """xdist's controller reads the tests' latest times once and hands them to every worker: both order

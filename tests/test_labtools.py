@@ -52,3 +52,31 @@ def test_a_lab_that_runs_as_released_passes():
 def test_what_is_not_as_released_fails(solution, untouched, words):
     with pytest.raises(AssertionError, match=words):
         check_runs_as_released(scores(solution, untouched))
+
+
+def test_the_generated_course_is_made_once_a_run_whoever_asks_at_the_same_time(tmp_path, monkeypatch):
+    """xdist's workers share the run's folder: the first to ask generates the course under the lock, the others
+    wait and reuse it; a generation that failed half way is made again."""
+    import threading
+    import time
+
+    import labtools
+
+    made = []
+
+    def fake_scratch_course(keep):
+        made.append(keep)
+        time.sleep(0.2)  # the others arrive while it is being made
+        (keep / "course").mkdir(parents=True)
+        return keep / "course"
+
+    monkeypatch.setattr(labtools, "scratch_course", fake_scratch_course)
+    (tmp_path / "generated-labs" / "course").mkdir(parents=True)  # what a failed generation left: no marker
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(labtools._generated_once(tmp_path / "generated-labs")))
+               for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert made == [tmp_path / "generated-labs"] and got == [tmp_path / "generated-labs" / "course"] * 3
