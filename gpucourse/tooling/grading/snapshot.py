@@ -23,19 +23,20 @@ def snapshot_environment(imports=()) -> None:
     """Called once by the grader's kernel header, before any learner code. ``imports``: the
     ``(name, what)`` pairs that the lab's locked cells import (``imported_names``), in order."""
     import gc
-    import importlib
-    import types
 
     collecting = gc.isenabled()
     gc.disable()  # its ~150,000 new tuples would set off a full collection of every library's objects (issue 50)
     try:
-        _take_snapshot(importlib, types, imports)
+        _take_snapshot(imports)
     finally:
         if collecting:
             gc.enable()
 
 
-def _take_snapshot(importlib, types, imports) -> None:
+def _take_snapshot(imports) -> None:
+    import importlib
+    import types
+
     global _SNAPSHOT
     bindings = {}
     for name, what in imports:
