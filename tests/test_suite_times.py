@@ -84,7 +84,7 @@ def test_the_command_exits_1_over_budget_and_says_why(tmp_path):
 
 def test_the_ci_budget_leaves_room_for_a_loaded_machine():
     """Half as much again as the README's 10 minutes: a regression of minutes fails, a busy machine does not."""
-    assert suite_times.CI_BUDGET_S >= 1.5 * 600
+    assert 1.5 * 600 <= suite_times.CI_BUDGET_S <= 2 * 600  # never so wide that a slower suite of minutes passes
     ci = (ROOT / ".ci" / "run").read_text()
     assert f"make test-times TIME_BUDGET={suite_times.CI_BUDGET_S}" in ci
     assert ci.index("make test\n") < ci.index("make test-times") < ci.index("make test-extra\n")  # before test-extra
